@@ -1,0 +1,14 @@
+//! Steward: one Kubernetes operator for etcd, PostgreSQL, CrateDB and FoundationDB.
+//!
+//! The reconcile core (pipeline, operations, status, server-side apply, webhooks) and the
+//! runtime that drives it; engines live in their own modules on top of it.
+#![forbid(unsafe_code)]
+
+pub mod clock;
+pub mod conditions;
+pub mod config;
+pub mod error;
+pub mod metrics;
+pub mod operation;
+pub mod pipeline;
+pub mod webhook;

@@ -1,0 +1,237 @@
+//! Webhook notifications (seed 000, "Webhooks"): when `WEBHOOK_URL`, `WEBHOOK_USERNAME` and
+//! `WEBHOOK_PASSWORD` are all non-empty, every finished scale or upgrade operation of every
+//! engine is POSTed as JSON with HTTP basic auth. Failed deliveries are not retried (as the seed
+//! says); they are logged and counted in `steward_webhook_deliveries_total{result="failure"}`.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use steward_api::common::{GroupReplicas, Operation, OperationKind, OperationPhase};
+
+use crate::config::WebhookArgs;
+use crate::metrics::Metrics;
+
+/// `event` of the payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WebhookEvent {
+    /// Members were added or removed.
+    Scale,
+    /// The version or image changed.
+    Upgrade,
+}
+
+/// `status` of the payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WebhookStatus {
+    /// The operation finished.
+    Success,
+    /// The operation failed or timed out.
+    Failure,
+}
+
+/// One node group in `scale_data`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NodeReplicas {
+    /// Node group name.
+    pub name: String,
+    /// Replica count.
+    pub replicas: i32,
+}
+
+/// `scale_data` of the payload. Field order and names are the seed's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ScaleData {
+    /// New replicas by data node group.
+    pub new_data_replicas: Vec<NodeReplicas>,
+    /// New master replicas, when the engine has masters.
+    pub new_master_replicas: Option<i32>,
+    /// Old replicas by data node group.
+    pub old_data_replicas: Vec<NodeReplicas>,
+    /// Old master replicas.
+    pub old_master_replicas: Option<i32>,
+}
+
+/// `upgrade_data` of the payload.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UpgradeData {
+    /// Registry after.
+    pub new_registry: String,
+    /// Version after.
+    pub new_version: String,
+    /// Registry before.
+    pub old_registry: String,
+    /// Version before.
+    pub old_version: String,
+}
+
+/// The JSON body, exactly as documented in seed 000.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct WebhookPayload {
+    /// `metadata.name` of the cluster resource.
+    pub cluster: String,
+    /// `scale` or `upgrade`.
+    pub event: WebhookEvent,
+    /// `metadata.namespace` of the cluster resource.
+    pub namespace: String,
+    /// Set for `scale`, else null.
+    pub scale_data: Option<ScaleData>,
+    /// `success` or `failure`.
+    pub status: WebhookStatus,
+    /// Set for `upgrade`, else null.
+    pub upgrade_data: Option<UpgradeData>,
+}
+
+fn node_replicas(groups: &[GroupReplicas]) -> Vec<NodeReplicas> {
+    groups
+        .iter()
+        .map(|g| NodeReplicas {
+            name: g.name.clone(),
+            replicas: g.replicas,
+        })
+        .collect()
+}
+
+impl WebhookPayload {
+    /// The notification for a finished operation, or `None` for kinds the seed does not notify
+    /// (only scale and upgrade are) and for operations still running.
+    pub fn for_operation(namespace: &str, cluster: &str, op: &Operation) -> Option<Self> {
+        let status = match op.phase {
+            OperationPhase::Running => return None,
+            OperationPhase::Succeeded => WebhookStatus::Success,
+            OperationPhase::Failed => WebhookStatus::Failure,
+        };
+        let c = &op.change;
+        let (event, scale_data, upgrade_data) = match op.kind {
+            OperationKind::Scale => (
+                WebhookEvent::Scale,
+                Some(ScaleData {
+                    new_data_replicas: node_replicas(&c.new_replicas),
+                    new_master_replicas: c.new_master_replicas,
+                    old_data_replicas: node_replicas(&c.old_replicas),
+                    old_master_replicas: c.old_master_replicas,
+                }),
+                None,
+            ),
+            OperationKind::Upgrade => (
+                WebhookEvent::Upgrade,
+                None,
+                Some(UpgradeData {
+                    new_registry: c.new_registry.clone().unwrap_or_default(),
+                    new_version: c.new_version.clone().unwrap_or_default(),
+                    old_registry: c.old_registry.clone().unwrap_or_default(),
+                    old_version: c.old_version.clone().unwrap_or_default(),
+                }),
+            ),
+            _ => return None,
+        };
+        Some(Self {
+            cluster: cluster.to_owned(),
+            event,
+            namespace: namespace.to_owned(),
+            scale_data,
+            status,
+            upgrade_data,
+        })
+    }
+}
+
+/// Sends webhook notifications.
+#[derive(Clone)]
+pub struct WebhookSender {
+    target: Option<Target>,
+    metrics: Metrics,
+}
+
+#[derive(Clone)]
+struct Target {
+    url: String,
+    username: String,
+    password: String,
+    http: reqwest::Client,
+}
+
+/// Result of one delivery attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// Webhooks are not configured.
+    Disabled,
+    /// The receiver answered 2xx.
+    Delivered,
+    /// The request failed or the receiver answered otherwise. Not retried.
+    Failed,
+}
+
+impl WebhookSender {
+    /// A sender; disabled unless URL, user name and password are all non-empty.
+    pub fn new(args: &WebhookArgs, metrics: Metrics) -> Result<Self, reqwest::Error> {
+        let enabled = !args.webhook_url.is_empty()
+            && !args.webhook_username.is_empty()
+            && !args.webhook_password.is_empty();
+        let target = if enabled {
+            let http = reqwest::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .build()?;
+            Some(Target {
+                url: args.webhook_url.clone(),
+                username: args.webhook_username.clone(),
+                password: args.webhook_password.clone(),
+                http,
+            })
+        } else {
+            None
+        };
+        Ok(Self { target, metrics })
+    }
+
+    /// Whether notifications are sent.
+    pub fn enabled(&self) -> bool {
+        self.target.is_some()
+    }
+
+    /// POSTs one notification. Never retries; failures are logged (without credentials) and
+    /// counted.
+    pub async fn deliver(&self, payload: &WebhookPayload) -> Delivery {
+        let Some(target) = &self.target else {
+            return Delivery::Disabled;
+        };
+        let event = match payload.event {
+            WebhookEvent::Scale => "scale",
+            WebhookEvent::Upgrade => "upgrade",
+        };
+        let sent = target
+            .http
+            .post(&target.url)
+            .basic_auth(&target.username, Some(&target.password))
+            .json(payload)
+            .send()
+            .await;
+        let result = match sent {
+            Ok(resp) if resp.status().is_success() => Delivery::Delivered,
+            Ok(resp) => {
+                tracing::warn!(
+                    cluster = %payload.cluster, namespace = %payload.namespace, event,
+                    http_status = resp.status().as_u16(),
+                    "webhook receiver refused the notification; not retrying"
+                );
+                Delivery::Failed
+            }
+            Err(err) => {
+                tracing::warn!(
+                    cluster = %payload.cluster, namespace = %payload.namespace, event,
+                    error = %err.without_url(),
+                    "webhook delivery failed; not retrying"
+                );
+                Delivery::Failed
+            }
+        };
+        let label = if result == Delivery::Delivered {
+            "success"
+        } else {
+            "failure"
+        };
+        self.metrics.webhook_delivered(event, label);
+        result
+    }
+}
