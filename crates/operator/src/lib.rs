@@ -6,9 +6,14 @@
 
 pub mod clock;
 pub mod conditions;
+pub mod crd;
+//TMP pub mod embedded;
 pub mod config;
 pub mod error;
+pub mod etcd;
 pub mod metrics;
 pub mod operation;
 pub mod pipeline;
+pub mod resources;
+pub mod runtime;
 pub mod webhook;

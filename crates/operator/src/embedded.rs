@@ -1,0 +1,75 @@
+//! An in-process control plane for the self-check and tests: Steward's embedded API server on a
+//! free loopback port, a client for it, and Steward's CRDs installed and established.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
+use kube::{Client, Config};
+use steward_apiserver::{ApiServerHandle, ServerConfig};
+
+/// Why the embedded control plane could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbeddedError {
+    /// The API server failed to start.
+    #[error("starting the embedded API server failed: {0}")]
+    Server(String),
+    /// The client could not be built.
+    #[error("building a client for the embedded API server failed: {0}")]
+    Client(String),
+    /// Installing CRDs or namespaces failed.
+    #[error("installing {what} failed: {source}")]
+    Install {
+        /// What.
+        what: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The CRDs were not established in time.
+    #[error("{0}")]
+    Crds(#[from] crate::runtime::crds::CrdError),
+}
+
+/// A running embedded control plane.
+pub struct Embedded {
+    /// The API server.
+    pub server: ApiServerHandle,
+    /// A client for it.
+    pub client: Client,
+}
+
+impl Embedded {
+    /// Starts the API server, installs Steward's CRDs and the given namespaces.
+    pub async fn start(namespaces: &[&str]) -> Result<Self, EmbeddedError> {
+        let server = steward_apiserver::start(ServerConfig::default())
+            .await
+            .map_err(|e| EmbeddedError::Server(e.to_string()))?;
+        let url = server.url().parse().map_err(|e: http::uri::InvalidUri| EmbeddedError::Client(e.to_string()))?;
+        let client = Client::try_from(Config::new(url)).map_err(|e| EmbeddedError::Client(e.to_string()))?;
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in steward_api::crds() {
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            crds.create(&PostParams::default(), &crd)
+                .await
+                .map_err(|source| EmbeddedError::Install { what: format!("CRD {name}"), source })?;
+        }
+        let ns_api: Api<Namespace> = Api::all(client.clone());
+        for ns in namespaces {
+            let object = Namespace {
+                metadata: kube::api::ObjectMeta { name: Some((*ns).to_owned()), ..Default::default() },
+                ..Default::default()
+            };
+            match ns_api.create(&PostParams::default(), &object).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(source) => {
+                    return Err(EmbeddedError::Install { what: format!("namespace {ns}"), source });
+                }
+            }
+        }
+        crate::runtime::crds::wait_established(&client, Duration::from_secs(10)).await?;
+        Ok(Self { server, client })
+    }
+}

@@ -1,0 +1,3 @@
+//! (pure) Desired children of an etcd cluster.
+
+pub mod service;

@@ -1,0 +1,9 @@
+//! Children of Steward's resources: recommended labels, owner references, server-side apply
+//! with one field manager per scope, and the orphan sweep.
+
+pub mod apply;
+pub mod labels;
+pub mod sweep;
+
+pub use apply::{AppliedSet, Applier};
+pub use labels::{Labels, child_meta};

@@ -1,0 +1,159 @@
+//! What every controller shares: the client, metrics, webhooks, clock, deadlines and the Event
+//! recorder. Built once per leadership term.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType as KubeEventType, Recorder, Reporter};
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::clock::Clock;
+use crate::config::TimeoutArgs;
+use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+use crate::pipeline::{Effect, EventType, PassReport};
+use crate::webhook::WebhookSender;
+
+/// The field manager of status writes.
+pub const STATUS_MANAGER: &str = "steward/status";
+
+/// Shared by every reconcile.
+#[derive(Clone)]
+pub struct Context {
+    /// Kubernetes client.
+    pub client: Client,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// Webhook sender.
+    pub webhooks: WebhookSender,
+    /// Clock.
+    pub clock: Arc<dyn Clock>,
+    /// Operation deadlines.
+    pub timeouts: TimeoutArgs,
+    /// Event recorder.
+    pub recorder: Recorder,
+    /// The watched namespace, or `None` for all.
+    pub namespace: Option<String>,
+    /// This instance's identity (for logs and Events).
+    pub identity: String,
+}
+
+impl Context {
+    /// A context; Events are reported as `steward` with this instance's identity.
+    pub fn new(
+        client: Client,
+        metrics: Metrics,
+        webhooks: WebhookSender,
+        clock: Arc<dyn Clock>,
+        timeouts: TimeoutArgs,
+        namespace: Option<String>,
+        identity: String,
+    ) -> Self {
+        let reporter = Reporter { controller: "steward".into(), instance: Some(identity.clone()) };
+        let recorder = Recorder::new(client.clone(), reporter);
+        Self { client, metrics, webhooks, clock, timeouts, recorder, namespace, identity }
+    }
+
+    /// An `Api` for namespaced kind `K` in `namespace`.
+    pub fn api<K>(&self, namespace: &str) -> Api<K>
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>,
+    {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// Writes the status (when it changed) with server-side apply, then executes the pass's
+    /// effects: Events, webhooks (spawned, never retried) and operation metrics. Effects run
+    /// after the write so that nothing is announced that status does not record.
+    pub async fn finish_pass<K, S>(
+        &self,
+        obj: &K,
+        stored: Option<&S>,
+        status: &S,
+        effects: Vec<Effect>,
+        report: &PassReport,
+        resync: Duration,
+    ) -> Result<Action>
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + DeserializeOwned,
+        S: Serialize + PartialEq,
+    {
+        let namespace = obj.namespace().unwrap_or_default();
+        let name = obj.name_any();
+        if stored != Some(status) {
+            let body = serde_json::json!({
+                "apiVersion": K::api_version(&()),
+                "kind": K::kind(&()),
+                "status": status,
+            });
+            let api: Api<K> = self.api(&namespace);
+            match api
+                .patch_status(&name, &PatchParams::apply(STATUS_MANAGER).force(), &Patch::Apply(body))
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Action::await_change()),
+                Err(source) => {
+                    return Err(Error::kube("apply status", format!("{namespace}/{name}"), source));
+                }
+            }
+        }
+        self.execute(obj, effects).await;
+        Ok(match report.result.requeue_after() {
+            Some(after) => Action::requeue(after),
+            None => Action::requeue(resync),
+        })
+    }
+
+    async fn execute<K>(&self, obj: &K, effects: Vec<Effect>)
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let reference = obj.object_ref(&());
+        for effect in effects {
+            match effect {
+                Effect::Event { type_, reason, action, note } => {
+                    let event = Event {
+                        type_: match type_ {
+                            EventType::Normal => KubeEventType::Normal,
+                            EventType::Warning => KubeEventType::Warning,
+                        },
+                        reason,
+                        note: Some(note),
+                        action,
+                        secondary: None,
+                    };
+                    if let Err(err) = self.recorder.publish(&event, &reference).await {
+                        tracing::warn!(error = %err, "publishing an Event failed");
+                    }
+                }
+                Effect::Webhook(payload) => {
+                    let sender = self.webhooks.clone();
+                    tokio::spawn(async move { sender.deliver(&payload).await });
+                }
+                Effect::OperationFinished(op) => {
+                    let result = match op.phase {
+                        steward_api::common::OperationPhase::Succeeded => "success",
+                        _ => "failure",
+                    };
+                    self.metrics.operation_finished(op.kind.as_str(), result);
+                }
+            }
+        }
+    }
+}
+
+/// The error policy shared by every controller: log, count and retry after the category's
+/// delay.
+pub fn error_policy<K>(_obj: Arc<K>, err: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics.error("runtime", err.category().as_str());
+    tracing::warn!(category = err.category().as_str(), error = %err, "reconcile failed");
+    Action::requeue(err.category().retry_after())
+}

@@ -1,0 +1,220 @@
+//! The operator runtime: HTTP endpoints, the CRD check, leader election, shared caches and the
+//! controllers of every engine. Only the leader reconciles; a standby keeps its caches cold and
+//! takes over when the leader's Lease is released (graceful shutdown) or expires.
+
+pub mod context;
+pub mod crds;
+pub mod http;
+pub mod leader;
+pub mod stores;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use kube::Client;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::{Clock, SystemClock};
+use crate::config::OperatorArgs;
+use crate::metrics::Metrics;
+use crate::webhook::WebhookSender;
+use context::Context;
+
+/// Why the operator could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The HTTP endpoint could not be bound.
+    #[error("binding the HTTP endpoint {addr} failed: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The webhook client could not be built.
+    #[error("building the webhook HTTP client failed: {0}")]
+    Webhook(#[source] reqwest::Error),
+}
+
+/// A running operator.
+pub struct OperatorHandle {
+    /// Where `/metrics`, `/healthz` and `/readyz` are served.
+    pub http_addr: SocketAddr,
+    /// Metrics of this instance.
+    pub metrics: Metrics,
+    /// `true` while this instance leads.
+    pub leader: watch::Receiver<bool>,
+    shutdown: CancellationToken,
+    task: JoinHandle<Result<(), String>>,
+}
+
+impl OperatorHandle {
+    /// Asks the operator to stop (as SIGTERM does) and waits until it has: controllers drained,
+    /// the Lease released, the HTTP server closed. Returns the reason it failed, if it did.
+    pub async fn shutdown(self) -> Result<(), String> {
+        self.shutdown.cancel();
+        self.task.await.map_err(|e| format!("operator task panicked: {e}"))?
+    }
+
+    /// Waits until the operator stops by itself (an error such as missing CRDs) or is shut down.
+    pub async fn wait(self) -> Result<(), String> {
+        self.task.await.map_err(|e| format!("operator task panicked: {e}"))?
+    }
+
+    /// A token that stops the operator when cancelled.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+}
+
+/// Starts the operator: binds HTTP, then (in the background) waits for the CRDs, campaigns for
+/// leadership and runs the controllers while leading.
+pub async fn start(client: Client, args: OperatorArgs) -> Result<OperatorHandle, StartError> {
+    start_with_clock(client, args, Arc::new(SystemClock)).await
+}
+
+/// [`start`] with an injected clock.
+pub async fn start_with_clock(
+    client: Client,
+    args: OperatorArgs,
+    clock: Arc<dyn Clock>,
+) -> Result<OperatorHandle, StartError> {
+    let metrics = Metrics::new();
+    let ready = Arc::new(AtomicBool::new(false));
+    let shutdown = CancellationToken::new();
+    let (http_addr, http_task) =
+        http::serve(args.http_addr, metrics.clone(), ready.clone(), shutdown.child_token())
+            .await
+            .map_err(|source| StartError::Bind { addr: args.http_addr, source })?;
+    let webhooks = WebhookSender::new(&args.webhook, metrics.clone()).map_err(StartError::Webhook)?;
+    let identity = if args.identity.is_empty() { default_identity() } else { args.identity.clone() };
+    let namespace = (!args.namespace.is_empty()).then(|| args.namespace.clone());
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        metrics.clone(),
+        webhooks,
+        clock,
+        args.timeouts.clone(),
+        namespace,
+        identity.clone(),
+    ));
+    let (leader_tx, leader_rx) = watch::channel(false);
+    let token = shutdown.clone();
+    let task = tokio::spawn(async move {
+        let result = supervise(ctx, args, identity, ready, leader_tx, token).await;
+        if let Err(err) = http_task.await {
+            tracing::warn!(error = %err, "HTTP task ended abnormally");
+        }
+        result
+    });
+    Ok(OperatorHandle { http_addr, metrics, leader: leader_rx, shutdown, task })
+}
+
+fn default_identity() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| format!("steward-{}", std::process::id()))
+}
+
+async fn supervise(
+    ctx: Arc<Context>,
+    args: OperatorArgs,
+    identity: String,
+    ready: Arc<AtomicBool>,
+    leader_tx: watch::Sender<bool>,
+    shutdown: CancellationToken,
+) -> Result<(), String> {
+    let wait = Duration::from_secs(args.crd_wait_seconds);
+    tokio::select! {
+        checked = crds::wait_established(&ctx.client, wait) => {
+            if let Err(err) = checked {
+                tracing::error!(error = %err, "cannot start controllers");
+                shutdown.cancel();
+                return Err(err.to_string());
+            }
+        }
+        () = shutdown.cancelled() => return Ok(()),
+    }
+    ready.store(true, Ordering::Release);
+    ctx.metrics.set_ready(true);
+    tracing::info!(identity = %identity, namespace = ?ctx.namespace, "CRDs established; ready");
+
+    let mut leadership = if args.leader_election {
+        match leader::campaign(&ctx.client, &args, &identity).await {
+            Ok(l) => Some(l),
+            Err(err) => {
+                shutdown.cancel();
+                return Err(err.to_string());
+            }
+        }
+    } else {
+        None
+    };
+
+    let mut term: Option<(CancellationToken, JoinHandle<()>)> = None;
+    loop {
+        let leading = leadership.as_ref().is_none_or(|l| *l.state.borrow());
+        match (leading, term.is_some()) {
+            (true, false) => {
+                tracing::info!(identity = %identity, "leading: starting controllers");
+                ctx.metrics.set_leader(true);
+                let _ = leader_tx.send(true);
+                let stop = CancellationToken::new();
+                term = Some((stop.clone(), tokio::spawn(run_controllers(ctx.clone(), stop))));
+            }
+            (false, true) => {
+                tracing::warn!(identity = %identity, "lost leadership: stopping controllers");
+                stop_term(term.take()).await;
+                ctx.metrics.set_leader(false);
+                let _ = leader_tx.send(false);
+            }
+            _ => {}
+        }
+        let changed = async {
+            match leadership.as_mut() {
+                Some(l) => l.state.changed().await.is_ok(),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            ok = changed => if !ok {
+                tracing::error!("leader election stopped unexpectedly");
+                break;
+            },
+            () = shutdown.cancelled() => break,
+        }
+    }
+    stop_term(term.take()).await;
+    ctx.metrics.set_leader(false);
+    let _ = leader_tx.send(false);
+    if let Some(l) = leadership {
+        l.release().await;
+    }
+    tracing::info!(identity = %identity, "operator stopped");
+    Ok(())
+}
+
+async fn stop_term(term: Option<(CancellationToken, JoinHandle<()>)>) {
+    if let Some((stop, task)) = term {
+        stop.cancel();
+        if let Err(err) = task.await {
+            tracing::warn!(error = %err, "controller task ended abnormally");
+        }
+    }
+}
+
+/// Builds the shared caches and runs every engine's controllers until `stop` is cancelled.
+async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
+    let services = stores::shared::<k8s_openapi::api::core::v1::Service>(&ctx, stop.clone());
+    let Some((service_store, service_events)) = services else {
+        tracing::error!("shared Service cache has no subscriber; controllers not started");
+        return;
+    };
+    crate::etcd::controller::run(ctx, service_store, service_events, stop).await;
+}

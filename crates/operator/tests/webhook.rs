@@ -1,0 +1,158 @@
+//! Webhook deliveries against a real HTTP server on 127.0.0.1.
+
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use steward_api::common::{
+    GroupReplicas, Operation, OperationChange, OperationKind, OperationPhase,
+};
+use steward_operator::config::WebhookArgs;
+use steward_operator::metrics::Metrics;
+use steward_operator::webhook::{Delivery, WebhookPayload, WebhookSender};
+
+#[derive(Clone, Default)]
+struct Received(Arc<Mutex<Vec<(Option<String>, String)>>>);
+
+async fn receiver(status: StatusCode) -> (String, Received) {
+    let received = Received::default();
+    let sink = received.clone();
+    let app = Router::new().route(
+        "/hook",
+        post(move |headers: HeaderMap, body: Bytes| {
+            let sink = sink.clone();
+            async move {
+                let auth = headers
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                sink.0.lock().unwrap().push((auth, String::from_utf8_lossy(&body).into_owned()));
+                status
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}/hook"), received)
+}
+
+fn args(url: &str) -> WebhookArgs {
+    WebhookArgs {
+        webhook_url: url.to_owned(),
+        webhook_username: "steward".to_owned(),
+        webhook_password: "s3cret".to_owned(),
+    }
+}
+
+fn operation(kind: OperationKind, phase: OperationPhase, change: OperationChange) -> Operation {
+    Operation {
+        kind,
+        phase,
+        generation: 2,
+        step: "Done".into(),
+        done: 1,
+        total: 1,
+        progress: "1/1".into(),
+        started_at: "2026-01-01T00:00:00Z".into(),
+        deadline: "2026-01-01T01:00:00Z".into(),
+        finished_at: Some("2026-01-01T00:10:00Z".into()),
+        message: String::new(),
+        change,
+    }
+}
+
+fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+#[tokio::test]
+async fn upgrade_payload_matches_the_seed_byte_for_byte() {
+    install_crypto();
+    let (url, received) = receiver(StatusCode::OK).await;
+    let metrics = Metrics::new();
+    let sender = WebhookSender::new(&args(&url), metrics.clone()).unwrap();
+    let op = operation(
+        OperationKind::Upgrade,
+        OperationPhase::Succeeded,
+        OperationChange {
+            old_registry: Some("crate".into()),
+            new_registry: Some("crate".into()),
+            old_version: Some("4.1.5".into()),
+            new_version: Some("4.1.6".into()),
+            ..Default::default()
+        },
+    );
+    let payload =
+        WebhookPayload::for_operation("my-crate-namespace", "my-new-crate-cluster", &op).unwrap();
+    assert_eq!(sender.deliver(&payload).await, Delivery::Delivered);
+    let got = received.0.lock().unwrap().clone();
+    assert_eq!(got.len(), 1);
+    // Basic auth of steward:s3cret.
+    assert_eq!(got[0].0.as_deref(), Some("Basic c3Rld2FyZDpzM2NyZXQ="));
+    assert_eq!(
+        got[0].1,
+        r#"{"cluster":"my-new-crate-cluster","event":"upgrade","namespace":"my-crate-namespace","scale_data":null,"status":"success","upgrade_data":{"new_registry":"crate","new_version":"4.1.6","old_registry":"crate","old_version":"4.1.5"}}"#
+    );
+    assert_eq!(metrics.webhook_count("upgrade", "success"), 1);
+}
+
+#[tokio::test]
+async fn scale_failure_payload_has_every_documented_field() {
+    install_crypto();
+    let (url, received) = receiver(StatusCode::OK).await;
+    let sender = WebhookSender::new(&args(&url), Metrics::new()).unwrap();
+    let op = operation(
+        OperationKind::Scale,
+        OperationPhase::Failed,
+        OperationChange {
+            old_replicas: vec![GroupReplicas { name: "members".into(), replicas: 3 }],
+            new_replicas: vec![GroupReplicas { name: "members".into(), replicas: 5 }],
+            ..Default::default()
+        },
+    );
+    let payload = WebhookPayload::for_operation("db", "etcd-a", &op).unwrap();
+    sender.deliver(&payload).await;
+    let body = received.0.lock().unwrap()[0].1.clone();
+    assert_eq!(
+        body,
+        r#"{"cluster":"etcd-a","event":"scale","namespace":"db","scale_data":{"new_data_replicas":[{"name":"members","replicas":5}],"new_master_replicas":null,"old_data_replicas":[{"name":"members","replicas":3}],"old_master_replicas":null},"status":"failure","upgrade_data":null}"#
+    );
+}
+
+#[tokio::test]
+async fn failed_deliveries_are_counted_and_not_retried() {
+    install_crypto();
+    let (url, received) = receiver(StatusCode::INTERNAL_SERVER_ERROR).await;
+    let metrics = Metrics::new();
+    let sender = WebhookSender::new(&args(&url), metrics.clone()).unwrap();
+    let op = operation(OperationKind::Scale, OperationPhase::Succeeded, OperationChange::default());
+    let payload = WebhookPayload::for_operation("db", "etcd-a", &op).unwrap();
+    assert_eq!(sender.deliver(&payload).await, Delivery::Failed);
+    assert_eq!(received.0.lock().unwrap().len(), 1, "exactly one attempt");
+    assert_eq!(metrics.webhook_count("scale", "failure"), 1);
+
+    // Nobody listening: also one failed attempt, counted.
+    let closed = WebhookSender::new(&args("http://127.0.0.1:9/hook"), metrics.clone()).unwrap();
+    assert_eq!(closed.deliver(&payload).await, Delivery::Failed);
+    assert_eq!(metrics.webhook_count("scale", "failure"), 2);
+}
+
+#[tokio::test]
+async fn webhooks_need_all_three_settings() {
+    install_crypto();
+    let mut partial = args("http://127.0.0.1:9/hook");
+    partial.webhook_password.clear();
+    let sender = WebhookSender::new(&partial, Metrics::new()).unwrap();
+    assert!(!sender.enabled());
+    let op = operation(OperationKind::Upgrade, OperationPhase::Succeeded, OperationChange::default());
+    let payload = WebhookPayload::for_operation("db", "x", &op).unwrap();
+    assert_eq!(sender.deliver(&payload).await, Delivery::Disabled);
+    // Kinds the seed does not notify, and running operations, produce no payload.
+    let restart = operation(OperationKind::Restart, OperationPhase::Succeeded, OperationChange::default());
+    assert!(WebhookPayload::for_operation("db", "x", &restart).is_none());
+    let running = operation(OperationKind::Scale, OperationPhase::Running, OperationChange::default());
+    assert!(WebhookPayload::for_operation("db", "x", &running).is_none());
+}

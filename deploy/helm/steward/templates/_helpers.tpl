@@ -1,0 +1,108 @@
+{{/*
+Name prefix of every object: "<release>-operator" when the release name already says
+"steward" (the default release "steward" gives "steward-operator", as in deploy/*.yaml),
+otherwise "<release>-steward-operator".
+*/}}
+{{- define "steward.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else if contains "steward" .Release.Name -}}
+{{- printf "%s-operator" .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-steward-operator" .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "steward.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "steward.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "steward.selectorLabels" -}}
+app.kubernetes.io/name: steward
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "steward.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "steward.selectorLabels" . }}
+app.kubernetes.io/component: operator
+app.kubernetes.io/part-of: steward
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/*
+Plurals of Steward's custom resources: one per CRD in crds/steward.dev.yaml.
+.ci/check-deploy.sh fails when a CRD is missing here or in deploy/rbac.yaml.
+*/}}
+{{- define "steward.customResources" -}}
+{{- list "etcdclusters" "etcdpeers" | toJson -}}
+{{- end -}}
+
+{{/*
+Rules for Steward's resources and the children it manages. Rendered into a ClusterRole
+(all namespaces) or into a Role in .Values.watchNamespace. Reasons: docs/deployment.md, "RBAC".
+*/}}
+{{- define "steward.operatorRules" -}}
+{{- $crs := include "steward.customResources" . | fromJsonArray -}}
+{{- $status := list -}}
+{{- $finalizers := list -}}
+{{- range $crs -}}
+{{- $status = append $status (printf "%s/status" .) -}}
+{{- $finalizers = append $finalizers (printf "%s/finalizers" .) -}}
+{{- end -}}
+- apiGroups: ["steward.dev"]
+  resources: {{ $crs | toJson }}
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["steward.dev"]
+  resources: {{ $status | toJson }}
+  verbs: ["patch"]
+- apiGroups: ["steward.dev"]
+  resources: {{ $finalizers | toJson }}
+  verbs: ["update"]
+- apiGroups: [""]
+  resources: ["pods", "services", "persistentvolumeclaims", "configmaps"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# kube-rs opens exec as a WebSocket upgrade (HTTP GET, authorized as "get"); Kubernetes 1.35+
+# also requires "create" for that upgrade.
+- apiGroups: [""]
+  resources: ["pods/exec"]
+  verbs: ["get", "create"]
+- apiGroups: [""]
+  resources: ["pods/log"]
+  verbs: ["get"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: [""]
+  resources: ["endpoints"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["batch"]
+  resources: ["jobs", "cronjobs"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end -}}
+
+{{/* Fails the render on values that would deploy a broken operator. */}}
+{{- define "steward.validate" -}}
+{{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElection.enabled) -}}
+{{- fail "replicas > 1 needs leaderElection.enabled=true: two leaders would reconcile the same clusters" -}}
+{{- end -}}
+{{- if .Values.webhook.url -}}
+{{- if not .Values.webhook.username -}}
+{{- fail "webhook.url is set: webhook.username is required" -}}
+{{- end -}}
+{{- if not .Values.webhook.passwordSecret.name -}}
+{{- fail "webhook.url is set: webhook.passwordSecret.name (an existing Secret holding the password) is required" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
