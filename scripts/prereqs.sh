@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what Steward's build and tests need on a fresh Debian 12 machine. Idempotent: a
+# second run installs nothing. Needs root (or sudo) for apt.
+set -euo pipefail
+
+need_apt=()
+command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+
+if ((${#need_apt[@]})); then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "==> installing apt packages: ${need_apt[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "error: cargo not found; install the Rust toolchain (rustup) first" >&2
+  exit 1
+fi

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The test command: installs prerequisites, checks formatting and lints, runs every test of the
+# workspace, then checks the deploy artefacts offline (helm lint/template, kubernetes-validate).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/prereqs.sh
+
+echo "==> cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "==> cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+echo "==> tests"
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --locked --no-fail-fast
+else
+  cargo test --workspace --locked --no-fail-fast
+fi
+
+echo "==> deploy artefacts"
+bash .ci/check-deploy.sh
