@@ -135,6 +135,23 @@ pub struct OperatorArgs {
     pub webhook: WebhookArgs,
 }
 
+/// Parses `steward operator` flags from an argument list (environment variables apply too),
+/// for embedding the operator in tests and the self-check.
+pub fn operator_args_from<I, T>(args: I) -> Result<OperatorArgs, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    #[derive(clap::Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: OperatorArgs,
+    }
+    let all = std::iter::once(std::ffi::OsString::from("operator"))
+        .chain(args.into_iter().map(Into::into));
+    <Wrapper as clap::Parser>::try_parse_from(all).map(|w| w.args)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,21 +190,4 @@ mod tests {
         };
         assert!(!format!("{w:?}").contains("hunter2"));
     }
-}
-
-/// Parses `steward operator` flags from an argument list (environment variables apply too),
-/// for embedding the operator in tests and the self-check.
-pub fn operator_args_from<I, T>(args: I) -> Result<OperatorArgs, clap::Error>
-where
-    I: IntoIterator<Item = T>,
-    T: Into<std::ffi::OsString> + Clone,
-{
-    #[derive(clap::Parser)]
-    struct Wrapper {
-        #[command(flatten)]
-        args: OperatorArgs,
-    }
-    let all = std::iter::once(std::ffi::OsString::from("operator"))
-        .chain(args.into_iter().map(Into::into));
-    <Wrapper as clap::Parser>::try_parse_from(all).map(|w| w.args)
 }

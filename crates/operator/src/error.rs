@@ -112,6 +112,16 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// Adding or removing Steward's finalizer failed.
+    #[error("finalizer handling on {object} failed: {message}")]
+    Finalizer {
+        /// Which object, `namespace/name`.
+        object: String,
+        /// What failed.
+        message: String,
+        /// The category of the underlying failure.
+        category: Category,
+    },
     /// (De)serialisation of an object failed.
     #[error("serialising {what} failed: {source}")]
     Serde {
@@ -135,7 +145,21 @@ impl Error {
             Self::MissingDependency { .. } => Category::MissingDependency,
             Self::Database { .. } => Category::Database,
             Self::NotImplemented { .. } => Category::NotImplemented,
+            Self::Finalizer { category, .. } => *category,
             Self::Internal { .. } | Self::Serde { .. } => Category::Internal,
+        }
+    }
+
+    /// Flattens kube-runtime's finalizer error, keeping the inner error's category.
+    pub fn from_finalizer(object: String, err: kube::runtime::finalizer::Error<Error>) -> Self {
+        use kube::runtime::finalizer::Error as F;
+        match err {
+            F::ApplyFailed(inner) | F::CleanupFailed(inner) => inner,
+            other => Self::Finalizer {
+                object,
+                message: other.to_string(),
+                category: Category::KubeApi,
+            },
         }
     }
 

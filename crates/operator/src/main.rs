@@ -13,7 +13,13 @@ use tracing_subscriber::EnvFilter;
 #[command(name = "steward", version, about)]
 struct Cli {
     /// Log format.
-    #[arg(long, global = true, env = "STEWARD_LOG_FORMAT", value_enum, default_value = "human")]
+    #[arg(
+        long,
+        global = true,
+        env = "STEWARD_LOG_FORMAT",
+        value_enum,
+        default_value = "human"
+    )]
     log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
@@ -35,7 +41,9 @@ enum Command {
 
 fn init_tracing(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Json => builder.json().flatten_event(true).init(),
         LogFormat::Human => builder.init(),

@@ -68,14 +68,13 @@ pub fn start(
         }
         return Started::Resumed;
     }
-    if let Some(reason) = blocked_by_failure(status, generation) {
-        if status
+    if let Some(reason) = blocked_by_failure(status, generation)
+        && status
             .last_operation
             .as_ref()
             .is_some_and(|op| op.kind == request.kind)
-        {
-            return Started::Blocked(reason);
-        }
+    {
+        return Started::Blocked(reason);
     }
     let deadline = now
         .saturating_add(SignedDuration::try_from(timeout).unwrap_or(SignedDuration::MAX))

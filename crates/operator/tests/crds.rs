@@ -1,9 +1,13 @@
 //! The committed CRDs (and the Helm chart's copy) must equal what `steward crd` prints.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::path::PathBuf;
 
 fn repo_file(rel: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(rel);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
@@ -12,7 +16,10 @@ fn committed_crds_are_current() {
     let generated = steward_operator::crd::crds_yaml().unwrap();
     let regenerate = "regenerate with: cargo run -p steward-operator -- crd > deploy/crds/steward.dev.yaml \
                       && cp deploy/crds/steward.dev.yaml deploy/helm/steward/crds/";
-    assert!(generated == repo_file("deploy/crds/steward.dev.yaml"), "deploy/crds is stale; {regenerate}");
+    assert!(
+        generated == repo_file("deploy/crds/steward.dev.yaml"),
+        "deploy/crds is stale; {regenerate}"
+    );
     assert!(
         generated == repo_file("deploy/helm/steward/crds/steward.dev.yaml"),
         "the Helm chart's CRD copy is stale; {regenerate}"
@@ -23,14 +30,28 @@ fn committed_crds_are_current() {
 fn every_kind_has_short_names_printer_columns_and_a_status_subresource() {
     for crd in steward_api::crds() {
         let name = crd.metadata.name.clone().unwrap();
-        assert!(crd.spec.names.short_names.as_ref().is_some_and(|s| !s.is_empty()), "{name}: short names");
+        assert!(
+            crd.spec
+                .names
+                .short_names
+                .as_ref()
+                .is_some_and(|s| !s.is_empty()),
+            "{name}: short names"
+        );
         for version in &crd.spec.versions {
             assert!(
-                version.additional_printer_columns.as_ref().is_some_and(|c| c.len() >= 3),
+                version
+                    .additional_printer_columns
+                    .as_ref()
+                    .is_some_and(|c| c.len() >= 3),
                 "{name}: printer columns"
             );
             assert!(
-                version.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some(),
+                version
+                    .subresources
+                    .as_ref()
+                    .and_then(|s| s.status.as_ref())
+                    .is_some(),
                 "{name}: status subresource"
             );
         }

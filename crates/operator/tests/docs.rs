@@ -1,9 +1,13 @@
 //! Documentation that must stay in step with the code.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::path::PathBuf;
 
 fn repo_file(rel: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(rel);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
@@ -11,18 +15,30 @@ fn repo_file(rel: &str) -> String {
 fn technical_design_lists_the_etcd_pipeline_in_order() {
     let doc = repo_file("docs/technical_design.md");
     let names = steward_operator::etcd::pipeline().step_names();
-    let section = doc.split("## etcd cluster reconciliation").nth(1).expect("etcd section");
+    let section = doc
+        .split("## etcd cluster reconciliation")
+        .nth(1)
+        .expect("etcd section");
     // The numbered list, in order.
     for (i, name) in names.iter().enumerate() {
         let last = i + 1 == names.len();
-        let item = if last { format!("{}. {name} (again)", i + 1) } else { format!("{}. {name}", i + 1) };
-        assert!(section.contains(&item), "docs/technical_design.md lacks {item:?}");
+        let item = if last {
+            format!("{}. {name} (again)", i + 1)
+        } else {
+            format!("{}. {name}", i + 1)
+        };
+        assert!(
+            section.contains(&item),
+            "docs/technical_design.md lacks {item:?}"
+        );
     }
     // One section per step, in order.
     let mut at = 0;
     for name in &names[..names.len() - 1] {
         let heading = format!("### {name}\n");
-        let found = section[at..].find(&heading).unwrap_or_else(|| panic!("no section {heading:?} after offset {at}"));
+        let found = section[at..]
+            .find(&heading)
+            .unwrap_or_else(|| panic!("no section {heading:?} after offset {at}"));
         at += found + heading.len();
     }
 }
@@ -31,7 +47,10 @@ fn technical_design_lists_the_etcd_pipeline_in_order() {
 fn configuration_reference_lists_every_environment_variable() {
     let doc = repo_file("docs/configuration.md");
     let mut sources = String::new();
-    for file in ["crates/operator/src/config.rs", "crates/operator/src/main.rs"] {
+    for file in [
+        "crates/operator/src/config.rs",
+        "crates/operator/src/main.rs",
+    ] {
         sources.push_str(&repo_file(file));
     }
     let vars: Vec<&str> = sources
@@ -41,6 +60,9 @@ fn configuration_reference_lists_every_environment_variable() {
         .collect();
     assert!(vars.len() >= 17, "found only {vars:?}");
     for var in vars {
-        assert!(doc.contains(&format!("`{var}`")), "docs/configuration.md lacks {var}");
+        assert!(
+            doc.contains(&format!("`{var}`")),
+            "docs/configuration.md lacks {var}"
+        );
     }
 }

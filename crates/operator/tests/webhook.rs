@@ -1,5 +1,7 @@
 //! Webhook deliveries against a real HTTP server on 127.0.0.1.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -14,7 +16,10 @@ use steward_operator::metrics::Metrics;
 use steward_operator::webhook::{Delivery, WebhookPayload, WebhookSender};
 
 #[derive(Clone, Default)]
-struct Received(Arc<Mutex<Vec<(Option<String>, String)>>>);
+struct Received(Arc<Mutex<Vec<Request>>>);
+
+/// (authorization header, body)
+type Request = (Option<String>, String);
 
 async fn receiver(status: StatusCode) -> (String, Received) {
     let received = Received::default();
@@ -28,7 +33,10 @@ async fn receiver(status: StatusCode) -> (String, Received) {
                     .get("authorization")
                     .and_then(|v| v.to_str().ok())
                     .map(str::to_owned);
-                sink.0.lock().unwrap().push((auth, String::from_utf8_lossy(&body).into_owned()));
+                sink.0
+                    .lock()
+                    .unwrap()
+                    .push((auth, String::from_utf8_lossy(&body).into_owned()));
                 status
             }
         }),
@@ -108,8 +116,14 @@ async fn scale_failure_payload_has_every_documented_field() {
         OperationKind::Scale,
         OperationPhase::Failed,
         OperationChange {
-            old_replicas: vec![GroupReplicas { name: "members".into(), replicas: 3 }],
-            new_replicas: vec![GroupReplicas { name: "members".into(), replicas: 5 }],
+            old_replicas: vec![GroupReplicas {
+                name: "members".into(),
+                replicas: 3,
+            }],
+            new_replicas: vec![GroupReplicas {
+                name: "members".into(),
+                replicas: 5,
+            }],
             ..Default::default()
         },
     );
@@ -128,7 +142,11 @@ async fn failed_deliveries_are_counted_and_not_retried() {
     let (url, received) = receiver(StatusCode::INTERNAL_SERVER_ERROR).await;
     let metrics = Metrics::new();
     let sender = WebhookSender::new(&args(&url), metrics.clone()).unwrap();
-    let op = operation(OperationKind::Scale, OperationPhase::Succeeded, OperationChange::default());
+    let op = operation(
+        OperationKind::Scale,
+        OperationPhase::Succeeded,
+        OperationChange::default(),
+    );
     let payload = WebhookPayload::for_operation("db", "etcd-a", &op).unwrap();
     assert_eq!(sender.deliver(&payload).await, Delivery::Failed);
     assert_eq!(received.0.lock().unwrap().len(), 1, "exactly one attempt");
@@ -147,12 +165,24 @@ async fn webhooks_need_all_three_settings() {
     partial.webhook_password.clear();
     let sender = WebhookSender::new(&partial, Metrics::new()).unwrap();
     assert!(!sender.enabled());
-    let op = operation(OperationKind::Upgrade, OperationPhase::Succeeded, OperationChange::default());
+    let op = operation(
+        OperationKind::Upgrade,
+        OperationPhase::Succeeded,
+        OperationChange::default(),
+    );
     let payload = WebhookPayload::for_operation("db", "x", &op).unwrap();
     assert_eq!(sender.deliver(&payload).await, Delivery::Disabled);
     // Kinds the seed does not notify, and running operations, produce no payload.
-    let restart = operation(OperationKind::Restart, OperationPhase::Succeeded, OperationChange::default());
+    let restart = operation(
+        OperationKind::Restart,
+        OperationPhase::Succeeded,
+        OperationChange::default(),
+    );
     assert!(WebhookPayload::for_operation("db", "x", &restart).is_none());
-    let running = operation(OperationKind::Scale, OperationPhase::Running, OperationChange::default());
+    let running = operation(
+        OperationKind::Scale,
+        OperationPhase::Running,
+        OperationChange::default(),
+    );
     assert!(WebhookPayload::for_operation("db", "x", &running).is_none());
 }

@@ -5,19 +5,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::core::v1::Service;
+use kube::api::{DeleteParams, ListParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::Store;
+use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::ReflectHandle;
+use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
+use steward_api::common::RetentionPolicy;
 use steward_api::etcd::EtcdCluster;
 use tokio_util::sync::CancellationToken;
 
 use super::{CONTROLLER, EtcdPass, pipeline};
 use crate::error::Error;
 use crate::pipeline::{Pass, PassCore};
-use crate::resources::{AppliedSet, Applier};
+use crate::resources::{AppliedSet, Applier, Labels};
 use crate::runtime::context::{Context, error_policy};
 
 /// How often a converged cluster is looked at again (the database can change without an API
@@ -30,10 +34,56 @@ struct State {
     pipeline: crate::pipeline::Pipeline<EtcdPass>,
 }
 
+/// Steward's finalizer on cluster resources: deletion waits for [`cleanup`].
+pub const FINALIZER: &str = "steward.dev/cleanup";
+
 async fn reconcile(cluster: Arc<EtcdCluster>, state: Arc<State>) -> Result<Action, Error> {
+    let namespace = cluster.namespace().unwrap_or_default();
+    let object = format!("{namespace}/{}", cluster.name_any());
+    let api: Api<EtcdCluster> = Api::namespaced(state.ctx.client.clone(), &namespace);
+    finalizer(&api, FINALIZER, cluster, |event| async {
+        match event {
+            FinalizerEvent::Apply(cluster) => apply(cluster, &state).await,
+            FinalizerEvent::Cleanup(cluster) => cleanup(cluster, &state).await,
+        }
+    })
+    .await
+    .map_err(|err| Error::from_finalizer(object, err))
+}
+
+/// Runs before the cluster disappears. Children with owner references (Services, peers, Pods)
+/// are garbage-collected by Kubernetes; PersistentVolumeClaims are deleted only when
+/// `storage.retainOnDelete` is `Delete` — by default they are kept, as the etcd seed says.
+async fn cleanup(cluster: Arc<EtcdCluster>, state: &State) -> Result<Action, Error> {
+    let namespace = cluster.namespace().unwrap_or_default();
+    if cluster.spec.storage.retain_on_delete == RetentionPolicy::Delete {
+        let selector = Labels::cluster_selector("etcd", &cluster.name_any());
+        let claims: Api<PersistentVolumeClaim> = state.ctx.api(&namespace);
+        claims
+            .delete_collection(
+                &DeleteParams::background(),
+                &ListParams::default().labels(&selector),
+            )
+            .await
+            .map_err(|source| {
+                Error::kube(
+                    "delete claims",
+                    format!("{namespace}/{}", cluster.name_any()),
+                    source,
+                )
+            })?;
+        tracing::info!(namespace, name = %cluster.name_any(), "deleted member claims (retainOnDelete: Delete)");
+    }
+    Ok(Action::await_change())
+}
+
+async fn apply(cluster: Arc<EtcdCluster>, state: &State) -> Result<Action, Error> {
     let ctx = &state.ctx;
     let stored = cluster.status.clone();
-    let stored_common = stored.as_ref().map(|s| s.common.clone()).unwrap_or_default();
+    let stored_common = stored
+        .as_ref()
+        .map(|s| s.common.clone())
+        .unwrap_or_default();
     let mut core = PassCore::new(
         CONTROLLER,
         cluster.namespace().unwrap_or_default(),
@@ -62,7 +112,15 @@ async fn reconcile(cluster: Arc<EtcdCluster>, state: Arc<State>) -> Result<Actio
     let mut status = pass.status;
     status.common = pass.core.status;
     let effects = std::mem::take(&mut pass.core.effects);
-    ctx.finish_pass(cluster.as_ref(), stored.as_ref(), &status, effects, &report, RESYNC).await
+    ctx.finish_pass(
+        cluster.as_ref(),
+        stored.as_ref(),
+        &status,
+        effects,
+        &report,
+        RESYNC,
+    )
+    .await
 }
 
 /// Runs the etcd controller until `stop` is cancelled.
@@ -76,11 +134,19 @@ pub async fn run(
         Some(ns) => Api::namespaced(ctx.client.clone(), ns),
         None => Api::all(ctx.client.clone()),
     };
-    let state = Arc::new(State { ctx: ctx.clone(), services, pipeline: pipeline() });
+    let state = Arc::new(State {
+        ctx: ctx.clone(),
+        services,
+        pipeline: pipeline(),
+    });
     Controller::new(clusters, watcher::Config::default())
         .owns_shared_stream(service_events)
         .graceful_shutdown_on(async move { stop.cancelled().await })
-        .run(reconcile, |obj, err, state: Arc<State>| error_policy(obj, err, state.ctx.clone()), state)
+        .run(
+            reconcile,
+            |obj, err, state: Arc<State>| error_policy(obj, err, state.ctx.clone()),
+            state,
+        )
         .for_each(|result| async move {
             if let Err(err) = result {
                 tracing::debug!(controller = CONTROLLER, error = %err, "controller event");

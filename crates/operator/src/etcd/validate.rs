@@ -1,8 +1,8 @@
 //! (pure) `EtcdClusterSpec` → [`ValidatedEtcdCluster`]: defaults merged, names checked so that
 //! every `<cluster>-<suffix>` stays a DNS label, versions parsed.
 
-use steward_api::etcd::EtcdCluster;
 use kube::ResourceExt;
+use steward_api::etcd::EtcdCluster;
 
 /// Largest member count Steward manages (etcd recommends at most 7 voting members).
 pub const MAX_REPLICAS: i32 = 9;
@@ -33,10 +33,16 @@ pub fn parse_version(text: &str) -> Result<Version, String> {
     if *major != "3" {
         return Err(format!("version {text:?}: only etcd 3.x is supported"));
     }
-    let minor: u32 = minor.parse().map_err(|_| format!("version {text:?}: bad minor"))?;
-    let patch: u32 = patch.parse().map_err(|_| format!("version {text:?}: bad patch"))?;
+    let minor: u32 = minor
+        .parse()
+        .map_err(|_| format!("version {text:?}: bad minor"))?;
+    let patch: u32 = patch
+        .parse()
+        .map_err(|_| format!("version {text:?}: bad patch"))?;
     if minor < MIN_MINOR {
-        return Err(format!("version {text:?}: etcd older than 3.{MIN_MINOR} is not supported"));
+        return Err(format!(
+            "version {text:?}: etcd older than 3.{MIN_MINOR} is not supported"
+        ));
     }
     Ok(Version { minor, patch })
 }
@@ -76,7 +82,9 @@ fn dns_label(name: &str) -> bool {
         && name.len() <= 63
         && name.starts_with(|c: char| c.is_ascii_lowercase())
         && !name.ends_with('-')
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
 /// Validates a cluster. Every problem is listed in the message, for users.
@@ -90,9 +98,14 @@ pub fn validate(cluster: &EtcdCluster) -> Result<ValidatedEtcdCluster, String> {
     }
     let spec = &cluster.spec;
     if !(1..=MAX_REPLICAS).contains(&spec.replicas) {
-        problems.push(format!("replicas must be between 1 and {MAX_REPLICAS}, got {}", spec.replicas));
+        problems.push(format!(
+            "replicas must be between 1 and {MAX_REPLICAS}, got {}",
+            spec.replicas
+        ));
     }
-    let version = parse_version(&spec.version).map_err(|e| problems.push(e)).ok();
+    let version = parse_version(&spec.version)
+        .map_err(|e| problems.push(e))
+        .ok();
     if spec.repository.is_empty() {
         problems.push("repository must not be empty".to_owned());
     }
@@ -134,7 +147,10 @@ pub(crate) mod tests {
     #[test]
     fn a_good_spec_validates() {
         let v = validate(&cluster("demo", 3, "3.5.17")).unwrap();
-        assert_eq!((v.replicas, v.version.to_string()), (3, "3.5.17".to_owned()));
+        assert_eq!(
+            (v.replicas, v.version.to_string()),
+            (3, "3.5.17".to_owned())
+        );
         assert_eq!(v.image(), "quay.io/coreos/etcd:v3.5.17");
     }
 
@@ -142,10 +158,21 @@ pub(crate) mod tests {
     fn every_problem_is_reported() {
         let err = validate(&cluster("Demo", 0, "2.3.1")).unwrap_err();
         assert!(err.contains("DNS label"), "{err}");
-        assert!(err.contains("replicas must be between 1 and 9, got 0"), "{err}");
+        assert!(
+            err.contains("replicas must be between 1 and 9, got 0"),
+            "{err}"
+        );
         assert!(err.contains("only etcd 3.x"), "{err}");
-        assert!(validate(&cluster("demo", 3, "3.3.0")).unwrap_err().contains("older than 3.4"));
-        assert!(validate(&cluster("demo", 3, "3.x.0")).unwrap_err().contains("bad minor"));
+        assert!(
+            validate(&cluster("demo", 3, "3.3.0"))
+                .unwrap_err()
+                .contains("older than 3.4")
+        );
+        assert!(
+            validate(&cluster("demo", 3, "3.x.0"))
+                .unwrap_err()
+                .contains("bad minor")
+        );
         assert!(validate(&cluster(&"a".repeat(61), 3, "3.5.0")).is_err());
     }
 }

@@ -38,7 +38,10 @@ pub struct Applier {
 impl Applier {
     /// An applier whose field manager is `steward/<scope>`.
     pub fn new(client: Client, scope: &str) -> Self {
-        Self { client, manager: format!("steward/{scope}") }
+        Self {
+            client,
+            manager: format!("steward/{scope}"),
+        }
     }
 
     /// The field manager name.
@@ -63,8 +66,10 @@ impl Applier {
         let name = obj.name_any();
         let namespace = obj.namespace().unwrap_or_default();
         let api: Api<K> = Api::namespaced(self.client.clone(), &namespace);
-        let mut body = serde_json::to_value(obj)
-            .map_err(|source| Error::Serde { what: "applied object", source })?;
+        let mut body = serde_json::to_value(obj).map_err(|source| Error::Serde {
+            what: "applied object",
+            source,
+        })?;
         if let Some(map) = body.as_object_mut() {
             map.insert("apiVersion".into(), K::api_version(&()).into());
             map.insert("kind".into(), K::kind(&()).into());

@@ -31,8 +31,16 @@ pub struct Labels {
 
 impl Labels {
     /// Labels for a child of `instance` in `engine` with role `component`.
-    pub fn new(engine: &'static str, instance: impl Into<String>, component: impl Into<String>) -> Self {
-        Self { engine, instance: instance.into(), component: component.into() }
+    pub fn new(
+        engine: &'static str,
+        instance: impl Into<String>,
+        component: impl Into<String>,
+    ) -> Self {
+        Self {
+            engine,
+            instance: instance.into(),
+            component: component.into(),
+        }
     }
 
     /// As a label map.
@@ -100,14 +108,26 @@ mod tests {
 
     #[test]
     fn child_meta_carries_labels_and_a_controller_reference() {
-        let extra = BTreeMap::from([(MANAGED_BY.to_owned(), "someone-else".to_owned()), ("team".to_owned(), "a".to_owned())]);
-        let meta = child_meta(&cluster(), "demo-0", &Labels::new("etcd", "demo", "member"), &extra).unwrap();
+        let extra = BTreeMap::from([
+            (MANAGED_BY.to_owned(), "someone-else".to_owned()),
+            ("team".to_owned(), "a".to_owned()),
+        ]);
+        let meta = child_meta(
+            &cluster(),
+            "demo-0",
+            &Labels::new("etcd", "demo", "member"),
+            &extra,
+        )
+        .unwrap();
         let labels = meta.labels.unwrap();
         assert_eq!(labels[MANAGED_BY], "steward", "Steward's labels win");
         assert_eq!(labels["team"], "a");
         assert_eq!(labels[COMPONENT], "member");
         let owner = &meta.owner_references.unwrap()[0];
-        assert_eq!((owner.uid.as_str(), owner.controller), ("uid-1", Some(true)));
+        assert_eq!(
+            (owner.uid.as_str(), owner.controller),
+            ("uid-1", Some(true))
+        );
         assert_eq!(meta.namespace.as_deref(), Some("db"));
     }
 
@@ -115,6 +135,14 @@ mod tests {
     fn unsaved_owners_have_no_children() {
         let mut c = cluster();
         c.metadata.uid = None;
-        assert!(child_meta(&c, "x", &Labels::new("etcd", "demo", "member"), &BTreeMap::new()).is_none());
+        assert!(
+            child_meta(
+                &c,
+                "x",
+                &Labels::new("etcd", "demo", "member"),
+                &BTreeMap::new()
+            )
+            .is_none()
+        );
     }
 }

@@ -14,12 +14,20 @@ use crate::error::{Error, Result};
 
 /// The names among `existing` that are owned by `owner_uid`, were not applied, and are not
 /// already being deleted. Pure, so the rule is tested without an API server.
-pub fn plan_orphans(existing: &[ObjectMeta], kind: &str, owner_uid: &str, applied: &AppliedSet) -> Vec<String> {
+pub fn plan_orphans(
+    existing: &[ObjectMeta],
+    kind: &str,
+    owner_uid: &str,
+    applied: &AppliedSet,
+) -> Vec<String> {
     existing
         .iter()
         .filter(|meta| meta.deletion_timestamp.is_none())
         .filter(|meta| {
-            meta.owner_references.iter().flatten().any(|owner| owner.uid == owner_uid)
+            meta.owner_references
+                .iter()
+                .flatten()
+                .any(|owner| owner.uid == owner_uid)
         })
         .filter_map(|meta| meta.name.clone())
         .filter(|name| !applied.contains(kind, name))
@@ -28,9 +36,16 @@ pub fn plan_orphans(existing: &[ObjectMeta], kind: &str, owner_uid: &str, applie
 
 /// Deletes the named objects of kind `K` in `namespace` (the result of [`plan_orphans`] over a
 /// cache). Already-gone objects are fine. Returns the names deleted.
-pub async fn delete_orphans<K>(client: &Client, namespace: &str, names: Vec<String>) -> Result<Vec<String>>
+pub async fn delete_orphans<K>(
+    client: &Client,
+    namespace: &str,
+    names: Vec<String>,
+) -> Result<Vec<String>>
 where
-    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope> + Clone + Debug + DeserializeOwned,
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned,
 {
     let api: Api<K> = Api::namespaced(client.clone(), namespace);
     let kind = K::kind(&()).into_owned();
@@ -39,7 +54,11 @@ where
             Ok(_) => tracing::info!(kind, namespace, name, "deleted orphaned child"),
             Err(kube::Error::Api(status)) if status.code == 404 => {}
             Err(source) => {
-                return Err(Error::kube("delete orphan", format!("{kind} {namespace}/{name}"), source));
+                return Err(Error::kube(
+                    "delete orphan",
+                    format!("{kind} {namespace}/{name}"),
+                    source,
+                ));
             }
         }
     }
@@ -54,8 +73,11 @@ mod tests {
     fn meta(name: &str, owner: &str, deleting: bool) -> ObjectMeta {
         ObjectMeta {
             name: Some(name.into()),
-            owner_references: Some(vec![OwnerReference { uid: owner.into(), ..Default::default() }]),
-            deletion_timestamp: deleting.then(|| Time(jiff::Timestamp::UNIX_EPOCH)),
+            owner_references: Some(vec![OwnerReference {
+                uid: owner.into(),
+                ..Default::default()
+            }]),
+            deletion_timestamp: deleting.then_some(Time(jiff::Timestamp::UNIX_EPOCH)),
             ..Default::default()
         }
     }
@@ -70,8 +92,14 @@ mod tests {
             meta("other-owner", "uid-2", false),
             meta("going", "uid-1", true),
         ];
-        assert_eq!(plan_orphans(&existing, "Service", "uid-1", &applied), ["stale"]);
+        assert_eq!(
+            plan_orphans(&existing, "Service", "uid-1", &applied),
+            ["stale"]
+        );
         // The same name of another kind is not protected.
-        assert_eq!(plan_orphans(&existing[..1], "ConfigMap", "uid-1", &applied), ["kept"]);
+        assert_eq!(
+            plan_orphans(&existing[..1], "ConfigMap", "uid-1", &applied),
+            ["kept"]
+        );
     }
 }

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType as KubeEventType, Recorder, Reporter};
-use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -53,9 +53,21 @@ impl Context {
         namespace: Option<String>,
         identity: String,
     ) -> Self {
-        let reporter = Reporter { controller: "steward".into(), instance: Some(identity.clone()) };
+        let reporter = Reporter {
+            controller: "steward".into(),
+            instance: Some(identity.clone()),
+        };
         let recorder = Recorder::new(client.clone(), reporter);
-        Self { client, metrics, webhooks, clock, timeouts, recorder, namespace, identity }
+        Self {
+            client,
+            metrics,
+            webhooks,
+            clock,
+            timeouts,
+            recorder,
+            namespace,
+            identity,
+        }
     }
 
     /// An `Api` for namespaced kind `K` in `namespace`.
@@ -95,13 +107,21 @@ impl Context {
             });
             let api: Api<K> = self.api(&namespace);
             match api
-                .patch_status(&name, &PatchParams::apply(STATUS_MANAGER).force(), &Patch::Apply(body))
+                .patch_status(
+                    &name,
+                    &PatchParams::apply(STATUS_MANAGER).force(),
+                    &Patch::Apply(body),
+                )
                 .await
             {
                 Ok(_) => {}
                 Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Action::await_change()),
                 Err(source) => {
-                    return Err(Error::kube("apply status", format!("{namespace}/{name}"), source));
+                    return Err(Error::kube(
+                        "apply status",
+                        format!("{namespace}/{name}"),
+                        source,
+                    ));
                 }
             }
         }
@@ -119,7 +139,12 @@ impl Context {
         let reference = obj.object_ref(&());
         for effect in effects {
             match effect {
-                Effect::Event { type_, reason, action, note } => {
+                Effect::Event {
+                    type_,
+                    reason,
+                    action,
+                    note,
+                } => {
                     let event = Event {
                         type_: match type_ {
                             EventType::Normal => KubeEventType::Normal,

@@ -25,7 +25,11 @@ fn established(crd: &CustomResourceDefinition) -> bool {
     crd.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|conds| conds.iter().any(|c| c.type_ == "Established" && c.status == "True"))
+        .is_some_and(|conds| {
+            conds
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        })
 }
 
 /// Names of the wanted CRDs that are not established, in order.
@@ -56,7 +60,9 @@ pub async fn wait_established(client: &Client, timeout: Duration) -> Result<(), 
             return Ok(());
         }
         if Instant::now() >= deadline {
-            return Err(CrdError::NotEstablished { missing: missing.join(", ") });
+            return Err(CrdError::NotEstablished {
+                missing: missing.join(", "),
+            });
         }
         if !logged {
             tracing::warn!(missing = %missing.join(", "), "waiting for Steward's CRDs to be established");

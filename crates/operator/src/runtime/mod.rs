@@ -58,12 +58,16 @@ impl OperatorHandle {
     /// the Lease released, the HTTP server closed. Returns the reason it failed, if it did.
     pub async fn shutdown(self) -> Result<(), String> {
         self.shutdown.cancel();
-        self.task.await.map_err(|e| format!("operator task panicked: {e}"))?
+        self.task
+            .await
+            .map_err(|e| format!("operator task panicked: {e}"))?
     }
 
     /// Waits until the operator stops by itself (an error such as missing CRDs) or is shut down.
     pub async fn wait(self) -> Result<(), String> {
-        self.task.await.map_err(|e| format!("operator task panicked: {e}"))?
+        self.task
+            .await
+            .map_err(|e| format!("operator task panicked: {e}"))?
     }
 
     /// A token that stops the operator when cancelled.
@@ -87,12 +91,24 @@ pub async fn start_with_clock(
     let metrics = Metrics::new();
     let ready = Arc::new(AtomicBool::new(false));
     let shutdown = CancellationToken::new();
-    let (http_addr, http_task) =
-        http::serve(args.http_addr, metrics.clone(), ready.clone(), shutdown.child_token())
-            .await
-            .map_err(|source| StartError::Bind { addr: args.http_addr, source })?;
-    let webhooks = WebhookSender::new(&args.webhook, metrics.clone()).map_err(StartError::Webhook)?;
-    let identity = if args.identity.is_empty() { default_identity() } else { args.identity.clone() };
+    let (http_addr, http_task) = http::serve(
+        args.http_addr,
+        metrics.clone(),
+        ready.clone(),
+        shutdown.child_token(),
+    )
+    .await
+    .map_err(|source| StartError::Bind {
+        addr: args.http_addr,
+        source,
+    })?;
+    let webhooks =
+        WebhookSender::new(&args.webhook, metrics.clone()).map_err(StartError::Webhook)?;
+    let identity = if args.identity.is_empty() {
+        default_identity()
+    } else {
+        args.identity.clone()
+    };
     let namespace = (!args.namespace.is_empty()).then(|| args.namespace.clone());
     let ctx = Arc::new(Context::new(
         client.clone(),
@@ -112,7 +128,13 @@ pub async fn start_with_clock(
         }
         result
     });
-    Ok(OperatorHandle { http_addr, metrics, leader: leader_rx, shutdown, task })
+    Ok(OperatorHandle {
+        http_addr,
+        metrics,
+        leader: leader_rx,
+        shutdown,
+        task,
+    })
 }
 
 fn default_identity() -> String {
@@ -166,7 +188,10 @@ async fn supervise(
                 ctx.metrics.set_leader(true);
                 let _ = leader_tx.send(true);
                 let stop = CancellationToken::new();
-                term = Some((stop.clone(), tokio::spawn(run_controllers(ctx.clone(), stop))));
+                term = Some((
+                    stop.clone(),
+                    tokio::spawn(run_controllers(ctx.clone(), stop)),
+                ));
             }
             (false, true) => {
                 tracing::warn!(identity = %identity, "lost leadership: stopping controllers");

@@ -17,7 +17,10 @@ use crate::resources::labels::{MANAGED_BY, MANAGER};
 
 /// Starts a shared cache of `K` (objects labelled `managed-by=steward`), driven until `stop`.
 /// Returns the store and a subscription for a controller's `owns_shared_stream`.
-pub fn shared<K>(ctx: &Arc<Context>, stop: CancellationToken) -> Option<(Store<K>, ReflectHandle<K>)>
+pub fn shared<K>(
+    ctx: &Arc<Context>,
+    stop: CancellationToken,
+) -> Option<(Store<K>, ReflectHandle<K>)>
 where
     K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
         + Clone
@@ -34,7 +37,9 @@ where
     let (store, writer) = reflector::store_shared::<K>(1024);
     let subscriber = writer.subscribe()?;
     let config = watcher::Config::default().labels(&format!("{MANAGED_BY}={MANAGER}"));
-    let stream = watcher(api, config).default_backoff().reflect_shared(writer);
+    let stream = watcher(api, config)
+        .default_backoff()
+        .reflect_shared(writer);
     tokio::spawn(async move {
         let drive = stream.for_each(|event| async move {
             if let Err(err) = event {

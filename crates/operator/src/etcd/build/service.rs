@@ -20,7 +20,12 @@ pub const MEMBER_COMPONENT: &str = "member";
 /// Builds the headless Service. `None` when the owner was never stored.
 pub fn headless_service(owner: &EtcdCluster, cluster: &ValidatedEtcdCluster) -> Option<Service> {
     let labels = Labels::new("etcd", &cluster.name, "headless");
-    let metadata = child_meta(owner, cluster.headless_service_name(), &labels, &BTreeMap::new())?;
+    let metadata = child_meta(
+        owner,
+        cluster.headless_service_name(),
+        &labels,
+        &BTreeMap::new(),
+    )?;
     let selector = Labels::new("etcd", &cluster.name, MEMBER_COMPONENT).to_map();
     Some(Service {
         metadata,
@@ -30,8 +35,16 @@ pub fn headless_service(owner: &EtcdCluster, cluster: &ValidatedEtcdCluster) -> 
             publish_not_ready_addresses: Some(true),
             selector: Some(selector),
             ports: Some(vec![
-                ServicePort { name: Some("client".into()), port: CLIENT_PORT, ..Default::default() },
-                ServicePort { name: Some("peer".into()), port: PEER_PORT, ..Default::default() },
+                ServicePort {
+                    name: Some("client".into()),
+                    port: CLIENT_PORT,
+                    ..Default::default()
+                },
+                ServicePort {
+                    name: Some("peer".into()),
+                    port: PEER_PORT,
+                    ..Default::default()
+                },
             ]),
             ..Default::default()
         }),
@@ -51,7 +64,10 @@ mod tests {
         let spec = svc.spec.unwrap();
         assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
         assert_eq!(spec.publish_not_ready_addresses, Some(true));
-        assert_eq!(spec.selector.unwrap()["app.kubernetes.io/component"], "member");
+        assert_eq!(
+            spec.selector.unwrap()["app.kubernetes.io/component"],
+            "member"
+        );
         assert_eq!(svc.metadata.name.as_deref(), Some("demo"));
         let ports: Vec<i32> = spec.ports.unwrap().iter().map(|p| p.port).collect();
         assert_eq!(ports, [2379, 2380]);

@@ -19,10 +19,14 @@ impl SubReconciler<EtcdPass> for ApplyServices {
 
     async fn reconcile(&self, pass: &mut EtcdPass) -> Result<Outcome, Error> {
         let Some(valid) = &pass.validated else {
-            return Err(Error::Internal { message: "ApplyServices ran before ValidateSpec".into() });
+            return Err(Error::Internal {
+                message: "ApplyServices ran before ValidateSpec".into(),
+            });
         };
         let Some(service) = build::service::headless_service(&pass.cluster, valid) else {
-            return Err(Error::Internal { message: "cluster has no UID or namespace".into() });
+            return Err(Error::Internal {
+                message: "cluster has no UID or namespace".into(),
+            });
         };
         pass.applier.apply(&service, &mut pass.applied).await?;
         Ok(Outcome::Continue)

@@ -3,6 +3,8 @@
 //! `Degraded` condition and one Warning Event, that membership is not managed; it changes
 //! nothing.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 
 use crate::conditions;
@@ -14,8 +16,7 @@ use crate::pipeline::{EventType, Outcome, SubReconciler};
 pub struct ManageMembers;
 
 /// The message users see.
-pub const NOT_IMPLEMENTED: &str =
-    "etcd member management (peers, Pods, PVCs, member list) is not implemented yet; no etcd members are created";
+pub const NOT_IMPLEMENTED: &str = "etcd member management (peers, Pods, PVCs, member list) is not implemented yet; no etcd members are created";
 
 #[async_trait]
 impl SubReconciler<EtcdPass> for ManageMembers {
@@ -27,9 +28,18 @@ impl SubReconciler<EtcdPass> for ManageMembers {
         let already = conditions::get(&pass.core.status.conditions, "Degraded")
             .is_some_and(|c| c.reason == "NotImplemented");
         if !already {
-            pass.core.event(EventType::Warning, "NotImplemented", "ManageMembers", NOT_IMPLEMENTED);
+            pass.core.event(
+                EventType::Warning,
+                "NotImplemented",
+                "ManageMembers",
+                NOT_IMPLEMENTED,
+            );
         }
         pass.core.degrade("NotImplemented", NOT_IMPLEMENTED);
-        Ok(Outcome::Continue)
+        // Not converged: the generation is never marked reconciled while members are unmanaged.
+        Ok(Outcome::requeue(
+            Duration::from_secs(300),
+            "member management is not implemented",
+        ))
     }
 }

@@ -26,7 +26,9 @@ impl SubReconciler<EtcdPass> for SweepOrphans {
     }
 
     async fn reconcile(&self, pass: &mut EtcdPass) -> Result<Outcome, Error> {
-        let Some(uid) = pass.cluster.uid() else { return Ok(Outcome::Continue) };
+        let Some(uid) = pass.cluster.uid() else {
+            return Ok(Outcome::Continue);
+        };
         let ours = Labels::new("etcd", pass.core.name.clone(), "").to_map();
         let candidates: Vec<_> = pass
             .services
@@ -43,7 +45,8 @@ impl SubReconciler<EtcdPass> for SweepOrphans {
             .collect();
         let orphans = sweep::plan_orphans(&candidates, "Service", &uid, &pass.applied);
         let deleted =
-            sweep::delete_orphans::<Service>(&pass.ctx.client, &pass.core.namespace, orphans).await?;
+            sweep::delete_orphans::<Service>(&pass.ctx.client, &pass.core.namespace, orphans)
+                .await?;
         if !deleted.is_empty() {
             pass.core.event(
                 EventType::Normal,

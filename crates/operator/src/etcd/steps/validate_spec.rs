@@ -29,14 +29,23 @@ impl SubReconciler<EtcdPass> for ValidateSpec {
                 Ok(Outcome::Continue)
             }
             Err(message) => {
-                let repeated = conditions::get(&pass.core.status.conditions, condition_types::DEGRADED)
-                    .is_some_and(|c| c.reason == "InvalidSpec" && c.message == message);
+                let repeated =
+                    conditions::get(&pass.core.status.conditions, condition_types::DEGRADED)
+                        .is_some_and(|c| c.reason == "InvalidSpec" && c.message == message);
                 if !repeated {
-                    pass.core.event(EventType::Warning, "InvalidSpec", "Validate", message.clone());
+                    pass.core.event(
+                        EventType::Warning,
+                        "InvalidSpec",
+                        "Validate",
+                        message.clone(),
+                    );
                 }
                 pass.core.status.generations.has_invalid_spec = Some(pass.core.generation);
                 pass.core.degrade("InvalidSpec", message.clone());
-                Ok(Outcome::stop(Duration::from_secs(300), format!("invalid spec: {message}")))
+                Ok(Outcome::stop(
+                    Duration::from_secs(300),
+                    format!("invalid spec: {message}"),
+                ))
             }
         }
     }

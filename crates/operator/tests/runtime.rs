@@ -1,0 +1,446 @@
+//! The operator runtime end to end against Steward's embedded API server: reconcile, status,
+//! Events, server-side apply, the orphan sweep, invalid specs, missing CRDs, HTTP endpoints and
+//! leader election.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams, PostParams};
+use kube::{Client, Resource, ResourceExt};
+use steward_api::etcd::{EtcdCluster, EtcdClusterSpec};
+use steward_operator::config::operator_args_from;
+use steward_operator::embedded::Embedded;
+use steward_operator::runtime::{self, OperatorHandle};
+
+fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+async fn operator(client: &Client, identity: &str, extra: &[&str]) -> OperatorHandle {
+    let mut args = vec![
+        "--http-addr",
+        "127.0.0.1:0",
+        "--identity",
+        identity,
+        "--lease-duration-seconds",
+        "3",
+    ];
+    args.extend_from_slice(extra);
+    runtime::start(client.clone(), operator_args_from(args).unwrap())
+        .await
+        .unwrap()
+}
+
+fn cluster(name: &str, replicas: i32, version: &str) -> EtcdCluster {
+    EtcdCluster::new(
+        name,
+        EtcdClusterSpec {
+            replicas,
+            version: version.into(),
+            repository: "quay.io/coreos/etcd".into(),
+            storage: Default::default(),
+            pod_template: Default::default(),
+            timeouts: None,
+        },
+    )
+}
+
+async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn reconciled(api: &Api<EtcdCluster>, name: &str, generation: i64) -> EtcdCluster {
+    eventually(
+        &format!("status of {name} at generation {generation}"),
+        Duration::from_secs(20),
+        || async {
+            let c = api.get(name).await.ok()?;
+            (c.status.as_ref()?.common.observed_generation == Some(generation)).then_some(c)
+        },
+    )
+    .await
+}
+
+fn condition<'a>(c: &'a EtcdCluster, type_: &str) -> (&'a str, &'a str) {
+    let cond = c
+        .status
+        .as_ref()
+        .unwrap()
+        .common
+        .conditions
+        .iter()
+        .find(|x| x.type_ == type_)
+        .unwrap();
+    (cond.status.as_str(), cond.reason.as_str())
+}
+
+async fn metric(handle: &OperatorHandle, name: &str) -> String {
+    let url = format!("http://{}/metrics", handle.http_addr);
+    reqwest::get(url)
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with(name))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn reconciles_status_service_events_and_sweeps_orphans() {
+    install_crypto();
+    let plane = Embedded::start(&["steward-system", "db"]).await.unwrap();
+    let op = operator(&plane.client, "solo", &[]).await;
+    let clusters: Api<EtcdCluster> = Api::namespaced(plane.client.clone(), "db");
+    clusters
+        .create(&PostParams::default(), &cluster("demo", 3, "3.5.17"))
+        .await
+        .unwrap();
+    let c = reconciled(&clusters, "demo", 1).await;
+
+    // Honest status: membership is not managed yet, and the cluster says so.
+    assert_eq!(condition(&c, "Degraded"), ("True", "NotImplemented"));
+    assert_eq!(
+        condition(&c, "Available"),
+        ("Unknown", "MembersNotObserved")
+    );
+    assert_eq!(condition(&c, "Progressing"), ("True", "ManageMembers"));
+    let status = c.status.as_ref().unwrap();
+    assert_eq!(status.common.generations.reconciled, None);
+    assert_eq!(status.common.generations.needs_scale, Some(1));
+    assert!(status.selector.contains("app.kubernetes.io/instance=demo"));
+
+    // The headless Service, applied with the recommended labels and a controller reference.
+    let services: Api<Service> = Api::namespaced(plane.client.clone(), "db");
+    let svc = services.get("demo").await.unwrap();
+    assert_eq!(
+        svc.spec.as_ref().unwrap().cluster_ip.as_deref(),
+        Some("None")
+    );
+    assert_eq!(svc.labels()["app.kubernetes.io/managed-by"], "steward");
+    assert_eq!(svc.owner_references()[0].uid, c.uid().unwrap());
+    assert!(
+        svc.managed_fields()
+            .iter()
+            .any(|m| m.manager.as_deref() == Some("steward/etcd"))
+    );
+
+    // A Warning Event explains what is missing.
+    let events: Api<Event> = Api::namespaced(plane.client.clone(), "db");
+    let reasons: Vec<String> =
+        eventually("NotImplemented event", Duration::from_secs(10), || async {
+            let list = events.list(&ListParams::default()).await.ok()?;
+            let reasons: Vec<String> = list.items.iter().filter_map(|e| e.reason.clone()).collect();
+            reasons
+                .iter()
+                .any(|r| r == "NotImplemented")
+                .then_some(reasons)
+        })
+        .await;
+    assert!(reasons.iter().any(|r| r == "NotImplemented"), "{reasons:?}");
+
+    // An orphan: same labels and owner, not applied by the operator -> deleted on the next pass.
+    let mut orphan = Service::default();
+    orphan.metadata.name = Some("demo-stale".into());
+    orphan.metadata.labels = Some(BTreeMap::from([
+        ("app.kubernetes.io/name".to_owned(), "etcd".to_owned()),
+        ("app.kubernetes.io/instance".to_owned(), "demo".to_owned()),
+        ("app.kubernetes.io/component".to_owned(), "old".to_owned()),
+        (
+            "app.kubernetes.io/managed-by".to_owned(),
+            "steward".to_owned(),
+        ),
+    ]));
+    orphan.metadata.owner_references = Some(vec![c.controller_owner_ref(&()).unwrap()]);
+    orphan.spec = Some(k8s_openapi::api::core::v1::ServiceSpec {
+        ports: Some(vec![k8s_openapi::api::core::v1::ServicePort {
+            port: 80,
+            ..Default::default()
+        }]),
+        ..Default::default()
+    });
+    services
+        .create(&PostParams::default(), &orphan)
+        .await
+        .unwrap();
+    // An unrelated Service (not owned by the cluster) must survive.
+    let mut bystander = orphan.clone();
+    bystander.metadata.name = Some("bystander".into());
+    bystander.metadata.owner_references = None;
+    services
+        .create(&PostParams::default(), &bystander)
+        .await
+        .unwrap();
+    eventually("orphan swept", Duration::from_secs(20), || async {
+        services
+            .get_opt("demo-stale")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(services.get_opt("bystander").await.unwrap().is_some());
+    assert!(services.get_opt("demo").await.unwrap().is_some());
+
+    // Steps were timed.
+    let steps = metric(&op, "steward_reconcile_step_duration_seconds_count").await;
+    for step in [
+        "UpdateStatus",
+        "ValidateSpec",
+        "ApplyServices",
+        "ManageMembers",
+        "SweepOrphans",
+    ] {
+        assert!(
+            steps.contains(&format!("step=\"{step}\"")),
+            "{step} missing in {steps}"
+        );
+    }
+    op.shutdown().await.unwrap();
+    plane.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_pass_without_changes_writes_nothing() {
+    install_crypto();
+    let plane = Embedded::start(&["steward-system", "db"]).await.unwrap();
+    let op = operator(&plane.client, "solo", &[]).await;
+    let clusters: Api<EtcdCluster> = Api::namespaced(plane.client.clone(), "db");
+    clusters
+        .create(&PostParams::default(), &cluster("idle", 1, "3.5.17"))
+        .await
+        .unwrap();
+    reconciled(&clusters, "idle", 1).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let passes = |text: String| -> u64 {
+        text.lines()
+            .filter(|l| l.contains("controller=\"etcd\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    let before = passes(metric(&op, "steward_reconcile_passes_total").await);
+    // A metadata-only change triggers a pass but changes nothing the operator computes.
+    let patch = serde_json::json!({"metadata": {"annotations": {"touched": "yes"}}});
+    let touched = clusters
+        .patch(
+            "idle",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(patch),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "a pass after the touch",
+        Duration::from_secs(10),
+        || async {
+            (passes(metric(&op, "steward_reconcile_passes_total").await) > before).then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = clusters.get("idle").await.unwrap();
+    assert_eq!(
+        touched.resource_version(),
+        after.resource_version(),
+        "the pass rewrote an unchanged status"
+    );
+    op.shutdown().await.unwrap();
+    plane.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn invalid_spec_is_degraded_and_nothing_is_created() {
+    install_crypto();
+    let plane = Embedded::start(&["steward-system", "db"]).await.unwrap();
+    let op = operator(&plane.client, "solo", &[]).await;
+    let clusters: Api<EtcdCluster> = Api::namespaced(plane.client.clone(), "db");
+    clusters
+        .create(&PostParams::default(), &cluster("old", 3, "3.3.1"))
+        .await
+        .unwrap();
+    let c = reconciled(&clusters, "old", 1).await;
+    assert_eq!(condition(&c, "Degraded"), ("True", "InvalidSpec"));
+    let message = &c
+        .status
+        .as_ref()
+        .unwrap()
+        .common
+        .conditions
+        .iter()
+        .find(|x| x.type_ == "Degraded")
+        .unwrap()
+        .message;
+    assert!(message.contains("older than 3.4"), "{message}");
+    assert_eq!(
+        c.status
+            .as_ref()
+            .unwrap()
+            .common
+            .generations
+            .has_invalid_spec,
+        Some(1)
+    );
+    let services: Api<Service> = Api::namespaced(plane.client.clone(), "db");
+    assert!(services.get_opt("old").await.unwrap().is_none());
+    op.shutdown().await.unwrap();
+    plane.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn schema_rejects_zero_replicas() {
+    install_crypto();
+    let plane = Embedded::start(&["db"]).await.unwrap();
+    let clusters: Api<EtcdCluster> = Api::namespaced(plane.client.clone(), "db");
+    let err = clusters
+        .create(&PostParams::default(), &cluster("zero", 0, "3.5.17"))
+        .await
+        .unwrap_err();
+    match err {
+        kube::Error::Api(s) => assert_eq!(s.code, 422, "{s:?}"),
+        other => panic!("expected 422, got {other:?}"),
+    }
+    plane.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn missing_crds_stop_the_operator_with_instructions() {
+    install_crypto();
+    let server = steward_apiserver::start(Default::default()).await.unwrap();
+    let client = Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+    let op = operator(&client, "lonely", &["--crd-wait-seconds", "1"]).await;
+    let health = reqwest::get(format!("http://{}/healthz", op.http_addr))
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    let ready = reqwest::get(format!("http://{}/readyz", op.http_addr))
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 503);
+    let err = op.wait().await.unwrap_err();
+    assert!(err.contains("steward crd | kubectl apply -f -"), "{err}");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn only_the_leader_reconciles_and_a_standby_takes_over() {
+    install_crypto();
+    let plane = Embedded::start(&["steward-system", "db"]).await.unwrap();
+    let a = operator(&plane.client, "op-a", &[]).await;
+    let b = operator(&plane.client, "op-b", &[]).await;
+    let (leader, standby) = eventually("a leader", Duration::from_secs(20), || {
+        let (la, lb) = (*a.leader.borrow(), *b.leader.borrow());
+        async move { (la != lb).then_some(la) }
+    })
+    .await
+    .then(|| (a, b))
+    .unwrap_or_else(|| panic!("unreachable"));
+    // Both are ready; only one leads.
+    for h in [&leader, &standby] {
+        let ready = reqwest::get(format!("http://{}/readyz", h.http_addr))
+            .await
+            .unwrap();
+        assert_eq!(ready.status(), 200);
+    }
+    let clusters: Api<EtcdCluster> = Api::namespaced(plane.client.clone(), "db");
+    clusters
+        .create(&PostParams::default(), &cluster("first", 1, "3.5.17"))
+        .await
+        .unwrap();
+    reconciled(&clusters, "first", 1).await;
+    assert!(
+        metric(&leader, "steward_reconcile_passes_total")
+            .await
+            .contains("controller=\"etcd\"")
+    );
+    assert!(
+        !metric(&standby, "steward_reconcile_passes_total")
+            .await
+            .contains("controller=\"etcd\"")
+    );
+    assert!(metric(&standby, "steward_leader").await.ends_with(" 0"));
+
+    // The leader stops (SIGTERM path): it releases the Lease and the standby takes over.
+    leader.shutdown().await.unwrap();
+    let mut watch = standby.leader.clone();
+    tokio::time::timeout(Duration::from_secs(20), watch.wait_for(|l| *l))
+        .await
+        .unwrap()
+        .unwrap();
+    clusters
+        .create(&PostParams::default(), &cluster("second", 1, "3.5.17"))
+        .await
+        .unwrap();
+    reconciled(&clusters, "second", 1).await;
+    assert!(
+        metric(&standby, "steward_reconcile_passes_total")
+            .await
+            .contains("controller=\"etcd\"")
+    );
+    standby.shutdown().await.unwrap();
+    plane.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn deletion_goes_through_the_finalizer_and_children_are_collected() {
+    install_crypto();
+    let plane = Embedded::start(&["steward-system", "db"]).await.unwrap();
+    let op = operator(&plane.client, "solo", &[]).await;
+    let clusters: Api<EtcdCluster> = Api::namespaced(plane.client.clone(), "db");
+    clusters
+        .create(&PostParams::default(), &cluster("doomed", 1, "3.5.17"))
+        .await
+        .unwrap();
+    let c = reconciled(&clusters, "doomed", 1).await;
+    assert_eq!(c.finalizers(), ["steward.dev/cleanup"]);
+    let services: Api<Service> = Api::namespaced(plane.client.clone(), "db");
+    assert!(services.get_opt("doomed").await.unwrap().is_some());
+    clusters
+        .delete("doomed", &Default::default())
+        .await
+        .unwrap();
+    eventually("cluster gone", Duration::from_secs(20), || async {
+        clusters
+            .get_opt("doomed")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    eventually(
+        "owned Service collected",
+        Duration::from_secs(20),
+        || async {
+            services
+                .get_opt("doomed")
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+    op.shutdown().await.unwrap();
+    plane.server.shutdown().await;
+}
