@@ -46,26 +46,39 @@ impl Embedded {
         let server = steward_apiserver::start(ServerConfig::default())
             .await
             .map_err(|e| EmbeddedError::Server(e.to_string()))?;
-        let url = server.url().parse().map_err(|e: http::uri::InvalidUri| EmbeddedError::Client(e.to_string()))?;
-        let client = Client::try_from(Config::new(url)).map_err(|e| EmbeddedError::Client(e.to_string()))?;
+        let url = server
+            .url()
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| EmbeddedError::Client(e.to_string()))?;
+        let client =
+            Client::try_from(Config::new(url)).map_err(|e| EmbeddedError::Client(e.to_string()))?;
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
         for crd in steward_api::crds() {
             let name = crd.metadata.name.clone().unwrap_or_default();
             crds.create(&PostParams::default(), &crd)
                 .await
-                .map_err(|source| EmbeddedError::Install { what: format!("CRD {name}"), source })?;
+                .map_err(|source| EmbeddedError::Install {
+                    what: format!("CRD {name}"),
+                    source,
+                })?;
         }
         let ns_api: Api<Namespace> = Api::all(client.clone());
         for ns in namespaces {
             let object = Namespace {
-                metadata: kube::api::ObjectMeta { name: Some((*ns).to_owned()), ..Default::default() },
+                metadata: kube::api::ObjectMeta {
+                    name: Some((*ns).to_owned()),
+                    ..Default::default()
+                },
                 ..Default::default()
             };
             match ns_api.create(&PostParams::default(), &object).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(s)) if s.code == 409 => {}
                 Err(source) => {
-                    return Err(EmbeddedError::Install { what: format!("namespace {ns}"), source });
+                    return Err(EmbeddedError::Install {
+                        what: format!("namespace {ns}"),
+                        source,
+                    });
                 }
             }
         }

@@ -6,9 +6,9 @@
 
 pub mod clock;
 pub mod conditions;
-pub mod crd;
-//TMP pub mod embedded;
 pub mod config;
+pub mod crd;
+pub mod embedded;
 pub mod error;
 pub mod etcd;
 pub mod metrics;

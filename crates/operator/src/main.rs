@@ -6,7 +6,7 @@ use clap::{Parser, Subcommand};
 use steward_operator::config::{LogFormat, OperatorArgs};
 use tracing_subscriber::EnvFilter;
 
-//TMP mod self_check;
+mod self_check;
 
 /// Steward runs etcd, PostgreSQL, CrateDB and FoundationDB clusters on Kubernetes.
 #[derive(Parser)]
@@ -96,7 +96,7 @@ async fn main() -> ExitCode {
         Command::Crd => steward_operator::crd::crds_yaml()
             .map(|yaml| print!("{yaml}"))
             .map_err(anyhow::Error::from),
-        Command::SelfCheck => anyhow::Ok(()),
+        Command::SelfCheck => self_check::run().await,
         Command::Version => {
             println!("steward {}", env!("CARGO_PKG_VERSION"));
             Ok(())

@@ -22,13 +22,20 @@ pub async fn run() -> anyhow::Result<()> {
 
     let cluster: EtcdCluster = serde_saphyr::from_str(EXAMPLE).context("parsing the example")?;
     let clusters: Api<EtcdCluster> = Api::namespaced(plane.client.clone(), "default");
-    clusters.create(&PostParams::default(), &cluster).await.context("creating the example")?;
+    clusters
+        .create(&PostParams::default(), &cluster)
+        .await
+        .context("creating the example")?;
     println!("created EtcdCluster default/example from examples/etcd-cluster.yaml");
 
     let deadline = Instant::now() + Duration::from_secs(30);
     let observed = loop {
         let current = clusters.get("example").await?;
-        let done = current.status.as_ref().and_then(|s| s.common.observed_generation) == Some(1);
+        let done = current
+            .status
+            .as_ref()
+            .and_then(|s| s.common.observed_generation)
+            == Some(1);
         if done {
             break current;
         }
@@ -38,22 +45,37 @@ pub async fn run() -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     let services: Api<Service> = Api::namespaced(plane.client.clone(), "default");
-    let headless = services.get("example").await.context("headless Service missing")?;
+    let headless = services
+        .get("example")
+        .await
+        .context("headless Service missing")?;
     let cluster_ip = headless.spec.and_then(|s| s.cluster_ip).unwrap_or_default();
     println!("headless Service default/example: clusterIP={cluster_ip}");
     if let Some(status) = &observed.status {
         for c in &status.common.conditions {
-            println!("condition {}={} ({}): {}", c.type_, c.status, c.reason, c.message);
+            println!(
+                "condition {}={} ({}): {}",
+                c.type_, c.status, c.reason, c.message
+            );
         }
     }
-    let metrics = reqwest::get(format!("http://{}/metrics", operator.http_addr)).await?.text().await?;
+    let metrics = reqwest::get(format!("http://{}/metrics", operator.http_addr))
+        .await?
+        .text()
+        .await?;
     let leader = metrics.lines().any(|l| l == "steward_leader 1");
-    println!("leader: {leader}; metrics served: {} lines", metrics.lines().count());
+    println!(
+        "leader: {leader}; metrics served: {} lines",
+        metrics.lines().count()
+    );
     operator.shutdown().await.map_err(anyhow::Error::msg)?;
     plane.server.shutdown().await;
     if cluster_ip != "None" || !leader {
         bail!("self-check failed");
     }
-    println!("self-check passed in {:.1} s", started.elapsed().as_secs_f64());
+    println!(
+        "self-check passed in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }

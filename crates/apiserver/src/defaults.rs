@@ -1,0 +1,260 @@
+//! Defaulting and the little validation done for built-in kinds, mirroring the real server's
+//! strategies where clients notice: Namespace phase/finalizer/name label, Pod defaults and
+//! `Pending` phase, Service ClusterIP allocation (from 10.96.0.0/12, never released) and port
+//! defaults, PVC `Pending` phase, required Pod containers. Everything else in built-in specs is
+//! stored as sent, without schema validation or pruning.
+
+use serde_json::{Value, json};
+
+use crate::meta;
+use crate::registry::ResourceDef;
+use crate::status::Cause;
+
+/// Called on create, after system metadata is set. `next_ip` is the ClusterIP allocator.
+pub fn on_create(def: &ResourceDef, obj: &mut Value, next_ip: &mut u32) -> Vec<Cause> {
+    if !def.group.is_empty() {
+        return Vec::new();
+    }
+    match def.kind.as_str() {
+        "Namespace" => {
+            namespace(obj);
+            obj["status"] = json!({"phase": "Active"});
+            if meta::get_path(obj, "spec.finalizers").is_none() {
+                meta::set_path(obj, "spec.finalizers", json!(["kubernetes"]));
+            }
+            Vec::new()
+        }
+        "Pod" => {
+            let causes = pod(obj);
+            obj["status"] = json!({"phase": "Pending", "qosClass": qos(obj)});
+            causes
+        }
+        "Service" => {
+            service(obj, None, next_ip);
+            obj["status"] = json!({"loadBalancer": {}});
+            Vec::new()
+        }
+        "PersistentVolumeClaim" => {
+            if meta::get_path(obj, "spec.volumeMode").is_none() {
+                meta::set_path(obj, "spec.volumeMode", json!("Filesystem"));
+            }
+            obj["status"] = json!({"phase": "Pending"});
+            Vec::new()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Called on update of the main resource (`old` is the stored object).
+pub fn on_update(def: &ResourceDef, old: &Value, obj: &mut Value, next_ip: &mut u32) -> Vec<Cause> {
+    if !def.group.is_empty() {
+        return Vec::new();
+    }
+    match def.kind.as_str() {
+        "Namespace" => {
+            namespace(obj);
+            Vec::new()
+        }
+        "Pod" => pod(obj),
+        "Service" => {
+            service(obj, Some(old), next_ip);
+            Vec::new()
+        }
+        _ => Vec::new(),
+    }
+}
+
+fn namespace(obj: &mut Value) {
+    let name = meta::name(obj).unwrap_or_default().to_string();
+    let m = meta::meta_mut(obj);
+    let labels = m.entry("labels").or_insert_with(|| json!({}));
+    if let Value::Object(l) = labels {
+        l.insert("kubernetes.io/metadata.name".into(), json!(name));
+    }
+}
+
+fn default_str(obj: &mut Value, field: &str, value: &str) {
+    if obj.get(field).is_none_or(Value::is_null) {
+        obj[field] = json!(value);
+    }
+}
+
+fn pod(obj: &mut Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    if !obj.get("spec").is_some_and(Value::is_object) {
+        obj["spec"] = json!({});
+    }
+    let Some(spec) = obj.get_mut("spec") else {
+        return causes;
+    };
+    default_str(spec, "restartPolicy", "Always");
+    default_str(spec, "dnsPolicy", "ClusterFirst");
+    default_str(spec, "schedulerName", "default-scheduler");
+    default_str(spec, "serviceAccountName", "default");
+    if spec.get("terminationGracePeriodSeconds").is_none() {
+        spec["terminationGracePeriodSeconds"] = json!(30);
+    }
+    if spec.get("securityContext").is_none() {
+        spec["securityContext"] = json!({});
+    }
+    match spec.get_mut("containers").and_then(Value::as_array_mut) {
+        Some(cs) if !cs.is_empty() => {
+            for (i, c) in cs.iter_mut().enumerate() {
+                if c.get("name")
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                {
+                    causes.push(Cause::required(&format!("spec.containers[{i}].name")));
+                }
+                let image = c
+                    .get("image")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                if image.is_empty() {
+                    causes.push(Cause::required(&format!("spec.containers[{i}].image")));
+                }
+                let tag = image
+                    .rsplit('/')
+                    .next()
+                    .and_then(|last| last.split_once(':'))
+                    .map(|x| x.1);
+                let policy = if tag.is_none_or(|t| t == "latest") {
+                    "Always"
+                } else {
+                    "IfNotPresent"
+                };
+                default_str(c, "imagePullPolicy", policy);
+                default_str(c, "terminationMessagePath", "/dev/termination-log");
+                default_str(c, "terminationMessagePolicy", "File");
+                if c.get("resources").is_none() {
+                    c["resources"] = json!({});
+                }
+            }
+        }
+        _ => causes.push(Cause::required("spec.containers")),
+    }
+    causes
+}
+
+fn qos(obj: &Value) -> &'static str {
+    let containers = meta::get_path(obj, "spec.containers")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut any = false;
+    let mut guaranteed = !containers.is_empty();
+    for c in &containers {
+        let req = c
+            .get("resources")
+            .and_then(|r| r.get("requests"))
+            .and_then(Value::as_object);
+        let lim = c
+            .get("resources")
+            .and_then(|r| r.get("limits"))
+            .and_then(Value::as_object);
+        any |= req.is_some_and(|m| !m.is_empty()) || lim.is_some_and(|m| !m.is_empty());
+        let full = |r: &str| {
+            lim.and_then(|m| m.get(r)).is_some()
+                && req
+                    .and_then(|m| m.get(r))
+                    .is_none_or(|q| Some(q) == lim.and_then(|m| m.get(r)))
+        };
+        guaranteed &= full("cpu") && full("memory");
+    }
+    if !any {
+        "BestEffort"
+    } else if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
+fn service(obj: &mut Value, old: Option<&Value>, next_ip: &mut u32) {
+    if !obj.get("spec").is_some_and(Value::is_object) {
+        obj["spec"] = json!({});
+    }
+    let old_ip = old
+        .and_then(|o| meta::get_path(o, "spec.clusterIP"))
+        .cloned();
+    let Some(spec) = obj.get_mut("spec") else {
+        return;
+    };
+    default_str(spec, "type", "ClusterIP");
+    default_str(spec, "sessionAffinity", "None");
+    let external_name = spec.get("type").and_then(Value::as_str) == Some("ExternalName");
+    if !external_name {
+        if spec
+            .get("clusterIP")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            let ip = match old_ip {
+                Some(ip) => ip,
+                None => {
+                    let n = *next_ip;
+                    *next_ip += 1;
+                    json!(format!("10.96.{}.{}", n / 256, n % 256))
+                }
+            };
+            spec["clusterIP"] = ip;
+        }
+        let ip = spec.get("clusterIP").cloned().unwrap_or(Value::Null);
+        spec["clusterIPs"] = json!([ip]);
+        default_str(spec, "ipFamilyPolicy", "SingleStack");
+        if spec.get("ipFamilies").is_none() {
+            spec["ipFamilies"] = json!(["IPv4"]);
+        }
+        default_str(spec, "internalTrafficPolicy", "Cluster");
+    }
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports {
+            default_str(p, "protocol", "TCP");
+            if p.get("targetPort").is_none()
+                && let Some(port) = p.get("port").cloned()
+            {
+                p["targetPort"] = port;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::Registry;
+
+    #[test]
+    fn pod_and_service_defaults() {
+        let r = Registry::with_builtins();
+        let mut ip = 10;
+        let mut p = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}});
+        assert!(on_create(&r.lookup("", "v1", "pods").unwrap(), &mut p, &mut ip).is_empty());
+        assert_eq!(p["status"]["phase"], "Pending");
+        assert_eq!(
+            p["spec"]["containers"][0]["imagePullPolicy"],
+            "IfNotPresent"
+        );
+        assert_eq!(p["status"]["qosClass"], "BestEffort");
+        let mut bad = json!({"metadata": {"name": "p"}, "spec": {}});
+        assert_eq!(
+            on_create(&r.lookup("", "v1", "pods").unwrap(), &mut bad, &mut ip)[0].field,
+            "spec.containers"
+        );
+        let svc = r.lookup("", "v1", "services").unwrap();
+        let mut s = json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}});
+        on_create(&svc, &mut s, &mut ip);
+        assert_eq!(s["spec"]["clusterIP"], "10.96.0.10");
+        assert_eq!(
+            s["spec"]["ports"][0],
+            json!({"port": 80, "protocol": "TCP", "targetPort": 80})
+        );
+        let mut s2 = json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": 81}]}});
+        on_update(&svc, &s, &mut s2, &mut ip);
+        assert_eq!(s2["spec"]["clusterIP"], "10.96.0.10");
+        let mut headless = json!({"metadata": {"name": "h"}, "spec": {"clusterIP": "None"}});
+        on_create(&svc, &mut headless, &mut ip);
+        assert_eq!(headless["spec"]["clusterIPs"], json!(["None"]));
+    }
+}

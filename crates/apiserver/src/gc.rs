@@ -1,0 +1,255 @@
+//! The garbage collector and namespace/CRD cleanup, run asynchronously after deletions (and
+//! every second): deletes dependents whose owners are all gone (background), deletes dependents
+//! of owners being deleted in the foreground and removes `foregroundDeletion` once no dependent
+//! with `blockOwnerDeletion` remains, strips owner references for `orphan` deletions, removes
+//! dangling references when other owners remain, empties terminating namespaces before removing
+//! them, and deletes a CRD's objects before the CRD. Owners are matched by uid (and namespace),
+//! not by kind/name, like the real collector.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+use crate::meta;
+use crate::registry::{GroupResource, ResourceDef};
+use crate::server::Server;
+use crate::store::State;
+use crate::write::delete::{DeleteOptions, delete};
+use crate::write::{Fields, commit};
+
+const MANAGER: &str = "kube-controller-manager";
+
+pub async fn run(server: Arc<Server>, notify: Arc<Notify>) {
+    loop {
+        tokio::select! {
+            _ = server.cancel.cancelled() => return,
+            _ = notify.notified() => {}
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        // Let the request that triggered us return first.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let mut state = server.lock();
+        for _ in 0..50 {
+            if !pass(&mut state) {
+                break;
+            }
+        }
+    }
+}
+
+struct Owner {
+    namespaced: bool,
+    ns: String,
+    deleting: bool,
+    finalizers: Vec<String>,
+}
+
+enum Action {
+    Delete(Arc<ResourceDef>, String, String, Option<&'static str>),
+    SetOwnerRefs(Arc<ResourceDef>, String, String, Vec<Value>),
+    RemoveFinalizer(Arc<ResourceDef>, String, String, &'static str),
+    FinalizeNamespace(String),
+}
+
+/// One collection pass; returns whether anything changed.
+pub fn pass(state: &mut State) -> bool {
+    let defs = state.registry.storage_resources();
+    let mut owners: HashMap<String, Owner> = HashMap::new();
+    let mut objects: Vec<(Arc<ResourceDef>, Value)> = Vec::new();
+    for def in &defs {
+        for obj in state.list(&def.gr(), None) {
+            if let Some(uid) = meta::uid(obj) {
+                owners.insert(
+                    uid.to_string(),
+                    Owner {
+                        namespaced: def.namespaced,
+                        ns: meta::namespace(obj).unwrap_or_default().to_string(),
+                        deleting: meta::is_deleting(obj),
+                        finalizers: meta::finalizers(obj),
+                    },
+                );
+            }
+            objects.push((def.clone(), obj.clone()));
+        }
+    }
+    let mut actions = Vec::new();
+    // Dependents.
+    for (def, obj) in &objects {
+        let refs = meta::owner_references(obj);
+        if refs.is_empty() {
+            continue;
+        }
+        let ns = meta::namespace(obj).unwrap_or_default().to_string();
+        let name = meta::name(obj).unwrap_or_default().to_string();
+        let (mut solid, mut waiting, mut orphaning) = (Vec::new(), 0, 0);
+        for r in &refs {
+            let owner = r
+                .get("uid")
+                .and_then(Value::as_str)
+                .and_then(|u| owners.get(u));
+            match owner {
+                Some(o) if o.namespaced && o.ns != ns => {}
+                None => {}
+                Some(o) if o.deleting && o.finalizers.iter().any(|f| f == "orphan") => {
+                    orphaning += 1
+                }
+                Some(o) if o.deleting && o.finalizers.iter().any(|f| f == "foregroundDeletion") => {
+                    waiting += 1
+                }
+                Some(_) => solid.push(r.clone()),
+            }
+        }
+        if !solid.is_empty() {
+            if solid.len() < refs.len() {
+                actions.push(Action::SetOwnerRefs(def.clone(), ns, name, solid));
+            }
+        } else if orphaning > 0 {
+            actions.push(Action::SetOwnerRefs(def.clone(), ns, name, Vec::new()));
+        } else if meta::is_deleting(obj) {
+            // Already on its way out.
+        } else if waiting > 0 {
+            actions.push(Action::Delete(def.clone(), ns, name, Some("Foreground")));
+        } else {
+            actions.push(Action::Delete(def.clone(), ns, name, None));
+        }
+    }
+    // Owners waiting on dependents.
+    for (def, obj) in &objects {
+        if !meta::is_deleting(obj) {
+            continue;
+        }
+        let uid = meta::uid(obj).unwrap_or_default();
+        let ns = meta::namespace(obj).unwrap_or_default().to_string();
+        let name = meta::name(obj).unwrap_or_default().to_string();
+        let finalizers = meta::finalizers(obj);
+        let refs_to_me = |blocking_only: bool| {
+            objects.iter().any(|(_, d)| {
+                meta::owner_references(d).iter().any(|r| {
+                    r.get("uid").and_then(Value::as_str) == Some(uid)
+                        && (!blocking_only
+                            || r.get("blockOwnerDeletion").and_then(Value::as_bool) == Some(true))
+                })
+            })
+        };
+        if finalizers.iter().any(|f| f == "foregroundDeletion") && !refs_to_me(true) {
+            actions.push(Action::RemoveFinalizer(
+                def.clone(),
+                ns.clone(),
+                name.clone(),
+                "foregroundDeletion",
+            ));
+        }
+        if finalizers.iter().any(|f| f == "orphan") && !refs_to_me(false) {
+            actions.push(Action::RemoveFinalizer(
+                def.clone(),
+                ns.clone(),
+                name.clone(),
+                "orphan",
+            ));
+        }
+        if def.group.is_empty() && def.kind == "Namespace" {
+            let mut remaining = false;
+            for (d, o) in objects.iter().filter(|(d, _)| d.namespaced) {
+                if meta::namespace(o) == Some(name.as_str()) {
+                    remaining = true;
+                    if !meta::is_deleting(o) {
+                        let oname = meta::name(o).unwrap_or_default().to_string();
+                        actions.push(Action::Delete(d.clone(), name.clone(), oname, None));
+                    }
+                }
+            }
+            if !remaining {
+                actions.push(Action::FinalizeNamespace(name.clone()));
+            }
+        }
+        if crate::write::is_crd(def)
+            && finalizers
+                .iter()
+                .any(|f| f == crate::crd::CLEANUP_FINALIZER)
+        {
+            let group = meta::get_path(obj, "spec.group")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let plural = meta::get_path(obj, "spec.names.plural")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let gr = GroupResource::new(group, plural);
+            let mut remaining = false;
+            for (d, o) in objects.iter().filter(|(d, _)| d.gr() == gr) {
+                remaining = true;
+                if !meta::is_deleting(o) {
+                    let ons = meta::namespace(o).unwrap_or_default().to_string();
+                    let oname = meta::name(o).unwrap_or_default().to_string();
+                    actions.push(Action::Delete(d.clone(), ons, oname, None));
+                }
+            }
+            if !remaining {
+                actions.push(Action::RemoveFinalizer(
+                    def.clone(),
+                    String::new(),
+                    name.clone(),
+                    crate::crd::CLEANUP_FINALIZER,
+                ));
+            }
+        }
+    }
+    let before = state.rv;
+    for a in actions {
+        if let Err(e) = execute(state, a) {
+            tracing::debug!(error = %e.message, "garbage collector action failed");
+        }
+    }
+    state.rv != before
+}
+
+fn execute(state: &mut State, action: Action) -> Result<(), crate::status::ApiError> {
+    match action {
+        Action::Delete(def, ns, name, policy) => {
+            let opts = DeleteOptions {
+                propagation: policy.map(String::from),
+                ..Default::default()
+            };
+            delete(state, &def, &ns, &name, &opts).map(|_| ())
+        }
+        Action::SetOwnerRefs(def, ns, name, refs) => {
+            let Some(old) = state.get(&def.gr(), &ns, &name).cloned() else {
+                return Ok(());
+            };
+            let mut new = old.clone();
+            let m = meta::meta_mut(&mut new);
+            if refs.is_empty() {
+                m.remove("ownerReferences");
+            } else {
+                m.insert("ownerReferences".into(), Value::Array(refs));
+            }
+            commit(state, &def, &old, new, "", Fields::Record(MANAGER)).map(|_| ())
+        }
+        Action::RemoveFinalizer(def, ns, name, finalizer) => {
+            let Some(old) = state.get(&def.gr(), &ns, &name).cloned() else {
+                return Ok(());
+            };
+            let mut new = old.clone();
+            let f: Vec<String> = meta::finalizers(&old)
+                .into_iter()
+                .filter(|x| x != finalizer)
+                .collect();
+            meta::set_finalizers(&mut new, &f);
+            commit(state, &def, &old, new, "", Fields::Record(MANAGER)).map(|_| ())
+        }
+        Action::FinalizeNamespace(name) => {
+            let gr = GroupResource::new("", "namespaces");
+            let Some(def) = state.registry.storage_def(&gr) else {
+                return Ok(());
+            };
+            let Some(old) = state.get(&gr, "", &name).cloned() else {
+                return Ok(());
+            };
+            let mut new = old.clone();
+            meta::set_path(&mut new, "spec.finalizers", json!([]));
+            commit(state, &def, &old, new, "finalize", Fields::Record(MANAGER)).map(|_| ())
+        }
+    }
+}

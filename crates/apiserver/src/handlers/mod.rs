@@ -1,0 +1,224 @@
+//! HTTP routing: parses Kubernetes API paths (`/api/v1/...`, `/apis/{group}/{version}/...`,
+//! namespaced, cluster-scoped and all-namespace forms, subresources, the legacy `/watch/`
+//! prefix) and dispatches to discovery, read, write, patch, watch and subresource handlers.
+//! Every failure is answered with a `metav1.Status` body.
+
+mod discovery;
+mod patch;
+mod read;
+mod subresources;
+mod write;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use crate::registry::ResourceDef;
+use crate::server::Server;
+use crate::status::{ApiError, ApiResult};
+
+pub fn router(server: Arc<Server>) -> Router {
+    Router::new()
+        .fallback(dispatch)
+        .layer(DefaultBodyLimit::max(4 * 1024 * 1024))
+        .with_state(server)
+}
+
+/// Everything a resource handler needs to know about the request.
+pub struct Request {
+    pub server: Arc<Server>,
+    pub method: Method,
+    pub query: HashMap<String, String>,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Request {
+    pub fn q(&self, key: &str) -> Option<&str> {
+        self.query.get(key).map(String::as_str)
+    }
+
+    pub fn flag(&self, key: &str) -> bool {
+        matches!(self.q(key), Some("true" | "1"))
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The field manager of a non-apply write: the query parameter or the user agent prefix.
+    pub fn manager(&self) -> String {
+        match self.q("fieldManager").filter(|m| !m.is_empty()) {
+            Some(m) => m.to_string(),
+            None => crate::managed_fields::manager_from_user_agent(self.header("user-agent")),
+        }
+    }
+
+    pub fn json_body(&self) -> ApiResult<Value> {
+        serde_json::from_slice(&self.body).map_err(|e| {
+            ApiError::bad_request(format!(
+                "the body of the request was in an unknown format: {e}"
+            ))
+        })
+    }
+
+    pub fn reject_dry_run(&self) -> ApiResult<()> {
+        if self.q("dryRun").is_some_and(|d| !d.is_empty()) {
+            return Err(ApiError::bad_request(
+                "dryRun is not supported by the Steward local control plane",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A resolved resource URL.
+pub struct Target {
+    pub def: Arc<ResourceDef>,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub sub: Option<String>,
+    pub watch_prefix: bool,
+}
+
+impl Target {
+    pub fn ns(&self) -> &str {
+        self.namespace.as_deref().unwrap_or_default()
+    }
+
+    pub fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or_default()
+    }
+}
+
+pub fn json_response(code: StatusCode, v: &Value) -> Response {
+    (
+        code,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        v.to_string(),
+    )
+        .into_response()
+}
+
+async fn dispatch(
+    State(server): State<Arc<Server>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let query = Query::<HashMap<String, String>>::try_from_uri(&uri)
+        .map(|q| q.0)
+        .unwrap_or_default();
+    let segs: Vec<String> = uri
+        .path()
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect();
+    let req = Request {
+        server,
+        method,
+        query,
+        headers,
+        body,
+    };
+    match route(&req, &segs) {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+fn route(req: &Request, segs: &[String]) -> ApiResult<Response> {
+    let s: Vec<&str> = segs.iter().map(String::as_str).collect();
+    match s.as_slice() {
+        [] => Ok(discovery::root()),
+        ["version"] => Ok(discovery::version()),
+        ["healthz" | "livez" | "readyz", ..] => Ok((StatusCode::OK, "ok").into_response()),
+        ["openapi", ..] => Err(ApiError::no_route()),
+        ["api"] => Ok(discovery::api_versions(req)),
+        ["apis"] => Ok(discovery::group_list(req)),
+        ["api", "v1"] => discovery::resource_list(req, "", "v1"),
+        ["apis", group] => discovery::group(req, group),
+        ["apis", group, version] => discovery::resource_list(req, group, version),
+        ["api", "v1", rest @ ..] => resource(req, "", "v1", rest),
+        ["apis", group, version, rest @ ..] => resource(req, group, version, rest),
+        _ => Err(ApiError::no_route()),
+    }
+}
+
+fn resource(req: &Request, group: &str, version: &str, rest: &[&str]) -> ApiResult<Response> {
+    let (watch_prefix, rest) = match rest {
+        ["watch", r @ ..] => (true, r),
+        r => (false, r),
+    };
+    let namespace_sub = rest.len() == 3 && matches!(rest[2], "status" | "finalize");
+    let (namespace, rest) = match rest {
+        ["namespaces", ns, r @ ..] if !r.is_empty() && !namespace_sub => (Some(ns.to_string()), r),
+        r => (None, r),
+    };
+    let (plural, name, sub) = match rest {
+        [p] => (*p, None, None),
+        [p, n] => (*p, Some(n.to_string()), None),
+        [p, n, s] => (*p, Some(n.to_string()), Some(s.to_string())),
+        _ => return Err(ApiError::no_route()),
+    };
+    let def = req
+        .server
+        .lock()
+        .registry
+        .lookup(group, version, plural)
+        .ok_or_else(ApiError::no_route)?;
+    if (def.namespaced && namespace.is_none() && name.is_some())
+        || (!def.namespaced && namespace.is_some())
+    {
+        return Err(ApiError::no_route());
+    }
+    let t = Target {
+        def,
+        namespace,
+        name,
+        sub,
+        watch_prefix,
+    };
+    let is_watch = t.watch_prefix || req.flag("watch");
+    match (&req.method, t.name.is_some(), t.sub.as_deref()) {
+        (&Method::GET, false, None) if is_watch => read::watch(req, &t),
+        (&Method::GET, false, None) => read::list(req, &t),
+        (&Method::POST, false, None) => write::create(req, &t),
+        (&Method::DELETE, false, None) => write::delete_collection(req, &t),
+        (&Method::GET, true, None) if is_watch => read::watch(req, &t),
+        (&Method::GET, true, None) => read::get(req, &t),
+        (&Method::PUT, true, None) => write::replace(req, &t, ""),
+        (&Method::PATCH, true, None) => patch::patch(req, &t, ""),
+        (&Method::DELETE, true, None) => write::delete(req, &t),
+        (_, true, Some("status")) if t.def.status_subresource => match req.method {
+            Method::GET => read::get(req, &t),
+            Method::PUT => write::replace(req, &t, "status"),
+            Method::PATCH => patch::patch(req, &t, "status"),
+            _ => Err(ApiError::method_not_allowed(format!(
+                "{} is not supported on status",
+                req.method
+            ))),
+        },
+        (&Method::PUT, true, Some("finalize"))
+            if t.def.group.is_empty() && t.def.kind == "Namespace" =>
+        {
+            write::replace(req, &t, "finalize")
+        }
+        (_, true, Some("scale")) if t.def.scale.is_some() => subresources::scale(req, &t),
+        (_, true, Some(sub)) if t.def.group.is_empty() && t.def.kind == "Pod" => {
+            subresources::pod(req, &t, sub)
+        }
+        (_, _, Some(_)) => Err(ApiError::no_route()),
+        (m, _, None) => Err(ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource ({m})"
+        ))),
+    }
+}

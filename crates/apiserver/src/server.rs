@@ -1,0 +1,156 @@
+//! Server lifecycle: binding, the axum app, background tasks (garbage collector, snapshot
+//! writer), the handle returned to callers, and shutdown (stop accepting, close watches, write
+//! the final snapshot).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::store::State;
+use crate::{Error, gc, handlers, snapshot};
+
+/// How the server is started.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Address to listen on; port 0 picks a free port. Default `127.0.0.1:0`.
+    pub bind: SocketAddr,
+    /// Optional JSON snapshot: loaded at start if it exists, written (at most once a second)
+    /// after changes and at shutdown.
+    pub state_file: Option<PathBuf>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            state_file: None,
+        }
+    }
+}
+
+/// Shared by every request.
+pub struct Server {
+    state: Mutex<State>,
+    pub rv_rx: watch::Receiver<u64>,
+    pub cancel: CancellationToken,
+    /// Interval of BOOKMARK events on watches that allow them.
+    pub bookmark_interval: Duration,
+}
+
+impl Server {
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A running server. Dropping it without `shutdown` leaves it serving until the runtime stops.
+pub struct ApiServerHandle {
+    addr: SocketAddr,
+    server: Arc<Server>,
+    tasks: Vec<JoinHandle<()>>,
+    serve: JoinHandle<()>,
+    state_file: Option<PathBuf>,
+}
+
+pub async fn start(config: ServerConfig) -> Result<ApiServerHandle, Error> {
+    let (tx, rx) = watch::channel(0u64);
+    let gc_notify = Arc::new(Notify::new());
+    let mut state = State::new(tx, gc_notify.clone());
+    if let Some(path) = &config.state_file {
+        snapshot::load(path, &mut state)?;
+    }
+    let server = Arc::new(Server {
+        state: Mutex::new(state),
+        rv_rx: rx,
+        cancel: CancellationToken::new(),
+        bookmark_interval: Duration::from_secs(1),
+    });
+    let listener = tokio::net::TcpListener::bind(config.bind)
+        .await
+        .map_err(|source| Error::Bind {
+            addr: config.bind,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| Error::Bind {
+        addr: config.bind,
+        source,
+    })?;
+    let app = handlers::router(server.clone());
+    let cancel = server.cancel.clone();
+    let serve = tokio::spawn(async move {
+        let result = axum::serve(listener, app)
+            .with_graceful_shutdown(cancel.cancelled_owned())
+            .await;
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "local control plane stopped serving");
+        }
+    });
+    let mut tasks = vec![tokio::spawn(gc::run(server.clone(), gc_notify))];
+    if let Some(path) = &config.state_file {
+        tasks.push(tokio::spawn(snapshot::run(server.clone(), path.clone())));
+    }
+    tracing::info!(%addr, "local control plane listening");
+    Ok(ApiServerHandle {
+        addr,
+        server,
+        tasks,
+        serve,
+        state_file: config.state_file,
+    })
+}
+
+impl ApiServerHandle {
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Changes how many watch events are kept for resumption (default 10 000). Older history
+    /// is dropped at once; watches resuming before it get `410 Expired`. Meant for tests that
+    /// exercise relisting.
+    pub fn set_watch_history_limit(&self, events: usize) {
+        self.server.lock().set_history_cap(events);
+    }
+
+    /// A kubeconfig pointing at this server: cluster and context `steward-dev`, a user without
+    /// credentials.
+    pub fn kubeconfig_yaml(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: steward-dev\n  cluster:\n    server: {url}\n\
+             contexts:\n- name: steward-dev\n  context:\n    cluster: steward-dev\n    user: steward-dev\n    namespace: default\n\
+             current-context: steward-dev\nusers:\n- name: steward-dev\n  user: {{}}\npreferences: {{}}\n",
+            url = self.url()
+        )
+    }
+
+    /// Stops serving: closes open watches, waits up to five seconds for in-flight requests, and
+    /// writes the final snapshot when a state file is configured.
+    pub async fn shutdown(self) {
+        self.server.cancel.cancel();
+        let mut serve = self.serve;
+        if tokio::time::timeout(Duration::from_secs(5), &mut serve)
+            .await
+            .is_err()
+        {
+            serve.abort();
+        }
+        for t in self.tasks {
+            t.abort();
+        }
+        if let Some(path) = &self.state_file
+            && let Err(e) = snapshot::save(&self.server, path)
+        {
+            tracing::warn!(error = %e, "cannot write the final snapshot");
+        }
+    }
+}

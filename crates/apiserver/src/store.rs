@@ -1,0 +1,263 @@
+//! The in-memory object store: objects per storage resource keyed by (namespace, name), the
+//! global resourceVersion counter, and the bounded history of watch events (with the RV below
+//! which history was dropped, for `410 Expired`). Every mutation goes through `put`/`remove`,
+//! which bump the resourceVersion, record the event and wake watchers. No API semantics
+//! (preconditions, finalizers, validation) live here: see `write`.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::sync::{Notify, watch};
+
+use crate::meta;
+use crate::registry::{GroupResource, Registry};
+
+/// (namespace, name); the namespace is empty for cluster-scoped objects.
+pub type ObjKey = (String, String);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "ADDED",
+            Self::Modified => "MODIFIED",
+            Self::Deleted => "DELETED",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct WatchEvent {
+    pub rv: u64,
+    pub gr: GroupResource,
+    pub etype: EventType,
+    pub object: Arc<Value>,
+    /// The previous version (MODIFIED only), to turn selector transitions into ADDED/DELETED.
+    pub prev: Option<Arc<Value>>,
+}
+
+/// Default number of watch events kept for resumption.
+pub const HISTORY_CAP: usize = 10_000;
+
+pub struct State {
+    pub rv: u64,
+    pub registry: Registry,
+    objects: HashMap<GroupResource, BTreeMap<ObjKey, Value>>,
+    history: VecDeque<Arc<WatchEvent>>,
+    /// Events with an RV at or below this are no longer available.
+    pub history_floor: u64,
+    pub history_cap: usize,
+    pub next_cluster_ip: u32,
+    /// Set by every mutation; cleared by the snapshot writer.
+    pub dirty: bool,
+    tx: watch::Sender<u64>,
+    gc: Arc<Notify>,
+}
+
+impl State {
+    pub fn new(tx: watch::Sender<u64>, gc: Arc<Notify>) -> Self {
+        let mut s = Self {
+            rv: 0,
+            registry: Registry::with_builtins(),
+            objects: HashMap::new(),
+            history: VecDeque::new(),
+            history_floor: 0,
+            history_cap: HISTORY_CAP,
+            next_cluster_ip: 10,
+            dirty: false,
+            tx,
+            gc,
+        };
+        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            let obj = json!({
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": ns,
+                    "uid": meta::new_uid(),
+                    "creationTimestamp": meta::now(),
+                    "labels": {"kubernetes.io/metadata.name": ns},
+                },
+                "spec": {"finalizers": ["kubernetes"]},
+                "status": {"phase": "Active"},
+            });
+            s.put(&GroupResource::new("", "namespaces"), obj, EventType::Added);
+        }
+        s
+    }
+
+    pub fn get(&self, gr: &GroupResource, ns: &str, name: &str) -> Option<&Value> {
+        self.objects
+            .get(gr)?
+            .get(&(ns.to_string(), name.to_string()))
+    }
+
+    /// Objects of a resource, sorted by (namespace, name); `ns = None` means all namespaces.
+    pub fn list<'a>(
+        &'a self,
+        gr: &GroupResource,
+        ns: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a Value> + 'a {
+        self.objects
+            .get(gr)
+            .into_iter()
+            .flat_map(|m| m.iter())
+            .filter(move |((n, _), _)| ns.is_none_or(|x| x == n))
+            .map(|(_, v)| v)
+    }
+
+    pub fn resources(&self) -> impl Iterator<Item = (&GroupResource, &BTreeMap<ObjKey, Value>)> {
+        self.objects.iter()
+    }
+
+    #[cfg(test)]
+    pub fn namespace_exists(&self, ns: &str) -> bool {
+        self.get(&GroupResource::new("", "namespaces"), "", ns)
+            .is_some()
+    }
+
+    fn key_of(obj: &Value) -> ObjKey {
+        (
+            meta::namespace(obj).unwrap_or_default().to_string(),
+            meta::name(obj).unwrap_or_default().to_string(),
+        )
+    }
+
+    fn record(
+        &mut self,
+        gr: &GroupResource,
+        etype: EventType,
+        object: Arc<Value>,
+        prev: Option<Arc<Value>>,
+    ) {
+        self.history.push_back(Arc::new(WatchEvent {
+            rv: self.rv,
+            gr: gr.clone(),
+            etype,
+            object,
+            prev,
+        }));
+        while self.history.len() > self.history_cap {
+            if let Some(e) = self.history.pop_front() {
+                self.history_floor = e.rv;
+            }
+        }
+        self.dirty = true;
+        self.tx.send_replace(self.rv);
+    }
+
+    /// Stores `obj` with a fresh resourceVersion and records the event. Returns the stored object.
+    pub fn put(&mut self, gr: &GroupResource, mut obj: Value, etype: EventType) -> Value {
+        self.rv += 1;
+        meta::meta_mut(&mut obj).insert("resourceVersion".into(), json!(self.rv.to_string()));
+        let key = Self::key_of(&obj);
+        let prev = self
+            .objects
+            .entry(gr.clone())
+            .or_default()
+            .insert(key, obj.clone());
+        let etype = if prev.is_none() {
+            EventType::Added
+        } else {
+            etype
+        };
+        self.record(gr, etype, Arc::new(obj.clone()), prev.map(Arc::new));
+        obj
+    }
+
+    /// Removes an object; `last` is its final state (a DELETED event carries it with a new RV).
+    pub fn remove(&mut self, gr: &GroupResource, mut last: Value) -> Value {
+        self.rv += 1;
+        meta::meta_mut(&mut last).insert("resourceVersion".into(), json!(self.rv.to_string()));
+        let key = Self::key_of(&last);
+        if let Some(m) = self.objects.get_mut(gr) {
+            m.remove(&key);
+        }
+        self.record(gr, EventType::Deleted, Arc::new(last.clone()), None);
+        self.gc.notify_one();
+        last
+    }
+
+    /// Wakes the garbage collector (after deletions or deletionTimestamp changes).
+    pub fn kick_gc(&self) {
+        self.gc.notify_one();
+    }
+
+    pub fn set_history_cap(&mut self, cap: usize) {
+        self.history_cap = cap;
+        while self.history.len() > self.history_cap {
+            if let Some(e) = self.history.pop_front() {
+                self.history_floor = e.rv;
+            }
+        }
+    }
+
+    /// Events with an RV strictly greater than `rv`, or `Err(floor)` when some are gone.
+    pub fn events_after(&self, rv: u64) -> Result<Vec<Arc<WatchEvent>>, u64> {
+        if rv < self.history_floor {
+            return Err(self.history_floor);
+        }
+        let start = self.history.partition_point(|e| e.rv <= rv);
+        Ok(self.history.range(start..).cloned().collect())
+    }
+
+    /// Replaces the whole content (snapshot loading). History starts empty at `rv`.
+    pub fn load(&mut self, rv: u64, objects: Vec<(GroupResource, Value)>) {
+        self.objects.clear();
+        for (gr, obj) in objects {
+            let key = Self::key_of(&obj);
+            self.objects.entry(gr).or_default().insert(key, obj);
+        }
+        self.rv = rv;
+        self.history.clear();
+        self.history_floor = rv;
+        self.tx.send_replace(rv);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> State {
+        State::new(watch::channel(0).0, Arc::new(Notify::new()))
+    }
+
+    #[test]
+    fn rv_history_and_expiry() {
+        let mut s = state();
+        assert!(s.namespace_exists("kube-system"));
+        let start = s.rv;
+        let gr = GroupResource::new("", "configmaps");
+        let v = s.put(
+            &gr,
+            json!({"metadata": {"name": "a", "namespace": "default"}}),
+            EventType::Added,
+        );
+        assert_eq!(
+            meta::resource_version(&v),
+            Some((start + 1).to_string().as_str())
+        );
+        s.put(
+            &gr,
+            json!({"metadata": {"name": "a", "namespace": "default"}, "data": {}}),
+            EventType::Modified,
+        );
+        let ev = s.events_after(start).unwrap();
+        assert_eq!(ev.len(), 2);
+        assert_eq!(ev[0].etype, EventType::Added);
+        assert_eq!(ev[1].etype, EventType::Modified);
+        assert!(ev[1].prev.is_some());
+        s.history_cap = 1;
+        s.remove(&gr, v);
+        assert_eq!(s.events_after(start).err(), Some(start + 2));
+        assert_eq!(s.list(&gr, None).count(), 0);
+    }
+}

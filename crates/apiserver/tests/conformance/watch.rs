@@ -1,0 +1,272 @@
+//! Watches: kube-runtime's watcher end to end, resume from a resourceVersion, 410 for expired
+//! history, bookmarks, streaming lists (sendInitialEvents) and selector transitions.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{
+    DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
+use kube::runtime::watcher;
+use serde_json::json;
+
+use crate::support::{cm, env, rv};
+
+async fn next<S, T>(s: &mut S) -> T
+where
+    S: futures::Stream<Item = T> + Unpin,
+{
+    tokio::time::timeout(Duration::from_secs(30), s.next())
+        .await
+        .expect("event in time")
+        .expect("stream open")
+}
+
+#[tokio::test]
+async fn runtime_watcher_sees_create_update_delete() {
+    let env = env("watcher").await;
+    let api: Api<ConfigMap> = env.api();
+    api.create(&PostParams::default(), &cm("before", json!({})))
+        .await
+        .unwrap();
+    let mut stream = watcher(api.clone(), watcher::Config::default()).boxed();
+    let mut seen_initial = false;
+    loop {
+        match next(&mut stream).await.unwrap() {
+            watcher::Event::InitApply(o) => {
+                seen_initial |= o.metadata.name.as_deref() == Some("before")
+            }
+            watcher::Event::InitDone => break,
+            _ => {}
+        }
+    }
+    assert!(seen_initial);
+    api.create(&PostParams::default(), &cm("a", json!({"k": "1"})))
+        .await
+        .unwrap();
+    api.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"k": "2"}})),
+    )
+    .await
+    .unwrap();
+    api.delete("a", &DeleteParams::default()).await.unwrap();
+    let mut log = Vec::new();
+    while log.len() < 3 {
+        match next(&mut stream).await.unwrap() {
+            watcher::Event::Apply(o) => log.push(format!(
+                "apply {}",
+                o.data
+                    .unwrap_or_default()
+                    .get("k")
+                    .cloned()
+                    .unwrap_or_default()
+            )),
+            watcher::Event::Delete(o) => {
+                log.push(format!("delete {}", o.metadata.name.unwrap_or_default()))
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(log, ["apply 1", "apply 2", "delete a"]);
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn watch_resumes_after_resource_version() {
+    let env = env("watch-resume").await;
+    let api: Api<ConfigMap> = env.api();
+    let a = api
+        .create(&PostParams::default(), &cm("a", json!({})))
+        .await
+        .unwrap();
+    api.create(&PostParams::default(), &cm("b", json!({})))
+        .await
+        .unwrap();
+    let mut s = api
+        .watch(&WatchParams::default().timeout(10), &rv(&a))
+        .await
+        .unwrap()
+        .boxed();
+    match next(&mut s).await.unwrap() {
+        WatchEvent::Added(o) => assert_eq!(o.metadata.name.as_deref(), Some("b")),
+        other => panic!("expected ADDED b, got {other:?}"),
+    }
+    // resourceVersion "0": synthetic ADDED events for what exists.
+    let mut s0 = api
+        .watch(&WatchParams::default().timeout(10), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let mut names = Vec::new();
+    while names.len() < 2 {
+        if let WatchEvent::Added(o) = next(&mut s0).await.unwrap() {
+            names.push(o.metadata.name.unwrap());
+        }
+    }
+    names.sort();
+    assert_eq!(names, ["a", "b"]);
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn watch_from_expired_resource_version_gets_410() {
+    let env = env("watch-410").await;
+    if let Some(s) = &env.server {
+        s.set_watch_history_limit(5);
+    }
+    let api: Api<ConfigMap> = env.api();
+    for i in 0..10 {
+        api.create(&PostParams::default(), &cm(&format!("c{i}"), json!({})))
+            .await
+            .unwrap();
+    }
+    let mut s = api
+        .watch(&WatchParams::default().timeout(10), "1")
+        .await
+        .unwrap()
+        .boxed();
+    match next(&mut s).await.unwrap() {
+        WatchEvent::Error(e) => {
+            assert_eq!(e.code, 410);
+            assert!(e.reason == "Expired" || e.reason == "Gone", "{e:?}");
+        }
+        other => panic!("expected a 410 ERROR event, got {other:?}"),
+    }
+    // kube-runtime's watcher recovers by relisting.
+    let mut w = watcher(api.clone(), watcher::Config::default()).boxed();
+    let mut initial = 0;
+    loop {
+        match next(&mut w).await.unwrap() {
+            watcher::Event::InitApply(_) => initial += 1,
+            watcher::Event::InitDone => break,
+            _ => {}
+        }
+    }
+    assert!(initial >= 10);
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn watch_sends_bookmarks_and_streaming_initial_events() {
+    let env = env("watch-bookmark").await;
+    let api: Api<ConfigMap> = env.api();
+    api.create(&PostParams::default(), &cm("a", json!({})))
+        .await
+        .unwrap();
+    let mut s = api
+        .watch(&WatchParams::default().initial_events().timeout(120), "")
+        .await
+        .unwrap()
+        .boxed();
+    let mut added = 0;
+    loop {
+        match next(&mut s).await.unwrap() {
+            WatchEvent::Added(_) => added += 1,
+            WatchEvent::Bookmark(b) => {
+                assert_eq!(
+                    b.metadata
+                        .annotations
+                        .get("k8s.io/initial-events-end")
+                        .map(String::as_str),
+                    Some("true")
+                );
+                assert!(!b.metadata.resource_version.is_empty());
+                break;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(added >= 1);
+    // Periodic bookmarks (the real server sends them about once a minute).
+    let list = api.list(&ListParams::default()).await.unwrap();
+    let list_rv = list.metadata.resource_version.unwrap();
+    let mut s = api
+        .watch(&WatchParams::default().timeout(120), &list_rv)
+        .await
+        .unwrap()
+        .boxed();
+    let deadline = Duration::from_secs(if env.real { 100 } else { 10 });
+    let got = tokio::time::timeout(deadline, async {
+        while let Some(ev) = s.next().await {
+            if let Ok(WatchEvent::Bookmark(b)) = ev {
+                return Some(b);
+            }
+        }
+        None
+    })
+    .await
+    .expect("a bookmark in time");
+    assert!(got.is_some_and(|b| !b.metadata.resource_version.is_empty()));
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn watch_applies_selectors_with_transitions() {
+    let env = env("watch-selector").await;
+    let api: Api<ConfigMap> = env.api();
+    let start = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut s = api
+        .watch(
+            &WatchParams::default().labels("team=db").timeout(30),
+            &start,
+        )
+        .await
+        .unwrap()
+        .boxed();
+    api.create(&PostParams::default(), &cm("other", json!({})))
+        .await
+        .unwrap();
+    let mut c = cm("a", json!({}));
+    c.metadata.labels = Some([("team".to_string(), "db".to_string())].into());
+    api.create(&PostParams::default(), &c).await.unwrap();
+    api.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"team": "web"}}})),
+    )
+    .await
+    .unwrap();
+    api.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"team": "db"}}})),
+    )
+    .await
+    .unwrap();
+    let mut log = Vec::new();
+    while log.len() < 3 {
+        match next(&mut s).await.unwrap() {
+            WatchEvent::Added(o) => log.push(format!("ADDED {}", o.metadata.name.unwrap())),
+            WatchEvent::Modified(o) => log.push(format!("MODIFIED {}", o.metadata.name.unwrap())),
+            WatchEvent::Deleted(o) => log.push(format!("DELETED {}", o.metadata.name.unwrap())),
+            _ => {}
+        }
+    }
+    assert_eq!(log, ["ADDED a", "DELETED a", "ADDED a"]);
+    // Field selectors on a watch.
+    let mut f = api
+        .watch(
+            &WatchParams::default()
+                .fields("metadata.name=other")
+                .timeout(10),
+            "0",
+        )
+        .await
+        .unwrap()
+        .boxed();
+    match next(&mut f).await.unwrap() {
+        WatchEvent::Added(o) => assert_eq!(o.metadata.name.as_deref(), Some("other")),
+        other => panic!("unexpected {other:?}"),
+    }
+    env.finish().await;
+}
