@@ -444,3 +444,32 @@ async fn deletion_goes_through_the_finalizer_and_children_are_collected() {
     op.shutdown().await.unwrap();
     plane.server.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_namespaced_operator_ignores_other_namespaces() {
+    install_crypto();
+    let plane = Embedded::start(&["steward-system", "db", "other"])
+        .await
+        .unwrap();
+    let op = operator(&plane.client, "scoped", &["--namespace", "db"]).await;
+    let mine: Api<EtcdCluster> = Api::namespaced(plane.client.clone(), "db");
+    let theirs: Api<EtcdCluster> = Api::namespaced(plane.client.clone(), "other");
+    theirs
+        .create(&PostParams::default(), &cluster("foreign", 1, "3.5.17"))
+        .await
+        .unwrap();
+    mine.create(&PostParams::default(), &cluster("local", 1, "3.5.17"))
+        .await
+        .unwrap();
+    reconciled(&mine, "local", 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let foreign = theirs.get("foreign").await.unwrap();
+    assert!(
+        foreign.status.is_none(),
+        "reconciled outside --namespace: {:?}",
+        foreign.status
+    );
+    assert!(foreign.finalizers().is_empty());
+    op.shutdown().await.unwrap();
+    plane.server.shutdown().await;
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::core::v1::Service;
-use kube::api::{DeleteParams, ListParams};
+use kube::api::ListParams;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::ReflectHandle;
@@ -59,19 +59,18 @@ async fn cleanup(cluster: Arc<EtcdCluster>, state: &State) -> Result<Action, Err
     if cluster.spec.storage.retain_on_delete == RetentionPolicy::Delete {
         let selector = Labels::cluster_selector("etcd", &cluster.name_any());
         let claims: Api<PersistentVolumeClaim> = state.ctx.api(&namespace);
-        claims
-            .delete_collection(
-                &DeleteParams::background(),
-                &ListParams::default().labels(&selector),
-            )
+        let object = format!("{namespace}/{}", cluster.name_any());
+        let list = claims
+            .list(&ListParams::default().labels(&selector))
             .await
-            .map_err(|source| {
-                Error::kube(
-                    "delete claims",
-                    format!("{namespace}/{}", cluster.name_any()),
-                    source,
-                )
-            })?;
+            .map_err(|source| Error::kube("list claims", object.clone(), source))?;
+        let names: Vec<String> = list.items.iter().map(|c| c.name_any()).collect();
+        crate::resources::sweep::delete_named::<PersistentVolumeClaim>(
+            &state.ctx.client,
+            &namespace,
+            names,
+        )
+        .await?;
         tracing::info!(namespace, name = %cluster.name_any(), "deleted member claims (retainOnDelete: Delete)");
     }
     Ok(Action::await_change())

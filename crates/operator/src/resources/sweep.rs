@@ -36,7 +36,7 @@ pub fn plan_orphans(
 
 /// Deletes the named objects of kind `K` in `namespace` (the result of [`plan_orphans`] over a
 /// cache). Already-gone objects are fine. Returns the names deleted.
-pub async fn delete_orphans<K>(
+pub async fn delete_named<K>(
     client: &Client,
     namespace: &str,
     names: Vec<String>,

@@ -45,8 +45,7 @@ impl SubReconciler<EtcdPass> for SweepOrphans {
             .collect();
         let orphans = sweep::plan_orphans(&candidates, "Service", &uid, &pass.applied);
         let deleted =
-            sweep::delete_orphans::<Service>(&pass.ctx.client, &pass.core.namespace, orphans)
-                .await?;
+            sweep::delete_named::<Service>(&pass.ctx.client, &pass.core.namespace, orphans).await?;
         if !deleted.is_empty() {
             pass.core.event(
                 EventType::Normal,
