@@ -348,13 +348,12 @@ async fn only_the_leader_reconciles_and_a_standby_takes_over() {
     let plane = Embedded::start(&["steward-system", "db"]).await.unwrap();
     let a = operator(&plane.client, "op-a", &[]).await;
     let b = operator(&plane.client, "op-b", &[]).await;
-    let (leader, standby) = eventually("a leader", Duration::from_secs(20), || {
+    let a_leads = eventually("a leader", Duration::from_secs(20), || {
         let (la, lb) = (*a.leader.borrow(), *b.leader.borrow());
         async move { (la != lb).then_some(la) }
     })
-    .await
-    .then(|| (a, b))
-    .unwrap_or_else(|| panic!("unreachable"));
+    .await;
+    let (leader, standby) = if a_leads { (a, b) } else { (b, a) };
     // Both are ready; only one leads.
     for h in [&leader, &standby] {
         let ready = reqwest::get(format!("http://{}/readyz", h.http_addr))
