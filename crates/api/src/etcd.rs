@@ -59,6 +59,20 @@ pub struct EtcdClusterSpec {
     pub timeouts: Option<TimeoutOverrides>,
 }
 
+impl EtcdClusterSpec {
+    /// A spec with `replicas` members of `version` and every other field defaulted.
+    pub fn new(replicas: i32, version: impl Into<String>) -> Self {
+        Self {
+            replicas,
+            version: version.into(),
+            repository: default_etcd_repository(),
+            storage: StorageSpec::default(),
+            pod_template: PodOverrides::default(),
+            timeouts: None,
+        }
+    }
+}
+
 /// The default etcd image repository.
 pub fn default_etcd_repository() -> String {
     "quay.io/coreos/etcd".to_owned()

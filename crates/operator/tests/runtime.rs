@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -15,10 +17,6 @@ use steward_api::etcd::{EtcdCluster, EtcdClusterSpec};
 use steward_operator::config::operator_args_from;
 use steward_operator::embedded::Embedded;
 use steward_operator::runtime::{self, OperatorHandle};
-
-fn install_crypto() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
 
 async fn operator(client: &Client, identity: &str, extra: &[&str]) -> OperatorHandle {
     let mut args = vec![
@@ -36,17 +34,7 @@ async fn operator(client: &Client, identity: &str, extra: &[&str]) -> OperatorHa
 }
 
 fn cluster(name: &str, replicas: i32, version: &str) -> EtcdCluster {
-    EtcdCluster::new(
-        name,
-        EtcdClusterSpec {
-            replicas,
-            version: version.into(),
-            repository: "quay.io/coreos/etcd".into(),
-            storage: Default::default(),
-            pod_template: Default::default(),
-            timeouts: None,
-        },
-    )
+    EtcdCluster::new(name, EtcdClusterSpec::new(replicas, version))
 }
 
 async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T
@@ -108,7 +96,7 @@ async fn metric(handle: &OperatorHandle, name: &str) -> String {
 
 #[tokio::test]
 async fn reconciles_status_service_events_and_sweeps_orphans() {
-    install_crypto();
+    common::install_crypto();
     let plane = Embedded::start(&["steward-system", "db"]).await.unwrap();
     let op = operator(&plane.client, "solo", &[]).await;
     let clusters: Api<EtcdCluster> = Api::namespaced(plane.client.clone(), "db");
@@ -223,7 +211,7 @@ async fn reconciles_status_service_events_and_sweeps_orphans() {
 
 #[tokio::test]
 async fn a_pass_without_changes_writes_nothing() {
-    install_crypto();
+    common::install_crypto();
     let plane = Embedded::start(&["steward-system", "db"]).await.unwrap();
     let op = operator(&plane.client, "solo", &[]).await;
     let clusters: Api<EtcdCluster> = Api::namespaced(plane.client.clone(), "db");
@@ -271,7 +259,7 @@ async fn a_pass_without_changes_writes_nothing() {
 
 #[tokio::test]
 async fn invalid_spec_is_degraded_and_nothing_is_created() {
-    install_crypto();
+    common::install_crypto();
     let plane = Embedded::start(&["steward-system", "db"]).await.unwrap();
     let op = operator(&plane.client, "solo", &[]).await;
     let clusters: Api<EtcdCluster> = Api::namespaced(plane.client.clone(), "db");
@@ -309,7 +297,7 @@ async fn invalid_spec_is_degraded_and_nothing_is_created() {
 
 #[tokio::test]
 async fn schema_rejects_zero_replicas() {
-    install_crypto();
+    common::install_crypto();
     let plane = Embedded::start(&["db"]).await.unwrap();
     let clusters: Api<EtcdCluster> = Api::namespaced(plane.client.clone(), "db");
     let err = clusters
@@ -325,7 +313,7 @@ async fn schema_rejects_zero_replicas() {
 
 #[tokio::test]
 async fn missing_crds_stop_the_operator_with_instructions() {
-    install_crypto();
+    common::install_crypto();
     let server = steward_apiserver::start(Default::default()).await.unwrap();
     let client = Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
     let op = operator(&client, "lonely", &["--crd-wait-seconds", "1"]).await;
@@ -344,7 +332,7 @@ async fn missing_crds_stop_the_operator_with_instructions() {
 
 #[tokio::test]
 async fn only_the_leader_reconciles_and_a_standby_takes_over() {
-    install_crypto();
+    common::install_crypto();
     let plane = Embedded::start(&["steward-system", "db"]).await.unwrap();
     let a = operator(&plane.client, "op-a", &[]).await;
     let b = operator(&plane.client, "op-b", &[]).await;
@@ -402,7 +390,7 @@ async fn only_the_leader_reconciles_and_a_standby_takes_over() {
 
 #[tokio::test]
 async fn deletion_goes_through_the_finalizer_and_children_are_collected() {
-    install_crypto();
+    common::install_crypto();
     let plane = Embedded::start(&["steward-system", "db"]).await.unwrap();
     let op = operator(&plane.client, "solo", &[]).await;
     let clusters: Api<EtcdCluster> = Api::namespaced(plane.client.clone(), "db");
@@ -446,7 +434,7 @@ async fn deletion_goes_through_the_finalizer_and_children_are_collected() {
 
 #[tokio::test]
 async fn a_namespaced_operator_ignores_other_namespaces() {
-    install_crypto();
+    common::install_crypto();
     let plane = Embedded::start(&["steward-system", "db", "other"])
         .await
         .unwrap();

@@ -2,6 +2,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -72,13 +74,9 @@ fn operation(kind: OperationKind, phase: OperationPhase, change: OperationChange
     }
 }
 
-fn install_crypto() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
 #[tokio::test]
 async fn upgrade_payload_matches_the_seed_byte_for_byte() {
-    install_crypto();
+    common::install_crypto();
     let (url, received) = receiver(StatusCode::OK).await;
     let metrics = Metrics::new();
     let sender = WebhookSender::new(&args(&url), metrics.clone()).unwrap();
@@ -109,7 +107,7 @@ async fn upgrade_payload_matches_the_seed_byte_for_byte() {
 
 #[tokio::test]
 async fn scale_failure_payload_has_every_documented_field() {
-    install_crypto();
+    common::install_crypto();
     let (url, received) = receiver(StatusCode::OK).await;
     let sender = WebhookSender::new(&args(&url), Metrics::new()).unwrap();
     let op = operation(
@@ -138,7 +136,7 @@ async fn scale_failure_payload_has_every_documented_field() {
 
 #[tokio::test]
 async fn failed_deliveries_are_counted_and_not_retried() {
-    install_crypto();
+    common::install_crypto();
     let (url, received) = receiver(StatusCode::INTERNAL_SERVER_ERROR).await;
     let metrics = Metrics::new();
     let sender = WebhookSender::new(&args(&url), metrics.clone()).unwrap();
@@ -160,7 +158,7 @@ async fn failed_deliveries_are_counted_and_not_retried() {
 
 #[tokio::test]
 async fn webhooks_need_all_three_settings() {
-    install_crypto();
+    common::install_crypto();
     let mut partial = args("http://127.0.0.1:9/hook");
     partial.webhook_password.clear();
     let sender = WebhookSender::new(&partial, Metrics::new()).unwrap();

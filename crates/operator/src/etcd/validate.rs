@@ -127,17 +127,7 @@ pub(crate) mod tests {
     use steward_api::etcd::EtcdClusterSpec;
 
     pub(crate) fn cluster(name: &str, replicas: i32, version: &str) -> EtcdCluster {
-        let mut c = EtcdCluster::new(
-            name,
-            EtcdClusterSpec {
-                replicas,
-                version: version.into(),
-                repository: "quay.io/coreos/etcd".into(),
-                storage: Default::default(),
-                pod_template: Default::default(),
-                timeouts: None,
-            },
-        );
+        let mut c = EtcdCluster::new(name, EtcdClusterSpec::new(replicas, version));
         c.metadata.namespace = Some("db".into());
         c.metadata.uid = Some("uid-1".into());
         c.metadata.generation = Some(1);

@@ -90,17 +90,7 @@ mod tests {
     use steward_api::etcd::{EtcdCluster, EtcdClusterSpec};
 
     fn cluster() -> EtcdCluster {
-        let mut c = EtcdCluster::new(
-            "demo",
-            EtcdClusterSpec {
-                replicas: 3,
-                version: "3.5.17".into(),
-                repository: "quay.io/coreos/etcd".into(),
-                storage: Default::default(),
-                pod_template: Default::default(),
-                timeouts: None,
-            },
-        );
+        let mut c = EtcdCluster::new("demo", EtcdClusterSpec::new(3, "3.5.17"));
         c.metadata.namespace = Some("db".into());
         c.metadata.uid = Some("uid-1".into());
         c
