@@ -147,6 +147,12 @@ pub fn defs(crd: &Value) -> Result<Vec<ResourceDef>, Vec<Cause>> {
                     .cloned()
                     .map(Arc::new),
                 crd: Some(name.to_string()),
+                storage_gr: None,
+                printer_columns: v
+                    .get("additionalPrinterColumns")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default(),
                 selectable_fields: v
                     .get("selectableFields")
                     .and_then(Value::as_array)

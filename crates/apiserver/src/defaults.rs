@@ -130,6 +130,11 @@ fn pod(obj: &mut Value) -> Vec<Cause> {
                 if c.get("resources").is_none() {
                     c["resources"] = json!({});
                 }
+                if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
+                    for p in ports {
+                        default_str(p, "protocol", "TCP");
+                    }
+                }
             }
         }
         _ => causes.push(Cause::required("spec.containers")),

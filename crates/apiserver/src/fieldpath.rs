@@ -215,7 +215,10 @@ pub fn item_element(lt: &ListType, item: &Value, index: usize) -> Option<String>
             for key in keys {
                 if let Some(v) = obj.get(key) {
                     k.insert(key.clone(), v.clone());
-                } else if key != "protocol" {
+                } else if key == "protocol" {
+                    // Defaulted key field: the server fills it in, so items match with or without it.
+                    k.insert(key.clone(), Value::String("TCP".into()));
+                } else {
                     return None;
                 }
             }
@@ -473,7 +476,7 @@ mod tests {
             v1,
             json!({"f:metadata": {"f:labels": {"f:app": {}}, "f:finalizers": {"v:\"a/b\"": {}}},
                 "f:spec": {"f:containers": {"k:{\"name\":\"c\"}": {".": {}, "f:image": {}, "f:name": {},
-                    "f:ports": {"k:{\"containerPort\":80}": {".": {}, "f:containerPort": {}}}}}}})
+                    "f:ports": {"k:{\"containerPort\":80,\"protocol\":\"TCP\"}": {".": {}, "f:containerPort": {}}}}}}})
         );
         assert_eq!(FieldSet::from_fields_v1(&v1), s);
     }

@@ -12,6 +12,8 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod controllers;
+mod convert;
 mod crd;
 mod defaults;
 mod fieldpath;

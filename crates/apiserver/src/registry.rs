@@ -86,11 +86,20 @@ pub struct ResourceDef {
     pub crd: Option<String>,
     /// Extra field selectors (CRD `selectableFields`, JSON paths without the leading dot).
     pub selectable_fields: Vec<String>,
+    /// CRD `additionalPrinterColumns` (name, type, jsonPath, priority), for Table output.
+    pub printer_columns: Vec<Value>,
+    /// Another resource whose storage this one shares, converting on the way (events.k8s.io
+    /// Events are stored as core/v1 Events; see `convert`).
+    pub storage_gr: Option<GroupResource>,
 }
 
 impl ResourceDef {
+    /// Where objects of this kind are stored (and watched).
     pub fn gr(&self) -> GroupResource {
-        GroupResource::new(&self.group, &self.plural)
+        match &self.storage_gr {
+            Some(gr) => gr.clone(),
+            None => GroupResource::new(&self.group, &self.plural),
+        }
     }
 
     pub fn api_version(&self) -> String {
@@ -150,6 +159,8 @@ fn builtin(
         schema: None,
         crd: None,
         selectable_fields: Vec::new(),
+        printer_columns: Vec::new(),
+        storage_gr: None,
     }
 }
 
@@ -231,6 +242,17 @@ pub fn builtin_kinds() -> Vec<ResourceDef> {
         true,
     );
     crd.categories = vec!["api-extensions".into()];
+    let mut events = builtin(
+        "events.k8s.io",
+        "v1",
+        "Event",
+        "events",
+        true,
+        &["ev"],
+        false,
+        false,
+    );
+    events.storage_gr = Some(GroupResource::new("", "events"));
     vec![
         ns,
         pod,
@@ -288,16 +310,7 @@ pub fn builtin_kinds() -> Vec<ResourceDef> {
         ),
         node,
         builtin("", "v1", "Event", "events", true, &["ev"], false, false),
-        builtin(
-            "events.k8s.io",
-            "v1",
-            "Event",
-            "events",
-            true,
-            &["ev"],
-            false,
-            false,
-        ),
+        events,
         builtin(
             "coordination.k8s.io",
             "v1",
@@ -424,7 +437,7 @@ impl Registry {
     pub fn storage_resources(&self) -> Vec<Arc<ResourceDef>> {
         self.by_path
             .values()
-            .filter(|d| d.version == d.storage_version)
+            .filter(|d| d.version == d.storage_version && d.storage_gr.is_none())
             .cloned()
             .collect()
     }

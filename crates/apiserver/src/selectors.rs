@@ -240,6 +240,15 @@ impl FieldSelector {
     }
 }
 
+/// Matches a stored object as seen through `def` (converted kinds select on their own fields).
+pub fn matches_as(sel: &Selectors, def: &ResourceDef, stored: &Value) -> bool {
+    if crate::convert::is_events_v1(def) {
+        sel.matches(&crate::write::to_version(def, stored))
+    } else {
+        sel.matches(stored)
+    }
+}
+
 /// Both selectors of a list or watch request.
 #[derive(Clone, Debug, Default)]
 pub struct Selectors {

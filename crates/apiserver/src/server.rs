@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::store::State;
-use crate::{Error, gc, handlers, snapshot};
+use crate::{Error, controllers, gc, handlers, snapshot};
 
 /// How the server is started.
 #[derive(Clone, Debug)]
@@ -44,9 +44,13 @@ pub struct Server {
 
 impl Server {
     pub fn lock(&self) -> MutexGuard<'_, State> {
-        self.state
+        let mut guard = self
+            .state
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // A dry-run flag never outlives the request that set it.
+        guard.dry_run = false;
+        guard
     }
 }
 
@@ -92,7 +96,10 @@ pub async fn start(config: ServerConfig) -> Result<ApiServerHandle, Error> {
             tracing::warn!(error = %e, "local control plane stopped serving");
         }
     });
-    let mut tasks = vec![tokio::spawn(gc::run(server.clone(), gc_notify))];
+    let mut tasks = vec![
+        tokio::spawn(gc::run(server.clone(), gc_notify)),
+        tokio::spawn(controllers::run(server.clone())),
+    ];
     if let Some(path) = &config.state_file {
         tasks.push(tokio::spawn(snapshot::run(server.clone(), path.clone())));
     }

@@ -57,6 +57,8 @@ pub struct State {
     pub next_cluster_ip: u32,
     /// Set by every mutation; cleared by the snapshot writer.
     pub dirty: bool,
+    /// While set (a `dryRun=All` request holds the lock), mutations are computed but not stored.
+    pub dry_run: bool,
     tx: watch::Sender<u64>,
     gc: Arc<Notify>,
 }
@@ -72,6 +74,7 @@ impl State {
             history_cap: HISTORY_CAP,
             next_cluster_ip: 10,
             dirty: false,
+            dry_run: false,
             tx,
             gc,
         };
@@ -155,6 +158,9 @@ impl State {
 
     /// Stores `obj` with a fresh resourceVersion and records the event. Returns the stored object.
     pub fn put(&mut self, gr: &GroupResource, mut obj: Value, etype: EventType) -> Value {
+        if self.dry_run {
+            return obj;
+        }
         self.rv += 1;
         meta::meta_mut(&mut obj).insert("resourceVersion".into(), json!(self.rv.to_string()));
         let key = Self::key_of(&obj);
@@ -174,6 +180,9 @@ impl State {
 
     /// Removes an object; `last` is its final state (a DELETED event carries it with a new RV).
     pub fn remove(&mut self, gr: &GroupResource, mut last: Value) -> Value {
+        if self.dry_run {
+            return last;
+        }
         self.rv += 1;
         meta::meta_mut(&mut last).insert("resourceVersion".into(), json!(self.rv.to_string()));
         let key = Self::key_of(&last);
@@ -187,6 +196,9 @@ impl State {
 
     /// Wakes the garbage collector (after deletions or deletionTimestamp changes).
     pub fn kick_gc(&self) {
+        if self.dry_run {
+            return;
+        }
         self.gc.notify_one();
     }
 

@@ -63,7 +63,7 @@ impl WatchRequest {
     }
 
     fn visible(&self, obj: &Value) -> bool {
-        self.in_scope(obj) && self.selectors.matches(obj)
+        self.in_scope(obj) && crate::selectors::matches_as(&self.selectors, &self.def, obj)
     }
 
     /// The event a watcher with this request sees for a stored event, if any.

@@ -7,6 +7,7 @@ mod discovery;
 mod patch;
 mod read;
 mod subresources;
+mod table;
 mod write;
 
 use std::collections::HashMap;
@@ -60,7 +61,15 @@ impl Request {
         }
     }
 
+    /// The body as JSON (or YAML, when sent as `application/yaml`).
     pub fn json_body(&self) -> ApiResult<Value> {
+        let ct = self.header("content-type").unwrap_or_default();
+        if ct.starts_with("application/yaml") {
+            let text = std::str::from_utf8(&self.body)
+                .map_err(|_| ApiError::bad_request("the YAML body is not UTF-8"))?;
+            return serde_saphyr::from_str::<Value>(text)
+                .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")));
+        }
         serde_json::from_slice(&self.body).map_err(|e| {
             ApiError::bad_request(format!(
                 "the body of the request was in an unknown format: {e}"
@@ -68,10 +77,22 @@ impl Request {
         })
     }
 
+    /// `dryRun=All` (the only value the API defines).
+    pub fn dry_run(&self) -> ApiResult<bool> {
+        match self.q("dryRun") {
+            None | Some("") => Ok(false),
+            Some("All") => Ok(true),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "Invalid value: \"{other}\": supported values: \"All\""
+            ))),
+        }
+    }
+
+    /// For endpoints that do not support dry runs.
     pub fn reject_dry_run(&self) -> ApiResult<()> {
-        if self.q("dryRun").is_some_and(|d| !d.is_empty()) {
+        if self.dry_run()? {
             return Err(ApiError::bad_request(
-                "dryRun is not supported by the Steward local control plane",
+                "dryRun is not supported on this subresource by the Steward local control plane",
             ));
         }
         Ok(())
@@ -129,6 +150,13 @@ async fn dispatch(
         headers,
         body,
     };
+    let ct = req.header("content-type").unwrap_or_default();
+    if ct.starts_with("application/vnd.kubernetes.protobuf") || ct.starts_with("application/cbor") {
+        return ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (not {ct})"
+        ))
+        .into_response();
+    }
     match route(&req, &segs) {
         Ok(r) => r,
         Err(e) => e.into_response(),

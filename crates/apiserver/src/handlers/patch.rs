@@ -72,7 +72,7 @@ fn parse_body(req: &Request, kind: PatchKind) -> ApiResult<Value> {
 }
 
 pub fn patch(req: &Request, t: &Target, sub: &str) -> ApiResult<Response> {
-    req.reject_dry_run()?;
+    let dry = req.dry_run()?;
     let kind = kind_of(req, &t.def)?;
     let body = parse_body(req, kind)?;
     if kind == PatchKind::Apply {
@@ -81,6 +81,7 @@ pub fn patch(req: &Request, t: &Target, sub: &str) -> ApiResult<Response> {
     let manager = req.manager();
     let gr = t.def.gr();
     let mut state = req.server.lock();
+    state.dry_run = dry;
     let old = state
         .get(&gr, t.ns(), t.name())
         .cloned()
@@ -108,6 +109,7 @@ pub fn patch(req: &Request, t: &Target, sub: &str) -> ApiResult<Response> {
 }
 
 fn server_side_apply(req: &Request, t: &Target, sub: &str, mut body: Value) -> ApiResult<Response> {
+    let dry = req.dry_run()?;
     let manager = req.q("fieldManager").filter(|m| !m.is_empty()).ok_or_else(|| {
         ApiError::new(422, "Invalid", "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch")
     })?;
@@ -152,6 +154,7 @@ fn server_side_apply(req: &Request, t: &Target, sub: &str, mut body: Value) -> A
     let force = req.flag("force");
     let gr = t.def.gr();
     let mut state = req.server.lock();
+    state.dry_run = dry;
     let Some(old) = state.get(&gr, t.ns(), t.name()).cloned() else {
         if !sub.is_empty() {
             return Err(ApiError::not_found(&gr, t.name()));

@@ -11,7 +11,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
-use super::{Request, Target, json_response};
+use super::{Request, Target, json_response, table};
 use crate::meta;
 use crate::selectors::{FieldSelector, LabelSelector, Selectors};
 use crate::status::{ApiError, ApiResult};
@@ -34,7 +34,15 @@ pub fn get(req: &Request, t: &Target) -> ApiResult<Response> {
     let obj = state
         .get(&t.def.gr(), t.ns(), t.name())
         .ok_or_else(|| ApiError::not_found(&t.def.gr(), t.name()))?;
-    Ok(json_response(StatusCode::OK, &to_version(&t.def, obj)))
+    let obj = to_version(&t.def, obj);
+    if t.sub.is_none() && table::wants_table(req.header("accept")) {
+        let md = json!({"resourceVersion": meta::resource_version(&obj).unwrap_or_default()});
+        return Ok(json_response(
+            StatusCode::OK,
+            &table::table(&t.def, &[obj], md, req.q("includeObject")),
+        ));
+    }
+    Ok(json_response(StatusCode::OK, &obj))
 }
 
 fn encode_continue(rv: u64, ns: &str, name: &str) -> String {
@@ -90,7 +98,7 @@ pub fn list(req: &Request, t: &Target) -> ApiResult<Response> {
         {
             continue;
         }
-        if !sel.matches(obj) {
+        if !crate::selectors::matches_as(&sel, &t.def, obj) {
             continue;
         }
         if limit > 0 && items.len() >= limit {
@@ -108,6 +116,12 @@ pub fn list(req: &Request, t: &Target) -> ApiResult<Response> {
     {
         md["continue"] = json!(encode_continue(list_rv, &ns, &name));
         md["remainingItemCount"] = json!(remaining);
+    }
+    if table::wants_table(req.header("accept")) {
+        return Ok(json_response(
+            StatusCode::OK,
+            &table::table(&t.def, &items, md, req.q("includeObject")),
+        ));
     }
     Ok(json_response(
         StatusCode::OK,

@@ -14,7 +14,7 @@ use crate::write::delete::DeleteOptions;
 use crate::write::{self as w, Fields};
 
 pub fn create(req: &Request, t: &Target) -> ApiResult<Response> {
-    req.reject_dry_run()?;
+    let dry = req.dry_run()?;
     if t.def.namespaced && t.namespace.is_none() {
         return Err(ApiError::method_not_allowed(
             "create requires a namespace in the URL",
@@ -23,6 +23,7 @@ pub fn create(req: &Request, t: &Target) -> ApiResult<Response> {
     let body = req.json_body()?;
     let manager = req.manager();
     let mut state = req.server.lock();
+    state.dry_run = dry;
     let obj = w::create::create(&mut state, &t.def, t.ns(), body, Fields::Record(&manager))?;
     Ok(json_response(StatusCode::CREATED, &obj))
 }
@@ -66,10 +67,11 @@ pub fn prepare_replace(
 }
 
 pub fn replace(req: &Request, t: &Target, sub: &str) -> ApiResult<Response> {
-    req.reject_dry_run()?;
+    let dry = req.dry_run()?;
     let mut body = req.json_body()?;
     let manager = req.manager();
     let mut state = req.server.lock();
+    state.dry_run = dry;
     let old = prepare_replace(&state, t, &mut body)?;
     let obj = w::commit(
         &mut state,
@@ -105,18 +107,20 @@ fn delete_options(req: &Request) -> ApiResult<DeleteOptions> {
 }
 
 pub fn delete(req: &Request, t: &Target) -> ApiResult<Response> {
-    req.reject_dry_run()?;
     let opts = delete_options(req)?;
+    let dry = req.dry_run()? || opts.dry_run;
     let mut state = req.server.lock();
+    state.dry_run = dry;
     let obj = w::delete::delete(&mut state, &t.def, t.ns(), t.name(), &opts)?;
     Ok(json_response(StatusCode::OK, &obj))
 }
 
 pub fn delete_collection(req: &Request, t: &Target) -> ApiResult<Response> {
-    req.reject_dry_run()?;
     let opts = delete_options(req)?;
+    let dry = req.dry_run()? || opts.dry_run;
     let sel = read::selectors(req, t)?;
     let mut state = req.server.lock();
+    state.dry_run = dry;
     let targets: Vec<(String, String)> = state
         .list(&t.def.gr(), t.namespace.as_deref())
         .filter(|o| sel.matches(o))

@@ -43,7 +43,7 @@ pub fn apply(
         .unwrap_or_default();
     let others = entries
         .iter()
-        .filter(|e| e.manager != manager)
+        .filter(|e| !is_mine(e))
         .fold(FieldSet::default(), |acc, e| acc.union(&e.set));
 
     let mut merged = live.clone();
@@ -58,7 +58,10 @@ pub fn apply(
     let cmp = compare(def, live, &merged);
     let changed = cmp.modified.union(&cmp.added);
     let mut conflicts = Vec::new();
-    for e in entries.iter_mut().filter(|e| e.manager != manager) {
+    for e in entries
+        .iter_mut()
+        .filter(|e| !e.same_slot(manager, "Apply", subresource))
+    {
         let clash = e.set.intersection(&changed).intersection(&applied_set);
         if clash.is_empty() {
             continue;
@@ -333,6 +336,30 @@ mod tests {
             .find(|e| e.manager == "bob")
             .unwrap();
         assert_eq!(bob.set.to_fields_v1(), json!({"f:data": {"f:x": {}}}));
+    }
+
+    #[test]
+    fn defaulted_key_fields_match_on_reapply() {
+        let svc = Registry::with_builtins()
+            .lookup("", "v1", "services")
+            .unwrap();
+        let cfg = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}});
+        let mut live = apply(
+            &svc,
+            &json!({"metadata": {"name": "s"}}),
+            &cfg,
+            "m",
+            false,
+            "",
+        )
+        .unwrap();
+        // The server defaults the protocol after the first apply.
+        live["spec"]["ports"][0]["protocol"] = json!("TCP");
+        let again = apply(&svc, &live, &cfg, "m", false, "").unwrap();
+        assert_eq!(
+            again["spec"]["ports"],
+            json!([{"port": 80, "protocol": "TCP"}])
+        );
     }
 
     #[test]

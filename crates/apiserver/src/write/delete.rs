@@ -16,6 +16,8 @@ pub struct DeleteOptions {
     pub propagation: Option<String>,
     pub uid: Option<String>,
     pub resource_version: Option<String>,
+    /// `dryRun: ["All"]` in the body.
+    pub dry_run: bool,
 }
 
 impl DeleteOptions {
@@ -56,6 +58,10 @@ impl DeleteOptions {
                 .and_then(|p| p.get("resourceVersion"))
                 .and_then(Value::as_str)
                 .map(String::from),
+            dry_run: b
+                .get("dryRun")
+                .and_then(Value::as_array)
+                .is_some_and(|a| a.iter().any(|x| x == "All")),
         })
     }
 }

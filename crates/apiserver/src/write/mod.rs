@@ -34,6 +34,10 @@ pub fn is_crd(def: &ResourceDef) -> bool {
 
 /// Sets apiVersion/kind of the storage version.
 pub fn to_storage(def: &ResourceDef, obj: &mut Value) {
+    if crate::convert::is_events_v1(def) {
+        crate::convert::event_to_core(obj);
+        return;
+    }
     if let Value::Object(m) = obj {
         m.insert("apiVersion".into(), json!(def.storage_api_version()));
         m.insert("kind".into(), json!(def.kind));
@@ -43,6 +47,10 @@ pub fn to_storage(def: &ResourceDef, obj: &mut Value) {
 /// A stored object as seen through the requested version.
 pub fn to_version(def: &ResourceDef, obj: &Value) -> Value {
     let mut v = obj.clone();
+    if crate::convert::is_events_v1(def) {
+        crate::convert::event_from_core(&mut v);
+        return v;
+    }
     if let Value::Object(m) = &mut v {
         m.insert("apiVersion".into(), json!(def.api_version()));
         m.insert("kind".into(), json!(def.kind));
@@ -83,7 +91,7 @@ pub fn admit(
 
 /// Keeps the registry in line with stored CRDs.
 pub fn after_write(state: &mut State, def: &ResourceDef, stored: Option<&Value>, name: &str) {
-    if !is_crd(def) {
+    if !is_crd(def) || state.dry_run {
         return;
     }
     state.registry.remove_crd(name);

@@ -284,3 +284,47 @@ async fn namespace_deletion_removes_content() {
     assert!(api.get_opt("a").await.unwrap().is_none());
     env.finish().await;
 }
+
+#[tokio::test]
+async fn dry_run_writes_change_nothing() {
+    let env = env("dryrun").await;
+    let api: Api<ConfigMap> = env.api();
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let out = api.create(&dry, &cm("a", json!({"k": "v"}))).await.unwrap();
+    assert_eq!(out.metadata.name.as_deref(), Some("a"));
+    assert!(api.get_opt("a").await.unwrap().is_none());
+    let real = api
+        .create(&PostParams::default(), &cm("a", json!({"k": "v"})))
+        .await
+        .unwrap();
+    let patched = api
+        .patch(
+            "a",
+            &PatchParams::default().dry_run(),
+            &Patch::Merge(json!({"data": {"k": "w"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.data.unwrap()["k"], "w");
+    let applied = api
+        .patch("a", &PatchParams::apply("dry").dry_run().force(), &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "x"}})))
+        .await
+        .unwrap();
+    assert_eq!(applied.data.unwrap()["k"], "x");
+    api.delete(
+        "a",
+        &DeleteParams {
+            dry_run: true,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let still = api.get("a").await.unwrap();
+    assert_eq!(rv(&still), rv(&real));
+    assert_eq!(still.data.unwrap()["k"], "v");
+    env.finish().await;
+}

@@ -230,3 +230,49 @@ async fn apply_merges_associative_lists_and_status() {
     assert!(ignored.data["status"].get("phase").is_none());
     env.finish().await;
 }
+
+#[tokio::test]
+async fn reapplying_a_service_with_defaulted_fields_is_a_noop() {
+    let env = env("ssa-service").await;
+    let api: kube::Api<k8s_openapi::api::core::v1::Service> = env.api();
+    let cfg = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "db"},
+        "spec": {"selector": {"app": "db"}, "ports": [{"name": "pg", "port": 5432}]}});
+    let pp = PatchParams::apply("steward").force();
+    let v1 = api
+        .patch("db", &pp, &Patch::Apply(cfg.clone()))
+        .await
+        .unwrap();
+    let spec = v1.spec.as_ref().unwrap();
+    assert!(
+        spec.cluster_ip.as_deref().is_some_and(|ip| !ip.is_empty()),
+        "a ClusterIP is allocated"
+    );
+    assert_eq!(
+        spec.ports.as_ref().unwrap()[0].protocol.as_deref(),
+        Some("TCP")
+    );
+    let v2 = api.patch("db", &pp, &Patch::Apply(cfg)).await.unwrap();
+    assert_eq!(v2.spec.as_ref().unwrap().ports.as_ref().unwrap().len(), 1);
+    assert_eq!(rv(&v2), rv(&v1));
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn apply_accepts_yaml_bodies() {
+    let env = env("ssa-yaml").await;
+    let path = format!(
+        "/api/v1/namespaces/{}/configmaps/y?fieldManager=yaml-user",
+        env.ns
+    );
+    let body = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: y\ndata:\n  key: from-yaml\n";
+    let req = http::Request::patch(path)
+        .header("Content-Type", "application/apply-patch+yaml")
+        .body(body.as_bytes().to_vec())
+        .unwrap();
+    let out: ConfigMap = env.client.request(req).await.unwrap();
+    assert_eq!(out.data.unwrap()["key"], "from-yaml");
+    let mf = out.metadata.managed_fields.unwrap();
+    assert_eq!(mf[0].manager.as_deref(), Some("yaml-user"));
+    assert_eq!(mf[0].operation.as_deref(), Some("Apply"));
+    env.finish().await;
+}

@@ -270,3 +270,32 @@ async fn watch_applies_selectors_with_transitions() {
     }
     env.finish().await;
 }
+
+#[tokio::test]
+async fn runtime_watcher_with_streaming_lists() {
+    let env = env("watcher-stream").await;
+    let api: Api<ConfigMap> = env.api();
+    api.create(&PostParams::default(), &cm("before", json!({})))
+        .await
+        .unwrap();
+    let mut stream = watcher(api.clone(), watcher::Config::default().streaming_lists()).boxed();
+    let mut initial = Vec::new();
+    loop {
+        match next(&mut stream).await.unwrap() {
+            watcher::Event::InitApply(o) => initial.push(o.metadata.name.unwrap_or_default()),
+            watcher::Event::InitDone => break,
+            _ => {}
+        }
+    }
+    assert!(initial.contains(&"before".to_string()));
+    api.create(&PostParams::default(), &cm("after", json!({})))
+        .await
+        .unwrap();
+    loop {
+        if let watcher::Event::Apply(o) = next(&mut stream).await.unwrap() {
+            assert_eq!(o.metadata.name.as_deref(), Some("after"));
+            break;
+        }
+    }
+    env.finish().await;
+}
