@@ -426,7 +426,7 @@ def check_set(label, objs, watch_ns):
     else:
         check(steward_holders == {("ClusterRole", "")}, f"{label}: steward.dev access must be a ClusterRole, is {steward_holders}")
     crd_read = [r for o, r in rules_of(objs, ("ClusterRole",)) if "customresourcedefinitions" in r["resources"]]
-    check(crd_read and set(crd_read[0]["verbs"]) == {"get", "list", "watch"}, f"{label}: a ClusterRole must grant get/list/watch on CRDs")
+    check(crd_read and set(crd_read[0]["verbs"]) == {"get"}, f"{label}: a ClusterRole must grant exactly get on CRDs (the operator reads each of its CRDs by name)")
 
     svc = [o for o in objs if o["kind"] == "Service"]
     labels = dep["spec"]["template"]["metadata"]["labels"]
