@@ -406,3 +406,15 @@ async fn finishing_an_operation_queues_event_webhook_and_metric() {
         ]
     );
 }
+
+#[test]
+fn snapshot_slot_holds_one_fetch_per_pass_until_invalidated() {
+    let mut slot: Snapshot<u32> = Snapshot::default();
+    assert!(slot.is_empty());
+    slot = Snapshot::Fetched(3);
+    assert_eq!(slot.get(), Some(&3));
+    slot.invalidate();
+    assert!(slot.is_empty() && slot.get().is_none());
+    let down: Snapshot<u32> = Snapshot::Unavailable("connection refused".into());
+    assert!(!down.is_empty() && down.get().is_none());
+}
