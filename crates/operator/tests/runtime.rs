@@ -37,6 +37,27 @@ fn cluster(name: &str, replicas: i32, version: &str) -> EtcdCluster {
     EtcdCluster::new(name, EtcdClusterSpec::new(replicas, version))
 }
 
+/// One control plane, one operator, and the `db` namespace's clusters.
+struct Solo {
+    plane: Embedded,
+    op: OperatorHandle,
+    clusters: Api<EtcdCluster>,
+}
+
+impl Solo {
+    async fn start() -> Self {
+        common::install_crypto();
+        let plane = Embedded::start(&["steward-system", "db"]).await.unwrap();
+        let op = operator(&plane.client, "solo", &[]).await;
+        let clusters = Api::namespaced(plane.client.clone(), "db");
+        Self {
+            plane,
+            op,
+            clusters,
+        }
+    }
+}
+
 async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T
 where
     F: FnMut() -> Fut,
@@ -97,9 +118,11 @@ async fn metric(handle: &OperatorHandle, name: &str) -> String {
 #[tokio::test]
 async fn reconciles_status_service_events_and_sweeps_orphans() {
     common::install_crypto();
-    let plane = Embedded::start(&["steward-system", "db"]).await.unwrap();
-    let op = operator(&plane.client, "solo", &[]).await;
-    let clusters: Api<EtcdCluster> = Api::namespaced(plane.client.clone(), "db");
+    let Solo {
+        plane,
+        op,
+        clusters,
+    } = Solo::start().await;
     clusters
         .create(&PostParams::default(), &cluster("demo", 3, "3.5.17"))
         .await
@@ -212,9 +235,11 @@ async fn reconciles_status_service_events_and_sweeps_orphans() {
 #[tokio::test]
 async fn a_pass_without_changes_writes_nothing() {
     common::install_crypto();
-    let plane = Embedded::start(&["steward-system", "db"]).await.unwrap();
-    let op = operator(&plane.client, "solo", &[]).await;
-    let clusters: Api<EtcdCluster> = Api::namespaced(plane.client.clone(), "db");
+    let Solo {
+        plane,
+        op,
+        clusters,
+    } = Solo::start().await;
     clusters
         .create(&PostParams::default(), &cluster("idle", 1, "3.5.17"))
         .await
@@ -260,9 +285,11 @@ async fn a_pass_without_changes_writes_nothing() {
 #[tokio::test]
 async fn invalid_spec_is_degraded_and_nothing_is_created() {
     common::install_crypto();
-    let plane = Embedded::start(&["steward-system", "db"]).await.unwrap();
-    let op = operator(&plane.client, "solo", &[]).await;
-    let clusters: Api<EtcdCluster> = Api::namespaced(plane.client.clone(), "db");
+    let Solo {
+        plane,
+        op,
+        clusters,
+    } = Solo::start().await;
     clusters
         .create(&PostParams::default(), &cluster("old", 3, "3.3.1"))
         .await
@@ -391,9 +418,11 @@ async fn only_the_leader_reconciles_and_a_standby_takes_over() {
 #[tokio::test]
 async fn deletion_goes_through_the_finalizer_and_children_are_collected() {
     common::install_crypto();
-    let plane = Embedded::start(&["steward-system", "db"]).await.unwrap();
-    let op = operator(&plane.client, "solo", &[]).await;
-    let clusters: Api<EtcdCluster> = Api::namespaced(plane.client.clone(), "db");
+    let Solo {
+        plane,
+        op,
+        clusters,
+    } = Solo::start().await;
     clusters
         .create(&PostParams::default(), &cluster("doomed", 1, "3.5.17"))
         .await
