@@ -22,16 +22,6 @@ fn s<'a>(v: &'a Value, path: &str) -> Option<&'a str> {
         .filter(|x| !x.is_empty())
 }
 
-fn strings(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|x| x.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// Checks the CRD and returns the definitions of its served versions.
 pub fn defs(crd: &Value) -> Result<Vec<ResourceDef>, Vec<Cause>> {
     let mut causes = Vec::new();
@@ -130,8 +120,8 @@ pub fn defs(crd: &Value) -> Result<Vec<ResourceDef>, Vec<Cause>> {
                     .map(String::from)
                     .unwrap_or_else(|| format!("{kind}List")),
                 namespaced: scope == "Namespaced",
-                short_names: strings(names.get("shortNames")),
-                categories: strings(names.get("categories")),
+                short_names: meta::strings(names.get("shortNames")),
+                categories: meta::strings(names.get("categories")),
                 status_subresource: status,
                 scale,
                 generation: true,
@@ -223,7 +213,7 @@ pub fn set_status(crd: &mut Value) {
             "CustomResource deletion is in progress",
         ));
     }
-    let mut stored = strings(meta::get_path(crd, "status.storedVersions"));
+    let mut stored = meta::strings(meta::get_path(crd, "status.storedVersions"));
     if let Some(v) = meta::get_path(crd, "spec.versions")
         .and_then(Value::as_array)
         .and_then(|vs| {

@@ -59,16 +59,19 @@ pub fn is_deleting(obj: &Value) -> bool {
     str_field(obj, "deletionTimestamp").is_some()
 }
 
-pub fn finalizers(obj: &Value) -> Vec<String> {
-    meta(obj)
-        .and_then(|m| m.get("finalizers"))
-        .and_then(Value::as_array)
+/// The strings of a JSON array (non-strings skipped); empty when absent or not an array.
+pub fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
         .map(|a| {
             a.iter()
-                .filter_map(|v| v.as_str().map(String::from))
+                .filter_map(|x| x.as_str().map(String::from))
                 .collect()
         })
         .unwrap_or_default()
+}
+
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    strings(meta(obj).and_then(|m| m.get("finalizers")))
 }
 
 pub fn set_finalizers(obj: &mut Value, list: &[String]) {

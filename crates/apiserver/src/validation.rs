@@ -60,14 +60,7 @@ fn nullable(s: &Value) -> bool {
 }
 
 fn required(s: &Value) -> Vec<String> {
-    s.get("required")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
+    crate::meta::strings(s.get("required"))
 }
 
 fn child_path(parent: &str, key: &str) -> String {

@@ -117,7 +117,6 @@ async fn metric(handle: &OperatorHandle, name: &str) -> String {
 
 #[tokio::test]
 async fn reconciles_status_service_events_and_sweeps_orphans() {
-    common::install_crypto();
     let Solo {
         plane,
         op,
@@ -234,7 +233,6 @@ async fn reconciles_status_service_events_and_sweeps_orphans() {
 
 #[tokio::test]
 async fn a_pass_without_changes_writes_nothing() {
-    common::install_crypto();
     let Solo {
         plane,
         op,
@@ -284,7 +282,6 @@ async fn a_pass_without_changes_writes_nothing() {
 
 #[tokio::test]
 async fn invalid_spec_is_degraded_and_nothing_is_created() {
-    common::install_crypto();
     let Solo {
         plane,
         op,
@@ -417,7 +414,6 @@ async fn only_the_leader_reconciles_and_a_standby_takes_over() {
 
 #[tokio::test]
 async fn deletion_goes_through_the_finalizer_and_children_are_collected() {
-    common::install_crypto();
     let Solo {
         plane,
         op,

@@ -172,11 +172,6 @@ impl PassCore {
         self.degradations.push((reason.to_owned(), message.into()));
     }
 
-    /// The reasons gathered so far.
-    pub fn degradations(&self) -> &[(String, String)] {
-        &self.degradations
-    }
-
     /// Sets an engine-specific condition.
     pub fn set_condition(
         &mut self,

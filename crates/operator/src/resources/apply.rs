@@ -44,11 +44,6 @@ impl Applier {
         }
     }
 
-    /// The field manager name.
-    pub fn manager(&self) -> &str {
-        &self.manager
-    }
-
     /// The patch parameters: apply, forced, with this manager.
     pub fn params(&self) -> PatchParams {
         PatchParams::apply(&self.manager).force()

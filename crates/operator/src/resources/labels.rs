@@ -45,17 +45,27 @@ impl Labels {
 
     /// As a label map.
     pub fn to_map(&self) -> BTreeMap<String, String> {
+        let mut map = Self::cluster_labels(self.engine, &self.instance);
+        map.insert(COMPONENT.to_owned(), self.component.clone());
+        map
+    }
+
+    /// The labels every child of the cluster carries, whatever its component.
+    pub fn cluster_labels(engine: &str, instance: &str) -> BTreeMap<String, String> {
         BTreeMap::from([
-            (NAME.to_owned(), self.engine.to_owned()),
-            (INSTANCE.to_owned(), self.instance.clone()),
-            (COMPONENT.to_owned(), self.component.clone()),
+            (NAME.to_owned(), engine.to_owned()),
+            (INSTANCE.to_owned(), instance.to_owned()),
             (MANAGED_BY.to_owned(), MANAGER.to_owned()),
         ])
     }
 
-    /// The selector of every child of the cluster (all components), as a label selector string.
+    /// [`Labels::cluster_labels`] as a label selector string.
     pub fn cluster_selector(engine: &str, instance: &str) -> String {
-        format!("{NAME}={engine},{INSTANCE}={instance},{MANAGED_BY}={MANAGER}")
+        Self::cluster_labels(engine, instance)
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 }
 

@@ -29,7 +29,7 @@ impl SubReconciler<EtcdPass> for SweepOrphans {
         let Some(uid) = pass.cluster.uid() else {
             return Ok(Outcome::Continue);
         };
-        let ours = Labels::new("etcd", pass.core.name.clone(), "").to_map();
+        let ours = Labels::cluster_labels("etcd", &pass.core.name);
         let candidates: Vec<_> = pass
             .services
             .state()
@@ -37,9 +37,7 @@ impl SubReconciler<EtcdPass> for SweepOrphans {
             .filter(|svc| svc.namespace().as_deref() == Some(pass.core.namespace.as_str()))
             .filter(|svc| {
                 let labels = svc.labels();
-                ours.iter()
-                    .filter(|(k, _)| k.as_str() != crate::resources::labels::COMPONENT)
-                    .all(|(k, v)| labels.get(k) == Some(v))
+                ours.iter().all(|(k, v)| labels.get(k) == Some(v))
             })
             .map(|svc| svc.metadata.clone())
             .collect();
