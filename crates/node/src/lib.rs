@@ -1,0 +1,1 @@
+//! Steward node agent (under construction).
