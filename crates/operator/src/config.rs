@@ -127,6 +127,13 @@ pub struct OperatorArgs {
     /// Seconds to wait for Steward's CRDs to be established before giving up.
     #[arg(long, env = "STEWARD_CRD_WAIT_SECONDS", default_value_t = 60)]
     pub crd_wait_seconds: u64,
+    /// The cluster's DNS domain, used in members' stable names
+    /// (`<member>.<cluster>.<namespace>.svc.<domain>`).
+    #[arg(long, env = "STEWARD_CLUSTER_DOMAIN", default_value = "cluster.local")]
+    pub cluster_domain: String,
+    /// Seconds to wait for a database to answer before treating it as unreachable.
+    #[arg(long, env = "STEWARD_DATABASE_TIMEOUT_SECONDS", default_value_t = 3)]
+    pub database_timeout_seconds: u64,
     /// Operation deadlines.
     #[command(flatten)]
     pub timeouts: TimeoutArgs,

@@ -11,14 +11,14 @@ use kube::api::ListParams;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::ReflectHandle;
-use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use steward_api::common::RetentionPolicy;
-use steward_api::etcd::EtcdCluster;
+use steward_api::etcd::{EtcdCluster, EtcdPeer};
 use tokio_util::sync::CancellationToken;
 
-use super::{CONTROLLER, EtcdPass, pipeline};
+use super::names::ClusterNames;
+use super::{CONTROLLER, EtcdPass, EtcdStores, pipeline};
 use crate::error::Error;
 use crate::pipeline::{Pass, PassCore};
 use crate::resources::{AppliedSet, Applier, Labels};
@@ -30,7 +30,7 @@ pub const RESYNC: Duration = Duration::from_secs(60);
 
 struct State {
     ctx: Arc<Context>,
-    services: Store<Service>,
+    stores: EtcdStores,
     pipeline: crate::pipeline::Pipeline<EtcdPass>,
 }
 
@@ -98,7 +98,17 @@ async fn apply(cluster: Arc<EtcdCluster>, state: &State) -> Result<Action, Error
         cluster: cluster.clone(),
         validated: None,
         status: stored.clone().unwrap_or_default(),
-        services: state.services.clone(),
+        stores: state.stores.clone(),
+        names: ClusterNames::new(
+            cluster.name_any(),
+            cluster.namespace().unwrap_or_default(),
+            ctx.cluster_domain.clone(),
+        ),
+        observed: None,
+        admin: None,
+        observe_done: false,
+        observe_error: None,
+        endpoints: std::collections::BTreeMap::new(),
         applier: Applier::new(ctx.client.clone(), CONTROLLER),
         applied: AppliedSet::default(),
         ctx: ctx.clone(),
@@ -122,11 +132,13 @@ async fn apply(cluster: Arc<EtcdCluster>, state: &State) -> Result<Action, Error
     .await
 }
 
-/// Runs the etcd controller until `stop` is cancelled.
+/// Runs the etcd cluster controller until `stop` is cancelled. It is triggered by its
+/// clusters, their Services and their peers (whose status follows member Pods).
 pub async fn run(
     ctx: Arc<Context>,
-    services: Store<Service>,
+    stores: EtcdStores,
     service_events: ReflectHandle<Service>,
+    peer_events: ReflectHandle<EtcdPeer>,
     stop: CancellationToken,
 ) {
     let clusters: Api<EtcdCluster> = match &ctx.namespace {
@@ -135,11 +147,12 @@ pub async fn run(
     };
     let state = Arc::new(State {
         ctx: ctx.clone(),
-        services,
+        stores,
         pipeline: pipeline(),
     });
     Controller::new(clusters, watcher::Config::default())
         .owns_shared_stream(service_events)
+        .owns_shared_stream(peer_events)
         .graceful_shutdown_on(async move { stop.cancelled().await })
         .run(
             reconcile,

@@ -1,24 +1,42 @@
-//! The etcd engine: `EtcdCluster` reconciled by an ordered pipeline (seed 003).
-//!
-//! Implemented so far: status, validation, the headless Service and the orphan sweep. Member
-//! management (peers, Pods, PVCs, the member list through the etcd API) is not implemented yet;
-//! the `ManageMembers` step says so in the `Degraded` condition and an Event.
+//! The etcd engine (seed 003): `EtcdCluster` reconciled by an ordered pipeline that treats the
+//! etcd member list as the truth, and `EtcdPeer` reconciled by the peer controller (claim, Pod,
+//! member status).
 
+pub mod admin;
 pub mod build;
 pub mod controller;
+pub mod names;
+pub mod peer;
 pub mod steps;
+pub mod topology;
 pub mod validate;
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use kube::runtime::reflector::Store;
-use steward_api::etcd::{EtcdCluster, EtcdClusterStatus};
+use steward_api::etcd::{EtcdCluster, EtcdClusterStatus, EtcdPeer};
 
 use crate::pipeline::{Pass, PassCore, Pipeline};
 use crate::resources::{AppliedSet, Applier};
 use crate::runtime::context::Context;
+use admin::EtcdAdmin;
+use names::ClusterNames;
+use topology::Observed;
 use validate::ValidatedEtcdCluster;
+
+/// The shared caches the etcd controllers read (objects labelled `managed-by=steward`).
+#[derive(Clone)]
+pub struct EtcdStores {
+    /// Services.
+    pub services: Store<Service>,
+    /// Member Pods.
+    pub pods: Store<Pod>,
+    /// Member claims.
+    pub claims: Store<PersistentVolumeClaim>,
+    /// Peers.
+    pub peers: Store<EtcdPeer>,
+}
 
 /// The controller name used in metrics, logs and field managers.
 pub const CONTROLLER: &str = "etcd";
@@ -33,8 +51,20 @@ pub struct EtcdPass {
     pub validated: Option<ValidatedEtcdCluster>,
     /// Engine status fields being computed (the shared part lives in `core.status`).
     pub status: EtcdClusterStatus,
-    /// Services cache (shared reflector).
-    pub services: Store<Service>,
+    /// Shared caches.
+    pub stores: EtcdStores,
+    /// Names and URLs of this cluster's members.
+    pub names: ClusterNames,
+    /// The cluster as seen through the etcd API on this pass; `None` when unreachable.
+    pub observed: Option<Observed>,
+    /// The admin session opened by `ObserveCluster`, reused by later steps.
+    pub admin: Option<Box<dyn EtcdAdmin>>,
+    /// Whether `ObserveCluster` ran on this pass.
+    pub observe_done: bool,
+    /// Why the cluster could not be observed.
+    pub observe_error: Option<String>,
+    /// Member client URLs (by Pod IP), by member name.
+    pub endpoints: std::collections::BTreeMap<String, String>,
     /// Applies children.
     pub applier: Applier,
     /// What this pass applied.
@@ -60,7 +90,11 @@ pub fn pipeline() -> Pipeline<EtcdPass> {
         vec![
             Box::new(steps::validate_spec::ValidateSpec),
             Box::new(steps::apply_services::ApplyServices),
-            Box::new(steps::manage_members::ManageMembers),
+            Box::new(steps::apply_budget::ApplyBudget),
+            Box::new(steps::observe_cluster::ObserveCluster),
+            Box::new(steps::scale_members::ScaleMembers),
+            Box::new(steps::reconcile_peers::ReconcilePeers),
+            Box::new(steps::rolling_update::RollingUpdate),
             Box::new(steps::sweep_orphans::SweepOrphans),
         ],
     )

@@ -14,6 +14,8 @@ use serde::de::DeserializeOwned;
 use crate::clock::Clock;
 use crate::config::TimeoutArgs;
 use crate::error::{Error, Result};
+use crate::etcd::admin::EtcdConnector;
+use crate::etcd::admin::client::GrpcConnector;
 use crate::metrics::Metrics;
 use crate::pipeline::{Effect, EventType, PassReport};
 use crate::webhook::WebhookSender;
@@ -40,6 +42,12 @@ pub struct Context {
     pub namespace: Option<String>,
     /// This instance's identity (for logs and Events).
     pub identity: String,
+    /// The cluster DNS domain.
+    pub cluster_domain: String,
+    /// How long a database may take to answer.
+    pub database_timeout: Duration,
+    /// Opens etcd admin sessions (real gRPC, or the model in tests).
+    pub etcd: Arc<dyn EtcdConnector>,
 }
 
 impl Context {
@@ -67,6 +75,9 @@ impl Context {
             recorder,
             namespace,
             identity,
+            cluster_domain: "cluster.local".into(),
+            database_timeout: Duration::from_secs(3),
+            etcd: Arc::new(GrpcConnector),
         }
     }
 

@@ -110,7 +110,7 @@ pub async fn start_with_clock(
         args.identity.clone()
     };
     let namespace = (!args.namespace.is_empty()).then(|| args.namespace.clone());
-    let ctx = Arc::new(Context::new(
+    let mut ctx = Context::new(
         client.clone(),
         metrics.clone(),
         webhooks,
@@ -118,7 +118,10 @@ pub async fn start_with_clock(
         args.timeouts.clone(),
         namespace,
         identity.clone(),
-    ));
+    );
+    ctx.cluster_domain = args.cluster_domain.clone();
+    ctx.database_timeout = Duration::from_secs(args.database_timeout_seconds.max(1));
+    let ctx = Arc::new(ctx);
     let (leader_tx, leader_rx) = watch::channel(false);
     let token = shutdown.clone();
     let task = tokio::spawn(async move {
@@ -236,10 +239,25 @@ async fn stop_term(term: Option<(CancellationToken, JoinHandle<()>)>) {
 
 /// Builds the shared caches and runs every engine's controllers until `stop` is cancelled.
 async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
-    let services = stores::shared::<k8s_openapi::api::core::v1::Service>(&ctx, stop.clone());
-    let Some((service_store, service_events)) = services else {
-        tracing::error!("shared Service cache has no subscriber; controllers not started");
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+    use steward_api::etcd::EtcdPeer;
+    let services = stores::shared::<Service>(&ctx, stop.clone());
+    let pods = stores::shared::<Pod>(&ctx, stop.clone());
+    let claims = stores::shared::<PersistentVolumeClaim>(&ctx, stop.clone());
+    let peers = stores::shared::<EtcdPeer>(&ctx, stop.clone());
+    let (Some(services), Some(pods), Some(claims), Some(peers)) = (services, pods, claims, peers)
+    else {
+        tracing::error!("a shared cache has no subscriber; controllers not started");
         return;
     };
-    crate::etcd::controller::run(ctx, service_store, service_events, stop).await;
+    let etcd = crate::etcd::EtcdStores {
+        services: services.0,
+        pods: pods.0,
+        claims: claims.0,
+        peers: peers.0,
+    };
+    tokio::join!(
+        crate::etcd::controller::run(ctx.clone(), etcd.clone(), services.1, peers.1, stop.clone()),
+        crate::etcd::peer::run(ctx, etcd, pods.1, stop),
+    );
 }

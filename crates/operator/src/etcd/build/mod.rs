@@ -1,3 +1,5 @@
 //! (pure) Desired children of an etcd cluster.
 
+pub mod member;
+pub mod pdb;
 pub mod service;

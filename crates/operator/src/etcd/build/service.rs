@@ -52,6 +52,32 @@ pub fn headless_service(owner: &EtcdCluster, cluster: &ValidatedEtcdCluster) -> 
     })
 }
 
+/// Builds the client Service `<cluster>-client`: a ClusterIP in front of ready members, for
+/// applications. `None` when the owner was never stored.
+pub fn client_service(owner: &EtcdCluster, cluster: &ValidatedEtcdCluster) -> Option<Service> {
+    let labels = Labels::new("etcd", &cluster.name, "client");
+    let metadata = child_meta(
+        owner,
+        format!("{}-client", cluster.name),
+        &labels,
+        &BTreeMap::new(),
+    )?;
+    let selector = Labels::new("etcd", &cluster.name, MEMBER_COMPONENT).to_map();
+    Some(Service {
+        metadata,
+        spec: Some(ServiceSpec {
+            selector: Some(selector),
+            ports: Some(vec![ServicePort {
+                name: Some("client".into()),
+                port: CLIENT_PORT,
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        status: None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,5 +97,13 @@ mod tests {
         assert_eq!(svc.metadata.name.as_deref(), Some("demo"));
         let ports: Vec<i32> = spec.ports.unwrap().iter().map(|p| p.port).collect();
         assert_eq!(ports, [2379, 2380]);
+        let client = client_service(&owner, &validate(&owner).unwrap()).unwrap();
+        assert_eq!(client.metadata.name.as_deref(), Some("demo-client"));
+        let spec = client.spec.unwrap();
+        assert_eq!(
+            spec.cluster_ip, None,
+            "a ClusterIP, allocated by Kubernetes"
+        );
+        assert_eq!(spec.publish_not_ready_addresses, None, "ready members only");
     }
 }

@@ -1,4 +1,5 @@
-//! ApplyServices — server-side applies the headless Service (seed step 1). Does nothing new when
+//! ApplyServices — server-side applies the headless Service (seed step 1) and the
+//! `<cluster>-client` Service applications connect to. Does nothing new when
 //! the Service already matches (the API server treats an identical apply as a no-op). Never
 //! deletes; removal of stale Services is the orphan sweep's job.
 
@@ -23,12 +24,18 @@ impl SubReconciler<EtcdPass> for ApplyServices {
                 message: "ApplyServices ran before ValidateSpec".into(),
             });
         };
-        let Some(service) = build::service::headless_service(&pass.cluster, valid) else {
-            return Err(Error::Internal {
-                message: "cluster has no UID or namespace".into(),
-            });
-        };
-        pass.applier.apply(&service, &mut pass.applied).await?;
+        let services = [
+            build::service::headless_service(&pass.cluster, valid),
+            build::service::client_service(&pass.cluster, valid),
+        ];
+        for service in services {
+            let Some(service) = service else {
+                return Err(Error::Internal {
+                    message: "cluster has no UID or namespace".into(),
+                });
+            };
+            pass.applier.apply(&service, &mut pass.applied).await?;
+        }
         Ok(Outcome::Continue)
     }
 }

@@ -31,6 +31,7 @@ impl SubReconciler<EtcdPass> for SweepOrphans {
         };
         let ours = Labels::cluster_labels("etcd", &pass.core.name);
         let candidates: Vec<_> = pass
+            .stores
             .services
             .state()
             .iter()

@@ -1,9 +1,14 @@
-//! UpdateStatus — runs first and last. Computes the engine's status fields and conditions from
-//! what was observed (the cached children). Never writes; the runtime writes status once, after
-//! the pass. Without member management, membership is reported as unknown rather than guessed.
+//! UpdateStatus — runs first and last (seed step 5). Computes the engine's status from what
+//! `ObserveCluster` saw: the member list (name, ID, peer URL, healthy, learner, leader,
+//! version), `quorate`, `readyMembers`, `replicas` (voting members, for the scale
+//! subresource), the cluster version, and the `Quorate` and `Available` conditions. An
+//! unreachable cluster is reported as not available with the reason; a cluster that answers
+//! without a majority as `Quorate=False`. Finishes the `Bootstrap` operation once the initial
+//! members formed a quorate cluster. Never writes; the runtime writes status once per pass.
 
 use async_trait::async_trait;
-use steward_api::common::condition_types;
+use steward_api::common::{OperationKind, OperationPhase, condition_types};
+use steward_api::etcd::EtcdMemberStatus;
 
 use crate::conditions::Status;
 use crate::error::Error;
@@ -29,16 +34,107 @@ impl SubReconciler<EtcdPass> for UpdateStatus {
         );
         let generation = pass.core.generation;
         let wanted = pass.cluster.spec.replicas;
-        // Members are not observed yet (member management is not implemented), so the cluster
-        // is never reported available, and a scale is always pending.
-        pass.core.status.generations.needs_scale =
-            (pass.status.replicas != wanted).then_some(generation);
-        pass.core.set_condition(
-            condition_types::AVAILABLE,
-            Status::Unknown,
-            "MembersNotObserved",
-            "etcd member management is not implemented yet; membership is not observed",
-        );
+        if !pass.observe_done {
+            // First run: nothing observed yet on this pass; keep the stored view.
+            pass.core.status.generations.needs_scale =
+                (pass.status.replicas != wanted).then_some(generation);
+            return Ok(Outcome::Continue);
+        }
+        match pass.observed.clone() {
+            Some(observed) => {
+                let leader = observed.leader();
+                let mut members: Vec<EtcdMemberStatus> = observed
+                    .members
+                    .iter()
+                    .map(|m| EtcdMemberStatus {
+                        name: observed.name_of(m, &pass.names).unwrap_or_default(),
+                        id: format!("{:x}", m.id),
+                        peer_url: m.peer_urls.first().cloned().unwrap_or_default(),
+                        healthy: observed.healthy(m.id),
+                        learner: m.is_learner,
+                        leader: leader == Some(m.id),
+                        version: observed.statuses.get(&m.id).map(|s| s.version.clone()),
+                    })
+                    .collect();
+                members.sort_by(|a, b| a.name.cmp(&b.name));
+                let voters = observed.voters().count();
+                let healthy = observed.healthy_voters();
+                let quorate = observed.quorate();
+                pass.status.members = members;
+                pass.status.quorate = Some(quorate);
+                pass.status.ready_members = i32::try_from(healthy).unwrap_or(i32::MAX);
+                pass.status.replicas = i32::try_from(voters).unwrap_or(i32::MAX);
+                pass.status.cluster_version = observed.min_version();
+                if quorate {
+                    pass.core.set_condition(
+                        "Quorate",
+                        Status::True,
+                        "MajorityHealthy",
+                        format!("{healthy} of {voters} voting members healthy"),
+                    );
+                    pass.core.set_condition(
+                        condition_types::AVAILABLE,
+                        Status::True,
+                        "Quorate",
+                        format!("{healthy} of {voters} voting members healthy; leader elected"),
+                    );
+                    let bootstrapping = pass
+                        .core
+                        .status
+                        .operation
+                        .as_ref()
+                        .is_some_and(|op| op.kind == OperationKind::Bootstrap);
+                    if bootstrapping && healthy == voters {
+                        pass.core.finish_operation(
+                            OperationKind::Bootstrap,
+                            OperationPhase::Succeeded,
+                            format!("{voters} members formed a cluster"),
+                        );
+                    }
+                } else {
+                    let why = format!(
+                        "{healthy} of {voters} voting members healthy{}",
+                        if leader.is_none() { ", no leader" } else { "" }
+                    );
+                    pass.core.set_condition(
+                        "Quorate",
+                        Status::False,
+                        "MajorityUnhealthy",
+                        why.clone(),
+                    );
+                    pass.core.set_condition(
+                        condition_types::AVAILABLE,
+                        Status::False,
+                        "NotQuorate",
+                        why,
+                    );
+                }
+                pass.core.status.generations.needs_scale =
+                    (i32::try_from(voters).unwrap_or(0) != wanted).then_some(generation);
+            }
+            None => {
+                let why = pass
+                    .observe_error
+                    .clone()
+                    .unwrap_or_else(|| "the cluster did not answer".into());
+                pass.status.quorate = None;
+                pass.status.ready_members = 0;
+                for m in &mut pass.status.members {
+                    m.healthy = false;
+                    m.leader = false;
+                }
+                pass.core
+                    .set_condition("Quorate", Status::Unknown, "Unreachable", why.clone());
+                pass.core.set_condition(
+                    condition_types::AVAILABLE,
+                    Status::False,
+                    "Unreachable",
+                    why,
+                );
+                pass.core.status.generations.needs_scale =
+                    (pass.status.replicas != wanted).then_some(generation);
+            }
+        }
         Ok(Outcome::Continue)
     }
 }

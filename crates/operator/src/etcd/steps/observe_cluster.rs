@@ -1,0 +1,97 @@
+//! ObserveCluster — dials the cluster and reads the member list and every member's status
+//! (seed step 2). The operator dials members by Pod IP — the addresses the headless Service
+//! resolves to — so it works whether or not it runs inside the cluster's DNS. An unreachable
+//! cluster is not an error: `observed` stays empty and later steps act accordingly (bootstrap,
+//! or wait), and `UpdateStatus` reports it.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use futures::future::join_all;
+use kube::ResourceExt;
+
+use crate::error::Error;
+use crate::etcd::EtcdPass;
+use crate::etcd::admin::{AdminError, EtcdAdmin};
+use crate::etcd::names::{PEER_LABEL, pod_client_url};
+use crate::etcd::topology::Observed;
+use crate::pipeline::{Outcome, SubReconciler};
+use crate::resources::labels::{COMPONENT, INSTANCE, NAME};
+
+/// See the module documentation.
+pub struct ObserveCluster;
+
+/// Client URLs of this cluster's running member Pods, by member name.
+pub fn member_endpoints(pass: &EtcdPass) -> BTreeMap<String, String> {
+    pass.stores
+        .pods
+        .state()
+        .iter()
+        .filter(|p| p.namespace().as_deref() == Some(pass.core.namespace.as_str()))
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            let l = p.labels();
+            l.get(NAME).map(String::as_str) == Some("etcd")
+                && l.get(INSTANCE) == Some(&pass.core.name)
+                && l.get(COMPONENT).map(String::as_str) == Some("member")
+        })
+        .filter_map(|p| {
+            let peer = p.labels().get(PEER_LABEL)?.clone();
+            let ip = p.status.as_ref()?.pod_ip.clone()?;
+            Some((peer, pod_client_url(&ip)))
+        })
+        .collect()
+}
+
+async fn observe(
+    admin: &dyn EtcdAdmin,
+    endpoints: &BTreeMap<String, String>,
+) -> Result<Observed, AdminError> {
+    let members = admin.member_list().await?;
+    let asks = members.iter().filter_map(|m| {
+        let url = endpoints.get(&m.name)?;
+        Some(async move { (m.id, admin.status(url).await) })
+    });
+    let statuses = join_all(asks)
+        .await
+        .into_iter()
+        .filter_map(|(id, s)| s.ok().map(|s| (id, s)))
+        .collect();
+    Ok(Observed { members, statuses })
+}
+
+#[async_trait]
+impl SubReconciler<EtcdPass> for ObserveCluster {
+    fn name(&self) -> &'static str {
+        "ObserveCluster"
+    }
+
+    async fn reconcile(&self, pass: &mut EtcdPass) -> Result<Outcome, Error> {
+        pass.observe_done = true;
+        pass.observed = None;
+        let endpoints = member_endpoints(pass);
+        if endpoints.is_empty() {
+            pass.observe_error = Some("no member Pod has an address yet".into());
+            return Ok(Outcome::Continue);
+        }
+        let urls: Vec<String> = endpoints.values().cloned().collect();
+        let timeout = pass.ctx.database_timeout;
+        let admin = match pass.ctx.etcd.connect(&urls, timeout).await {
+            Ok(admin) => admin,
+            Err(err) => {
+                pass.observe_error = Some(err.to_string());
+                return Ok(Outcome::Continue);
+            }
+        };
+        match observe(admin.as_ref(), &endpoints).await {
+            Ok(observed) => {
+                pass.observed = Some(observed);
+                pass.observe_error = None;
+            }
+            Err(err) => pass.observe_error = Some(err.to_string()),
+        }
+        pass.endpoints = endpoints;
+        pass.admin = Some(admin);
+        Ok(Outcome::Continue)
+    }
+}

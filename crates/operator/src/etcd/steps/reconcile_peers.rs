@@ -1,0 +1,146 @@
+//! ReconcilePeers — makes the `EtcdPeer` resources match the member list (seed step 4): a member
+//! without a peer gets one that joins the existing cluster; a peer without a member is deleted
+//! (its claim too when `storage.retainOnScaleDown` is `Delete`). Without a quorate cluster,
+//! peers are created only to complete the initial bootstrap set — the first pass of a new
+//! cluster creates all `replicas` peers with `initial-cluster-state: new` (a `Bootstrap`
+//! operation). Peers are created, never re-applied: a peer's spec changes only through
+//! `RollingUpdate`, one member at a time.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::ResourceExt;
+use kube::api::{Api, PostParams};
+use steward_api::common::{GroupReplicas, OperationChange, OperationKind, RetentionPolicy};
+use steward_api::etcd::EtcdPeer;
+
+use crate::error::Error;
+use crate::etcd::names::claim_name;
+use crate::etcd::topology::{PeerView, plan_peers};
+use crate::etcd::{EtcdPass, build};
+use crate::operation::OperationRequest;
+use crate::pipeline::{EventType, Outcome, SubReconciler};
+use crate::resources::sweep;
+
+/// See the module documentation.
+pub struct ReconcilePeers;
+
+/// This cluster's peers, from the cache.
+pub fn cluster_peers(pass: &EtcdPass) -> Vec<std::sync::Arc<EtcdPeer>> {
+    let uid = pass.cluster.uid();
+    pass.stores
+        .peers
+        .state()
+        .into_iter()
+        .filter(|p| p.namespace().as_deref() == Some(pass.core.namespace.as_str()))
+        .filter(|p| p.spec.cluster_name == pass.core.name)
+        .filter(|p| {
+            p.owner_references()
+                .iter()
+                .any(|o| Some(&o.uid) == uid.as_ref())
+        })
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect()
+}
+
+#[async_trait]
+impl SubReconciler<EtcdPass> for ReconcilePeers {
+    fn name(&self) -> &'static str {
+        "ReconcilePeers"
+    }
+
+    async fn reconcile(&self, pass: &mut EtcdPass) -> Result<Outcome, Error> {
+        let peers = cluster_peers(pass);
+        let views: Vec<PeerView> = peers
+            .iter()
+            .map(|p| PeerView {
+                name: p.name_any(),
+                bootstrap: p.spec.bootstrap.clone(),
+            })
+            .collect();
+        let replicas = usize::try_from(pass.cluster.spec.replicas.max(1)).unwrap_or(1);
+        let token = pass.cluster.uid().unwrap_or_default();
+        let plan = plan_peers(
+            pass.observed.as_ref(),
+            &views,
+            replicas,
+            &pass.names,
+            &token,
+        );
+        if let Some(held) = &plan.held {
+            pass.core.degrade("Unreachable", held.clone());
+        }
+        if views.is_empty() && !plan.create.is_empty() {
+            pass.core.start_operation(OperationRequest {
+                kind: OperationKind::Bootstrap,
+                step: "CreatePeers".into(),
+                total: u32::try_from(plan.create.len()).unwrap_or(1),
+                change: OperationChange {
+                    new_replicas: vec![GroupReplicas {
+                        name: "members".into(),
+                        replicas: pass.cluster.spec.replicas,
+                    }],
+                    ..OperationChange::default()
+                },
+                message: format!(
+                    "bootstrapping a new cluster of {} members",
+                    plan.create.len()
+                ),
+            });
+        }
+        let api: Api<EtcdPeer> = pass.ctx.api(&pass.core.namespace);
+        let object = format!("{}/{}", pass.core.namespace, pass.core.name);
+        for (name, bootstrap) in &plan.create {
+            let Some(peer) = build::member::peer(&pass.cluster, name, bootstrap.clone()) else {
+                return Err(Error::Internal {
+                    message: "cluster has no UID or namespace".into(),
+                });
+            };
+            match api.create(&PostParams::default(), &peer).await {
+                Ok(_) => pass.core.event(
+                    EventType::Normal,
+                    "PeerCreated",
+                    "ReconcilePeers",
+                    format!("created peer {name}"),
+                ),
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(source) => return Err(Error::kube("create EtcdPeer", object, source)),
+            }
+        }
+        let mut deleted = Vec::new();
+        if !plan.delete.is_empty() {
+            if let Some(why) = pass.core.destructive_block() {
+                return Ok(Outcome::requeue(Duration::from_secs(30), why));
+            }
+            deleted = sweep::delete_named::<EtcdPeer>(
+                &pass.ctx.client,
+                &pass.core.namespace,
+                plan.delete,
+            )
+            .await?;
+            for name in &deleted {
+                pass.core.event(
+                    EventType::Normal,
+                    "PeerDeleted",
+                    "ReconcilePeers",
+                    format!("deleted peer {name}: it is no longer a member"),
+                );
+            }
+            if pass.cluster.spec.storage.retain_on_scale_down == RetentionPolicy::Delete {
+                let claims: Vec<String> = deleted.iter().map(|n| claim_name(n)).collect();
+                sweep::delete_named::<PersistentVolumeClaim>(
+                    &pass.ctx.client,
+                    &pass.core.namespace,
+                    claims,
+                )
+                .await?;
+            }
+        }
+        if plan.create.is_empty() && deleted.is_empty() {
+            Ok(Outcome::Continue)
+        } else {
+            Ok(Outcome::requeue(Duration::from_secs(2), "peers changed"))
+        }
+    }
+}
