@@ -128,14 +128,50 @@ async fn reconciles_status_service_events_and_sweeps_orphans() {
         .unwrap();
     let c = reconciled(&clusters, "demo", 1).await;
 
-    // Honest status: membership is not managed yet, and the cluster says so.
-    assert_eq!(condition(&c, "Degraded"), ("True", "NotImplemented"));
-    assert_eq!(
-        condition(&c, "Available"),
-        ("Unknown", "MembersNotObserved")
-    );
-    assert_eq!(condition(&c, "Progressing"), ("True", "ManageMembers"));
+    // No node runs Pods here: the cluster bootstraps (peers, claims, Pods) but cannot be
+    // reached, and says so without pretending to be reconciled.
+    assert_eq!(condition(&c, "Available"), ("False", "Unreachable"));
+    assert_eq!(condition(&c, "Progressing"), ("True", "ObserveCluster"));
     let status = c.status.as_ref().unwrap();
+    let running = status
+        .common
+        .operation
+        .as_ref()
+        .expect("bootstrap operation");
+    assert_eq!(running.kind, steward_api::common::OperationKind::Bootstrap);
+    let peers: Api<steward_api::etcd::EtcdPeer> = Api::namespaced(plane.client.clone(), "db");
+    let peer_list = eventually("3 peers", Duration::from_secs(10), || async {
+        let l = peers.list(&ListParams::default()).await.ok()?;
+        (l.items.len() == 3).then_some(l)
+    })
+    .await;
+    for p in &peer_list.items {
+        assert_eq!(
+            p.spec.bootstrap.initial_cluster_state,
+            steward_api::etcd::InitialClusterState::New
+        );
+        assert_eq!(p.spec.bootstrap.initial_cluster.len(), 3);
+    }
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(plane.client.clone(), "db");
+    let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+        Api::namespaced(plane.client.clone(), "db");
+    eventually(
+        "member Pods and claims",
+        Duration::from_secs(10),
+        || async {
+            let p = pods.list(&ListParams::default()).await.ok()?;
+            let c = claims.list(&ListParams::default()).await.ok()?;
+            (p.items.len() == 3 && c.items.len() == 3).then_some(())
+        },
+    )
+    .await;
+    let budget: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
+        Api::namespaced(plane.client.clone(), "db");
+    let pdb = budget.get("demo").await.unwrap();
+    assert_eq!(
+        pdb.spec.unwrap().max_unavailable,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1))
+    );
     assert_eq!(status.common.generations.reconciled, None);
     assert_eq!(status.common.generations.needs_scale, Some(1));
     assert!(status.selector.contains("app.kubernetes.io/instance=demo"));
@@ -155,19 +191,21 @@ async fn reconciles_status_service_events_and_sweeps_orphans() {
             .any(|m| m.manager.as_deref() == Some("steward/etcd"))
     );
 
-    // A Warning Event explains what is missing.
+    // Events say what happened.
     let events: Api<Event> = Api::namespaced(plane.client.clone(), "db");
-    let reasons: Vec<String> =
-        eventually("NotImplemented event", Duration::from_secs(10), || async {
-            let list = events.list(&ListParams::default()).await.ok()?;
-            let reasons: Vec<String> = list.items.iter().filter_map(|e| e.reason.clone()).collect();
-            reasons
-                .iter()
-                .any(|r| r == "NotImplemented")
-                .then_some(reasons)
-        })
-        .await;
-    assert!(reasons.iter().any(|r| r == "NotImplemented"), "{reasons:?}");
+    let reasons: Vec<String> = eventually("PeerCreated event", Duration::from_secs(10), || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        let reasons: Vec<String> = list.items.iter().filter_map(|e| e.reason.clone()).collect();
+        reasons
+            .iter()
+            .any(|r| r == "PeerCreated")
+            .then_some(reasons)
+    })
+    .await;
+    assert!(
+        reasons.iter().any(|r| r == "OperationStarted"),
+        "{reasons:?}"
+    );
 
     // An orphan: same labels and owner, not applied by the operator -> deleted on the next pass.
     let mut orphan = Service::default();
@@ -219,7 +257,11 @@ async fn reconciles_status_service_events_and_sweeps_orphans() {
         "UpdateStatus",
         "ValidateSpec",
         "ApplyServices",
-        "ManageMembers",
+        "ApplyBudget",
+        "ObserveCluster",
+        "ScaleMembers",
+        "ReconcilePeers",
+        "RollingUpdate",
         "SweepOrphans",
     ] {
         assert!(

@@ -57,7 +57,7 @@ Rules for Steward's resources and the children it manages. Rendered into a Clust
 {{- end -}}
 - apiGroups: ["steward.dev"]
   resources: {{ $crs | toJson }}
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["steward.dev"]
   resources: {{ $status | toJson }}
   verbs: ["patch"]
@@ -68,10 +68,19 @@ Rules for Steward's resources and the children it manages. Rendered into a Clust
 - apiGroups: [""]
   resources: ["services"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
-# Member claims are listed and deleted only when a cluster is deleted with retainOnDelete: Delete.
+# Member claims: cached, created when missing (never modified), deleted only as the
+# retention policies say (retainOnScaleDown / retainOnDelete: Delete).
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
-  verbs: ["list", "delete"]
+  verbs: ["list", "watch", "create", "delete"]
+# Member Pods: cached, created by the peer controller, deleted to replace them.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list", "watch", "create", "delete"]
+# The members' disruption budget, server-side applied.
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["patch"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]

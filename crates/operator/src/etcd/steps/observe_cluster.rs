@@ -72,7 +72,7 @@ impl SubReconciler<EtcdPass> for ObserveCluster {
         let endpoints = member_endpoints(pass);
         if endpoints.is_empty() {
             pass.observe_error = Some("no member Pod has an address yet".into());
-            return Ok(Outcome::Continue);
+            return Ok(unreachable(pass));
         }
         let urls: Vec<String> = endpoints.values().cloned().collect();
         let timeout = pass.ctx.database_timeout;
@@ -80,7 +80,7 @@ impl SubReconciler<EtcdPass> for ObserveCluster {
             Ok(admin) => admin,
             Err(err) => {
                 pass.observe_error = Some(err.to_string());
-                return Ok(Outcome::Continue);
+                return Ok(unreachable(pass));
             }
         };
         match observe(admin.as_ref(), &endpoints).await {
@@ -92,6 +92,19 @@ impl SubReconciler<EtcdPass> for ObserveCluster {
         }
         pass.endpoints = endpoints;
         pass.admin = Some(admin);
+        if pass.observed.is_none() {
+            return Ok(unreachable(pass));
+        }
         Ok(Outcome::Continue)
     }
+}
+
+/// Later steps still run (bootstrap needs them); the pass asks to look again soon, so the
+/// generation is not reported reconciled while the cluster cannot be seen.
+fn unreachable(pass: &EtcdPass) -> Outcome {
+    let why = pass.observe_error.clone().unwrap_or_default();
+    Outcome::requeue(
+        std::time::Duration::from_secs(5),
+        format!("etcd cluster unreachable: {why}"),
+    )
 }
