@@ -8,6 +8,13 @@ command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+# Real databases for the tests and `steward dev` (the node agent runs them as Pod processes).
+command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
+command -v etcdctl >/dev/null 2>&1 || need_apt+=(etcd-client)
+ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need_apt+=(postgresql)
+command -v pgbackrest >/dev/null 2>&1 || need_apt+=(pgbackrest)
+# etcd-client compiles etcd's protobuf definitions.
+command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
 
 if ((${#need_apt[@]})); then
   SUDO=""

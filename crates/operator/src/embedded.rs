@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Config};
 use steward_apiserver::{ApiServerHandle, ServerConfig};
 
@@ -43,7 +43,16 @@ pub struct Embedded {
 impl Embedded {
     /// Starts the API server, installs Steward's CRDs and the given namespaces.
     pub async fn start(namespaces: &[&str]) -> Result<Self, EmbeddedError> {
-        let server = steward_apiserver::start(ServerConfig::default())
+        Self::start_with(ServerConfig::default(), namespaces).await
+    }
+
+    /// [`Embedded::start`] with a server configuration (bind address, state file). CRDs are
+    /// server-side applied, so a restart from a state file updates them in place.
+    pub async fn start_with(
+        config: ServerConfig,
+        namespaces: &[&str],
+    ) -> Result<Self, EmbeddedError> {
+        let server = steward_apiserver::start(config)
             .await
             .map_err(|e| EmbeddedError::Server(e.to_string()))?;
         let url = server
@@ -52,16 +61,7 @@ impl Embedded {
             .map_err(|e: http::uri::InvalidUri| EmbeddedError::Client(e.to_string()))?;
         let client =
             Client::try_from(Config::new(url)).map_err(|e| EmbeddedError::Client(e.to_string()))?;
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for crd in steward_api::crds() {
-            let name = crd.metadata.name.clone().unwrap_or_default();
-            crds.create(&PostParams::default(), &crd)
-                .await
-                .map_err(|source| EmbeddedError::Install {
-                    what: format!("CRD {name}"),
-                    source,
-                })?;
-        }
+        install_crds(&client).await?;
         let ns_api: Api<Namespace> = Api::all(client.clone());
         for ns in namespaces {
             let object = Namespace {
@@ -85,4 +85,20 @@ impl Embedded {
         crate::runtime::crds::wait_established(&client, Duration::from_secs(10)).await?;
         Ok(Self { server, client })
     }
+}
+
+/// Server-side applies Steward's CRDs (field manager `steward-install`).
+pub async fn install_crds(client: &Client) -> Result<(), EmbeddedError> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = PatchParams::apply("steward-install").force();
+    for crd in steward_api::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        crds.patch(&name, &params, &Patch::Apply(&crd))
+            .await
+            .map_err(|source| EmbeddedError::Install {
+                what: format!("CRD {name}"),
+                source,
+            })?;
+    }
+    Ok(())
 }
