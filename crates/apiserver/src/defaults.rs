@@ -1,17 +1,23 @@
 //! Defaulting and the little validation done for built-in kinds, mirroring the real server's
 //! strategies where clients notice: Namespace phase/finalizer/name label, Pod defaults and
-//! `Pending` phase, Service ClusterIP allocation (from 10.96.0.0/12, never released) and port
-//! defaults, PVC `Pending` phase, required Pod containers. Everything else in built-in specs is
+//! `Pending` phase, Service ClusterIP allocation (see `ipam`) and port defaults, PVC `Pending`
+//! phase, required Pod containers, Job and CronJob defaults (see `batch`). Everything else in built-in specs is
 //! stored as sent, without schema validation or pruning.
 
 use serde_json::{Value, json};
 
+mod batch;
+
+use crate::ipam::Allocator;
 use crate::meta;
 use crate::registry::ResourceDef;
 use crate::status::Cause;
 
-/// Called on create, after system metadata is set. `next_ip` is the ClusterIP allocator.
-pub fn on_create(def: &ResourceDef, obj: &mut Value, next_ip: &mut u32) -> Vec<Cause> {
+/// Called on create, after system metadata is set. `ips` allocates Service ClusterIPs.
+pub fn on_create(def: &ResourceDef, obj: &mut Value, ips: &mut Allocator<'_>) -> Vec<Cause> {
+    if def.group == "batch" {
+        return on_batch(def, obj);
+    }
     if !def.group.is_empty() {
         return Vec::new();
     }
@@ -30,9 +36,9 @@ pub fn on_create(def: &ResourceDef, obj: &mut Value, next_ip: &mut u32) -> Vec<C
             causes
         }
         "Service" => {
-            service(obj, None, next_ip);
+            let causes = service(obj, None, ips);
             obj["status"] = json!({"loadBalancer": {}});
-            Vec::new()
+            causes
         }
         "PersistentVolumeClaim" => {
             if meta::get_path(obj, "spec.volumeMode").is_none() {
@@ -46,7 +52,15 @@ pub fn on_create(def: &ResourceDef, obj: &mut Value, next_ip: &mut u32) -> Vec<C
 }
 
 /// Called on update of the main resource (`old` is the stored object).
-pub fn on_update(def: &ResourceDef, old: &Value, obj: &mut Value, next_ip: &mut u32) -> Vec<Cause> {
+pub fn on_update(
+    def: &ResourceDef,
+    old: &Value,
+    obj: &mut Value,
+    ips: &mut Allocator<'_>,
+) -> Vec<Cause> {
+    if def.group == "batch" {
+        return on_batch(def, obj);
+    }
     if !def.group.is_empty() {
         return Vec::new();
     }
@@ -56,10 +70,15 @@ pub fn on_update(def: &ResourceDef, old: &Value, obj: &mut Value, next_ip: &mut 
             Vec::new()
         }
         "Pod" => pod(obj),
-        "Service" => {
-            service(obj, Some(old), next_ip);
-            Vec::new()
-        }
+        "Service" => service(obj, Some(old), ips),
+        _ => Vec::new(),
+    }
+}
+
+fn on_batch(def: &ResourceDef, obj: &mut Value) -> Vec<Cause> {
+    match def.kind.as_str() {
+        "Job" => batch::job(obj),
+        "CronJob" => batch::cronjob(obj),
         _ => Vec::new(),
     }
 }
@@ -176,37 +195,65 @@ fn qos(obj: &Value) -> &'static str {
     }
 }
 
-fn service(obj: &mut Value, old: Option<&Value>, next_ip: &mut u32) {
+fn service(obj: &mut Value, old: Option<&Value>, ips: &mut Allocator<'_>) -> Vec<Cause> {
+    let mut causes = Vec::new();
     if !obj.get("spec").is_some_and(Value::is_object) {
         obj["spec"] = json!({});
     }
     let old_ip = old
         .and_then(|o| meta::get_path(o, "spec.clusterIP"))
-        .cloned();
+        .and_then(Value::as_str)
+        .filter(|ip| !ip.is_empty())
+        .map(String::from);
     let Some(spec) = obj.get_mut("spec") else {
-        return;
+        return causes;
     };
     default_str(spec, "type", "ClusterIP");
     default_str(spec, "sessionAffinity", "None");
     let external_name = spec.get("type").and_then(Value::as_str) == Some("ExternalName");
     if !external_name {
-        if spec
+        let requested = spec
             .get("clusterIP")
             .and_then(Value::as_str)
-            .is_none_or(str::is_empty)
-        {
-            let ip = match old_ip {
-                Some(ip) => ip,
-                None => {
-                    let n = *next_ip;
-                    *next_ip += 1;
-                    json!(format!("10.96.{}.{}", n / 256, n % 256))
+            .filter(|ip| !ip.is_empty())
+            .or_else(|| {
+                spec.get("clusterIPs")
+                    .and_then(|ips| ips.get(0))
+                    .and_then(Value::as_str)
+                    .filter(|ip| !ip.is_empty())
+            })
+            .map(String::from);
+        let ip = match (requested, old_ip) {
+            (None, Some(kept)) => Some(kept),
+            (None, None) => match ips.allocate() {
+                Ok(ip) => Some(ip.to_string()),
+                Err(c) => {
+                    causes.push(c);
+                    None
                 }
-            };
-            spec["clusterIP"] = ip;
+            },
+            (Some(r), Some(o)) if r == o => Some(r),
+            (Some(r), Some(_)) => {
+                causes.push(Cause {
+                    reason: "FieldValueInvalid",
+                    field: "spec.clusterIPs[0]".into(),
+                    message: format!("Invalid value: []string{{\"{r}\"}}: may not change once set"),
+                });
+                None
+            }
+            (Some(r), None) if r == "None" => Some(r),
+            (Some(r), None) => match ips.claim(&r) {
+                Ok(()) => Some(r),
+                Err(c) => {
+                    causes.push(c);
+                    None
+                }
+            },
+        };
+        if let Some(ip) = ip {
+            spec["clusterIP"] = json!(ip);
+            spec["clusterIPs"] = json!([ip]);
         }
-        let ip = spec.get("clusterIP").cloned().unwrap_or(Value::Null);
-        spec["clusterIPs"] = json!([ip]);
         default_str(spec, "ipFamilyPolicy", "SingleStack");
         if spec.get("ipFamilies").is_none() {
             spec["ipFamilies"] = json!(["IPv4"]);
@@ -223,17 +270,24 @@ fn service(obj: &mut Value, old: Option<&Value>, next_ip: &mut u32) {
             }
         }
     }
+    causes
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ipam::ServiceCidr;
     use crate::registry::Registry;
 
     #[test]
     fn pod_and_service_defaults() {
         let r = Registry::with_builtins();
-        let mut ip = 10;
+        let mut next = 10;
+        let mut ip = Allocator {
+            cidr: ServiceCidr::default(),
+            next: &mut next,
+            in_use: Default::default(),
+        };
         let mut p = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}});
         assert!(on_create(&r.lookup("", "v1", "pods").unwrap(), &mut p, &mut ip).is_empty());
         assert_eq!(p["status"]["phase"], "Pending");
@@ -250,16 +304,22 @@ mod tests {
         let svc = r.lookup("", "v1", "services").unwrap();
         let mut s = json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}});
         on_create(&svc, &mut s, &mut ip);
-        assert_eq!(s["spec"]["clusterIP"], "10.96.0.10");
+        assert_eq!(s["spec"]["clusterIP"], "127.96.0.10");
         assert_eq!(
             s["spec"]["ports"][0],
             json!({"port": 80, "protocol": "TCP", "targetPort": 80})
         );
         let mut s2 = json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": 81}]}});
         on_update(&svc, &s, &mut s2, &mut ip);
-        assert_eq!(s2["spec"]["clusterIP"], "10.96.0.10");
+        assert_eq!(s2["spec"]["clusterIP"], "127.96.0.10");
         let mut headless = json!({"metadata": {"name": "h"}, "spec": {"clusterIP": "None"}});
         on_create(&svc, &mut headless, &mut ip);
         assert_eq!(headless["spec"]["clusterIPs"], json!(["None"]));
+        let mut moved = json!({"metadata": {"name": "s"}, "spec": {"clusterIP": "127.96.0.99"}});
+        let causes = on_update(&svc, &s, &mut moved, &mut ip);
+        assert_eq!(
+            causes[0].message,
+            "Invalid value: []string{\"127.96.0.99\"}: may not change once set"
+        );
     }
 }

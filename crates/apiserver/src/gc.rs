@@ -3,8 +3,10 @@
 //! of owners being deleted in the foreground and removes `foregroundDeletion` once no dependent
 //! with `blockOwnerDeletion` remains, strips owner references for `orphan` deletions, removes
 //! dangling references when other owners remain, empties terminating namespaces before removing
-//! them, and deletes a CRD's objects before the CRD. Owners are matched by uid (and namespace),
-//! not by kind/name, like the real collector.
+//! them, deletes a CRD's objects before the CRD, and (like the real PodGC) removes terminating
+//! Pods whose Node no longer exists. Pods are deleted gracefully like any client's delete: on a
+//! namespace or owner deletion, Pods on a node wait for their node agent. Owners are matched by
+//! uid (and namespace), not by kind/name, like the real collector.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,7 +19,8 @@ use crate::meta;
 use crate::registry::{GroupResource, ResourceDef};
 use crate::server::Server;
 use crate::store::State;
-use crate::write::delete::{DeleteOptions, delete};
+use crate::write::delete::{DeleteOptions, delete, is_pod, pod_node_exists};
+use crate::write::grace;
 use crate::write::{Fields, commit};
 
 const MANAGER: &str = "kube-controller-manager";
@@ -121,6 +124,18 @@ pub fn pass(state: &mut State) -> bool {
             actions.push(Action::Delete(def.clone(), ns, name, None));
         }
     }
+    // PodGC: terminating Pods whose Node is gone are deleted at once (their delete picks grace 0).
+    for (def, obj) in &objects {
+        if is_pod(def)
+            && meta::is_deleting(obj)
+            && grace::seconds(obj) > 0
+            && !pod_node_exists(state, obj)
+        {
+            let ns = meta::namespace(obj).unwrap_or_default().to_string();
+            let name = meta::name(obj).unwrap_or_default().to_string();
+            actions.push(Action::Delete(def.clone(), ns, name, None));
+        }
+    }
     // Owners waiting on dependents.
     for (def, obj) in &objects {
         if !meta::is_deleting(obj) {
@@ -213,8 +228,10 @@ pub fn pass(state: &mut State) -> bool {
 fn execute(state: &mut State, action: Action) -> Result<(), crate::status::ApiError> {
     match action {
         Action::Delete(def, ns, name, policy) => {
+            // Like the real collector and namespace controller: an explicit policy, so that
+            // kinds whose default is Orphan (batch/v1 Jobs) still take their dependents along.
             let opts = DeleteOptions {
-                propagation: policy.map(String::from),
+                propagation: Some(policy.unwrap_or("Background").to_string()),
                 ..Default::default()
             };
             delete(state, &def, &ns, &name, &opts).map(|_| ())

@@ -20,6 +20,7 @@ mod fieldpath;
 mod gc;
 mod handlers;
 mod hints;
+mod ipam;
 mod managed_fields;
 mod meta;
 mod objmeta;
@@ -34,6 +35,7 @@ mod validation;
 mod watch;
 mod write;
 
+pub use ipam::ServiceCidr;
 pub use server::{ApiServerHandle, ServerConfig, start};
 
 /// Errors from starting the server.

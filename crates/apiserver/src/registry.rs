@@ -193,6 +193,7 @@ pub fn builtin_kinds() -> Vec<ResourceDef> {
     ns.extra_subresources = vec![("finalize", "Namespace", &["update"])];
     let mut pod = all(builtin("", "v1", "Pod", "pods", true, &["po"], true, false));
     pod.extra_subresources = vec![
+        ("attach", "PodAttachOptions", &["create", "get"]),
         ("binding", "Binding", &["create"]),
         ("exec", "PodExecOptions", &["create", "get"]),
         ("log", "Pod", &["get"]),

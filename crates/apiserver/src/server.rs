@@ -11,6 +11,7 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::ipam::ServiceCidr;
 use crate::store::State;
 use crate::{Error, controllers, gc, handlers, snapshot};
 
@@ -22,6 +23,9 @@ pub struct ServerConfig {
     /// Optional JSON snapshot: loaded at start if it exists, written (at most once a second)
     /// after changes and at shutdown.
     pub state_file: Option<PathBuf>,
+    /// Range of Service ClusterIPs. Default `127.96.0.0/16`: loopback addresses a node agent's
+    /// service proxy can bind without configuring interfaces.
+    pub service_cidr: ServiceCidr,
 }
 
 impl Default for ServerConfig {
@@ -29,6 +33,7 @@ impl Default for ServerConfig {
         Self {
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             state_file: None,
+            service_cidr: ServiceCidr::default(),
         }
     }
 }
@@ -67,6 +72,7 @@ pub async fn start(config: ServerConfig) -> Result<ApiServerHandle, Error> {
     let (tx, rx) = watch::channel(0u64);
     let gc_notify = Arc::new(Notify::new());
     let mut state = State::new(tx, gc_notify.clone());
+    state.service_cidr = config.service_cidr;
     if let Some(path) = &config.state_file {
         snapshot::load(path, &mut state)?;
     }

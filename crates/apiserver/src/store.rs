@@ -10,6 +10,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, watch};
 
+use crate::ipam::ServiceCidr;
 use crate::meta;
 use crate::registry::{GroupResource, Registry};
 
@@ -54,7 +55,9 @@ pub struct State {
     /// Events with an RV at or below this are no longer available.
     pub history_floor: u64,
     pub history_cap: usize,
+    /// Offset into `service_cidr` where ClusterIP allocation continues (persisted).
     pub next_cluster_ip: u32,
+    pub service_cidr: ServiceCidr,
     /// Set by every mutation; cleared by the snapshot writer.
     pub dirty: bool,
     /// While set (a `dryRun=All` request holds the lock), mutations are computed but not stored.
@@ -73,6 +76,7 @@ impl State {
             history_floor: 0,
             history_cap: HISTORY_CAP,
             next_cluster_ip: 10,
+            service_cidr: ServiceCidr::default(),
             dirty: false,
             dry_run: false,
             tx,

@@ -17,8 +17,12 @@ mod discovery;
 mod gc;
 #[path = "conformance/patch.rs"]
 mod patch;
+#[path = "conformance/pods.rs"]
+mod pods;
 #[path = "conformance/selectors.rs"]
 mod selectors;
+#[path = "conformance/services.rs"]
+mod services;
 #[path = "conformance/ssa.rs"]
 mod ssa;
 #[path = "conformance/watch.rs"]

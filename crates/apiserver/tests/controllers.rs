@@ -1,11 +1,13 @@
-//! The embedded server's built-in controllers (scheduler, Endpoints/EndpointSlice). These run
-//! only against the embedded server: on a real cluster the same objects are handled by the real
-//! controllers, with real nodes.
+//! The embedded server's built-in controllers (scheduler, Endpoints/EndpointSlice, Job, CronJob,
+//! the PodGC rule on delete). These run only against the embedded server: on a real cluster the
+//! same objects are handled by the real controllers, with real nodes. Tests play the kubelet by
+//! writing `pods/status`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::future::Future;
 use std::time::Duration;
 
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -202,5 +204,336 @@ async fn endpoints_follow_service_selectors_and_pod_readiness() {
                 .is_empty()
     })
     .await;
+    server.shutdown().await;
+}
+
+fn job(name: &str, spec: Value) -> Job {
+    let mut s = json!({"template": {"spec": {"restartPolicy": "Never", "schedulerName": "none",
+        "containers": [{"name": "c", "image": "busybox:1"}]}}});
+    if let (Value::Object(a), Value::Object(b)) = (&mut s, spec) {
+        a.extend(b);
+    }
+    serde_json::from_value(json!({"metadata": {"name": name}, "spec": s})).unwrap()
+}
+
+async fn job_pods(pods: &Api<Pod>, job: &str) -> Vec<Pod> {
+    pods.list(&ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job}")))
+        .await
+        .unwrap()
+        .items
+}
+
+/// Plays the kubelet: moves a Pod to a terminal phase through `pods/status`.
+async fn finish(pods: &Api<Pod>, name: &str, phase: &str) {
+    pods.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": phase}})),
+    )
+    .await
+    .unwrap();
+}
+
+fn condition(j: &Job, kind: &str) -> Option<(String, String)> {
+    j.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == kind)
+        .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
+}
+
+#[tokio::test]
+async fn job_runs_pods_to_completion() {
+    let (client, server) = client().await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let created = jobs
+        .create(
+            &PostParams::default(),
+            &job("work", json!({"parallelism": 2, "completions": 3})),
+        )
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.clone().unwrap();
+    let labels = created
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .metadata
+        .as_ref()
+        .unwrap()
+        .labels
+        .clone()
+        .unwrap();
+    assert_eq!(labels["batch.kubernetes.io/controller-uid"], uid);
+    eventually("two pods", || async {
+        job_pods(&pods, "work").await.len() == 2
+    })
+    .await;
+    let first = job_pods(&pods, "work").await;
+    let p = &first[0];
+    assert!(p.metadata.name.as_deref().unwrap().starts_with("work-"));
+    assert_eq!(p.metadata.labels.as_ref().unwrap()["job-name"], "work");
+    let owner = &p.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str()),
+        ("Job", uid.as_str())
+    );
+    assert_eq!(
+        (owner.controller, owner.block_owner_deletion),
+        (Some(true), Some(true))
+    );
+    assert_eq!(
+        p.metadata.finalizers.as_deref(),
+        Some(&["batch.kubernetes.io/job-tracking".to_string()][..])
+    );
+    let j = jobs.get("work").await.unwrap();
+    let st = j.status.clone().unwrap();
+    assert_eq!((st.active, st.ready), (Some(2), Some(0)));
+    assert!(st.start_time.is_some());
+
+    for p in &first {
+        finish(&pods, p.metadata.name.as_deref().unwrap(), "Succeeded").await;
+    }
+    eventually("third pod", || async {
+        job_pods(&pods, "work").await.len() == 3
+    })
+    .await;
+    let third = job_pods(&pods, "work")
+        .await
+        .into_iter()
+        .find(|p| p.status.as_ref().unwrap().phase.as_deref() == Some("Pending"))
+        .unwrap();
+    finish(&pods, third.metadata.name.as_deref().unwrap(), "Succeeded").await;
+    eventually("complete", || async {
+        condition(&jobs.get("work").await.unwrap(), "Complete").is_some()
+    })
+    .await;
+    let j = jobs.get("work").await.unwrap();
+    let st = j.status.clone().unwrap();
+    assert_eq!(st.succeeded, Some(3));
+    assert_eq!(st.active, None);
+    assert!(st.completion_time.is_some());
+    assert_eq!(
+        condition(&j, "SuccessCriteriaMet"),
+        Some(("True".into(), "CompletionsReached".into()))
+    );
+    assert_eq!(
+        condition(&j, "Complete"),
+        Some(("True".into(), "CompletionsReached".into()))
+    );
+    for p in job_pods(&pods, "work").await {
+        assert!(
+            p.metadata.finalizers.is_none(),
+            "tracking finalizer removed"
+        );
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn job_fails_past_its_backoff_limit() {
+    let (client, server) = client().await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    jobs.create(
+        &PostParams::default(),
+        &job("flaky", json!({"backoffLimit": 0})),
+    )
+    .await
+    .unwrap();
+    eventually("pod", || async {
+        job_pods(&pods, "flaky").await.len() == 1
+    })
+    .await;
+    let p = job_pods(&pods, "flaky").await.remove(0);
+    finish(&pods, p.metadata.name.as_deref().unwrap(), "Failed").await;
+    eventually("failed", || async {
+        condition(&jobs.get("flaky").await.unwrap(), "Failed").is_some()
+    })
+    .await;
+    let j = jobs.get("flaky").await.unwrap();
+    assert_eq!(j.status.as_ref().unwrap().failed, Some(1));
+    assert_eq!(
+        condition(&j, "FailureTarget"),
+        Some(("True".into(), "BackoffLimitExceeded".into()))
+    );
+    assert_eq!(
+        condition(&j, "Failed"),
+        Some(("True".into(), "BackoffLimitExceeded".into()))
+    );
+    assert!(j.status.unwrap().completion_time.is_none());
+    // Deleting with the Job's default policy (Orphan) keeps the Pod, without owner or finalizer.
+    jobs.delete("flaky", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("job gone", || async {
+        jobs.get_opt("flaky").await.unwrap().is_none()
+    })
+    .await;
+    let orphan = pods.get(p.metadata.name.as_deref().unwrap()).await.unwrap();
+    assert!(orphan.metadata.owner_references.is_none());
+    assert!(orphan.metadata.finalizers.is_none());
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn suspended_jobs_run_no_pods_until_resumed() {
+    let (client, server) = client().await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    jobs.create(
+        &PostParams::default(),
+        &job("later", json!({"suspend": true})),
+    )
+    .await
+    .unwrap();
+    eventually("suspended", || async {
+        condition(&jobs.get("later").await.unwrap(), "Suspended")
+            == Some(("True".into(), "JobSuspended".into()))
+    })
+    .await;
+    assert!(job_pods(&pods, "later").await.is_empty());
+    jobs.patch(
+        "later",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"suspend": false}})),
+    )
+    .await
+    .unwrap();
+    eventually("resumed", || async {
+        job_pods(&pods, "later").await.len() == 1
+    })
+    .await;
+    assert_eq!(
+        condition(&jobs.get("later").await.unwrap(), "Suspended"),
+        Some(("False".into(), "JobResumed".into()))
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn cronjob_starts_jobs_on_schedule() {
+    let (client, server) = client().await;
+    let cjs: Api<CronJob> = Api::namespaced(client.clone(), "default");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let cj: CronJob = serde_json::from_value(json!({"metadata": {"name": "tick"}, "spec": {
+        "schedule": "@every 1s", "concurrencyPolicy": "Forbid",
+        "jobTemplate": {"metadata": {"labels": {"app": "tick"}}, "spec": {"template": {"spec": {
+            "restartPolicy": "Never", "schedulerName": "none", "containers": [{"name": "c", "image": "busybox:1"}]}}}}}}))
+    .unwrap();
+    let created = cjs.create(&PostParams::default(), &cj).await.unwrap();
+    assert_eq!(
+        created.spec.as_ref().unwrap().successful_jobs_history_limit,
+        Some(3)
+    );
+    eventually("a job", || async {
+        !jobs
+            .list(&ListParams::default().labels("app=tick"))
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    })
+    .await;
+    let j = jobs
+        .list(&ListParams::default().labels("app=tick"))
+        .await
+        .unwrap()
+        .items
+        .remove(0);
+    let name = j.metadata.name.clone().unwrap();
+    let minutes: i64 = name.strip_prefix("tick-").unwrap().parse().unwrap();
+    assert!((minutes * 60 - jiff::Timestamp::now().as_second()).abs() < 120);
+    assert!(
+        j.metadata
+            .annotations
+            .unwrap()
+            .contains_key("batch.kubernetes.io/cronjob-scheduled-timestamp")
+    );
+    eventually("active in status", || async {
+        let st = cjs.get("tick").await.unwrap().status.unwrap_or_default();
+        st.last_schedule_time.is_some()
+            && st
+                .active
+                .unwrap_or_default()
+                .iter()
+                .any(|r| r.name.as_deref() == Some(name.as_str()))
+    })
+    .await;
+    // Forbid: the active Job blocks the next ones.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        jobs.list(&ListParams::default().labels("app=tick"))
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+    let bad: CronJob = serde_json::from_value(json!({"metadata": {"name": "bad"}, "spec": {
+        "schedule": "61 * * * *", "jobTemplate": {"spec": {"template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1"}]}}}}}}))
+    .unwrap();
+    match cjs.create(&PostParams::default(), &bad).await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 422);
+            assert!(
+                s.message
+                    .contains("spec.schedule: Invalid value: \"61 * * * *\""),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("expected 422, got {other:?}"),
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn terminating_pods_of_a_deleted_node_are_removed() {
+    let (client, server) = client().await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    node(&nodes, "doomed", json!({}), json!([])).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.create(
+        &PostParams::default(),
+        &pod("on-doomed", json!({"nodeName": "doomed"})),
+    )
+    .await
+    .unwrap();
+    pods.delete("on-doomed", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        pods.get("on-doomed")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+    nodes
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("pod removed", || async {
+        pods.get_opt("on-doomed").await.unwrap().is_none()
+    })
+    .await;
+    // A Pod bound to a Node that does not exist goes at once.
+    pods.create(
+        &PostParams::default(),
+        &pod("nowhere", json!({"nodeName": "missing"})),
+    )
+    .await
+    .unwrap();
+    pods.delete("nowhere", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(pods.get_opt("nowhere").await.unwrap().is_none());
     server.shutdown().await;
 }

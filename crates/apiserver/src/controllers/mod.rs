@@ -1,10 +1,14 @@
-//! Built-in controllers run inside the server: the scheduler and the Endpoints/EndpointSlice
-//! controller. They wake on every change (after a short debounce) and converge the whole store
-//! in one pass; their writes go through the normal write path, so no-op passes write nothing.
-//! Job, CronJob, Deployment, StatefulSet, ReplicaSet, DaemonSet and PVC-binding controllers do
-//! not exist.
+//! Built-in controllers run inside the server: the scheduler, the Endpoints/EndpointSlice
+//! controller, the Job controller and the CronJob controller. They wake on every change (after a
+//! short debounce), every five seconds, and when a time-based action (a Job deadline or back-off,
+//! a CronJob schedule) is due, and converge the whole store in one pass; their writes go through
+//! the normal write path, so no-op passes write nothing. Deployment, StatefulSet, ReplicaSet,
+//! DaemonSet and PVC-binding controllers do not exist.
 
+pub mod cron;
+pub mod cronjob;
 pub mod endpoints;
+pub mod job;
 pub mod scheduler;
 
 use std::sync::Arc;
@@ -12,18 +16,30 @@ use std::time::Duration;
 
 use crate::server::Server;
 
+const IDLE_WAKE: Duration = Duration::from_secs(5);
+
 pub async fn run(server: Arc<Server>) {
     let mut rx = server.rv_rx.clone();
+    let mut jobs = job::Memory::default();
+    let mut wake = IDLE_WAKE;
     loop {
         tokio::select! {
             _ = server.cancel.cancelled() => return,
             changed = rx.changed() => if changed.is_err() { return },
-            _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+            _ = tokio::time::sleep(wake) => {}
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
         rx.borrow_and_update();
         let mut state = server.lock();
+        let now = jiff::Timestamp::now();
         scheduler::schedule(&mut state);
         endpoints::reconcile(&mut state);
+        let job_due = job::reconcile(&mut state, now, &mut jobs);
+        let cron_due = cronjob::reconcile(&mut state, now);
+        wake = [job_due, cron_due]
+            .into_iter()
+            .flatten()
+            .fold(IDLE_WAKE, Duration::min)
+            .max(Duration::from_millis(10));
     }
 }

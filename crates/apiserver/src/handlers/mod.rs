@@ -1,10 +1,12 @@
 //! HTTP routing: parses Kubernetes API paths (`/api/v1/...`, `/apis/{group}/{version}/...`,
 //! namespaced, cluster-scoped and all-namespace forms, subresources, the legacy `/watch/`
-//! prefix) and dispatches to discovery, read, write, patch, watch and subresource handlers.
+//! prefix) and dispatches to discovery, read, write, patch, watch and subresource handlers;
+//! the streaming Pod subresources (log, exec, attach) go to `proxy`.
 //! Every failure is answered with a `metav1.Status` body.
 
 mod discovery;
 mod patch;
+mod proxy;
 mod read;
 mod subresources;
 mod table;
@@ -16,7 +18,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Query, State};
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
@@ -27,7 +29,7 @@ use crate::status::{ApiError, ApiResult};
 pub fn router(server: Arc<Server>) -> Router {
     Router::new()
         .fallback(dispatch)
-        .layer(DefaultBodyLimit::max(4 * 1024 * 1024))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(server)
 }
 
@@ -127,13 +129,23 @@ pub fn json_response(code: StatusCode, v: &Value) -> Response {
         .into_response()
 }
 
-async fn dispatch(
-    State(server): State<Arc<Server>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+/// Largest accepted request body.
+const BODY_LIMIT: usize = 4 * 1024 * 1024;
+
+async fn dispatch(State(server): State<Arc<Server>>, request: axum::extract::Request) -> Response {
+    let (parts, body) = request.into_parts();
+    if let Some(target) = proxy::match_path(parts.uri.path()) {
+        return proxy::serve(server, parts, target).await;
+    }
+    let Ok(body) = axum::body::to_bytes(body, BODY_LIMIT).await else {
+        return ApiError::new(
+            413,
+            "RequestEntityTooLarge",
+            "the request body is too large (limit 4 MiB)",
+        )
+        .into_response();
+    };
+    let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
     let query = Query::<HashMap<String, String>>::try_from_uri(&uri)
         .map(|q| q.0)
         .unwrap_or_default();

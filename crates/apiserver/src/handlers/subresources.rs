@@ -1,7 +1,7 @@
 //! Subresources other than status: `scale` (autoscaling/v1 Scale mapped through the kind's
 //! replica and selector paths; GET, PUT, and merge/JSON/strategic PATCH — apply is refused with
-//! 415), and the Pod subresources: `binding` (sets `spec.nodeName` and `PodScheduled`), while
-//! `log`, `exec`, `attach`, `portforward` and `eviction` answer 501 until a node agent exists.
+//! 415), and the Pod subresource `binding` (sets `spec.nodeName` and `PodScheduled`);
+//! `portforward` and `eviction` answer 501. `log`, `exec` and `attach` are in `proxy`.
 
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
@@ -125,11 +125,9 @@ pub fn scale(req: &Request, t: &Target) -> ApiResult<Response> {
 pub fn pod(req: &Request, t: &Target, sub: &str) -> ApiResult<Response> {
     match (sub, &req.method) {
         ("binding", &Method::POST) => binding(req, t),
-        ("log" | "exec" | "attach" | "portforward" | "eviction", _) => {
-            Err(ApiError::not_implemented(format!(
-                "pods/{sub} is not implemented by the Steward local control plane (no node agent)"
-            )))
-        }
+        ("portforward" | "eviction", _) => Err(ApiError::not_implemented(format!(
+            "pods/{sub} is not implemented by the Steward local control plane"
+        ))),
         _ => Err(ApiError::no_route()),
     }
 }

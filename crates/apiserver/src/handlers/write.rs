@@ -103,6 +103,14 @@ fn delete_options(req: &Request) -> ApiResult<DeleteOptions> {
             .into(),
         );
     }
+    if opts.grace_period.is_none()
+        && let Some(g) = req.q("gracePeriodSeconds")
+    {
+        opts.grace_period =
+            Some(g.parse().map_err(|_| {
+                ApiError::bad_request(format!("invalid gracePeriodSeconds: {g:?}"))
+            })?);
+    }
     Ok(opts)
 }
 

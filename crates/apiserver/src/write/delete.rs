@@ -1,13 +1,15 @@
 //! Delete: preconditions, propagation policy (Background/Foreground/Orphan via the
 //! `foregroundDeletion`/`orphan` finalizers, handled by `gc`), deletionTimestamp while
-//! finalizers remain, immediate removal otherwise. Pods are removed immediately (no kubelet
-//! models graceful termination). The default namespaces cannot be deleted.
+//! finalizers remain, immediate removal otherwise. Pods are deleted gracefully (see `grace`):
+//! a Pod on a node stays, marked, until the node agent deletes it with grace 0. The default
+//! namespaces cannot be deleted.
 
 use serde_json::{Value, json};
 
+use super::grace::{self, Grace};
 use super::{after_write, blocks_deletion, to_version};
 use crate::meta;
-use crate::registry::ResourceDef;
+use crate::registry::{GroupResource, ResourceDef};
 use crate::status::{ApiError, ApiResult};
 use crate::store::{EventType, State};
 
@@ -18,6 +20,8 @@ pub struct DeleteOptions {
     pub resource_version: Option<String>,
     /// `dryRun: ["All"]` in the body.
     pub dry_run: bool,
+    /// `gracePeriodSeconds` (only Pods support graceful deletion).
+    pub grace_period: Option<i64>,
 }
 
 impl DeleteOptions {
@@ -62,6 +66,7 @@ impl DeleteOptions {
                 .get("dryRun")
                 .and_then(Value::as_array)
                 .is_some_and(|a| a.iter().any(|x| x == "All")),
+            grace_period: b.get("gracePeriodSeconds").and_then(Value::as_i64),
         })
     }
 }
@@ -112,8 +117,29 @@ pub fn delete(
         ));
     }
     let mut new = old.clone();
+    let graceful = is_pod(def);
+    let mut grace_seconds = 0;
+    if graceful {
+        let node_exists = pod_node_exists(state, &old);
+        let period = grace::pod_grace_period(&old, opts.grace_period, node_exists);
+        match grace::decide(&old, opts.grace_period, period, jiff::Timestamp::now()) {
+            Grace::Pending => {
+                // Finalizers cannot change through DeleteOptions while a deletion is pending.
+                state.kick_gc();
+                return Ok(to_version(def, &old));
+            }
+            Grace::Set { timestamp, seconds } => {
+                grace::mark(&mut new, &timestamp, seconds);
+                grace_seconds = seconds;
+            }
+            Grace::Now => {}
+        }
+    }
     let mut finalizers = meta::finalizers(&new);
-    let policy_finalizer = match opts.propagation.as_deref() {
+    // batch/v1 Jobs orphan their Pods unless a policy is given (kept for compatibility by the
+    // real server; kubectl always sends Background).
+    let default_policy = (def.group == "batch" && def.kind == "Job").then_some("Orphan");
+    let policy_finalizer = match opts.propagation.as_deref().or(default_policy) {
         Some("Foreground") => Some("foregroundDeletion"),
         Some("Orphan") => Some("orphan"),
         _ => None,
@@ -125,8 +151,15 @@ pub fn delete(
         finalizers.push(f.into());
     }
     meta::set_finalizers(&mut new, &finalizers);
-    if !blocks_deletion(def, &new) {
-        let last = state.remove(&gr, old);
+    if !blocks_deletion(def, &new) && grace_seconds == 0 {
+        // A graceful delete with grace 0 is written first, then removed (two events, as the
+        // real registry emits).
+        let last = if graceful && new != old {
+            state.put(&gr, new, EventType::Modified)
+        } else {
+            new
+        };
+        let last = state.remove(&gr, last);
         after_write(state, def, None, name);
         return Ok(to_version(def, &last));
     }
@@ -153,4 +186,21 @@ pub fn delete(
     after_write(state, def, Some(&stored), name);
     state.kick_gc();
     Ok(to_version(def, &stored))
+}
+
+pub fn is_pod(def: &ResourceDef) -> bool {
+    def.group.is_empty() && def.kind == "Pod"
+}
+
+/// Whether the Node a Pod is bound to exists (true for unbound Pods).
+pub fn pod_node_exists(state: &State, pod: &Value) -> bool {
+    match meta::get_path(pod, "spec.nodeName")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+    {
+        Some(node) => state
+            .get(&GroupResource::new("", "nodes"), "", node)
+            .is_some(),
+        None => true,
+    }
 }

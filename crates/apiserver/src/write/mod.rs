@@ -6,11 +6,13 @@
 
 pub mod create;
 pub mod delete;
+pub mod grace;
 
 use serde_json::{Value, json};
 
 use crate::crd;
 use crate::defaults;
+use crate::ipam::Allocator;
 use crate::managed_fields;
 use crate::meta;
 use crate::objmeta;
@@ -65,10 +67,23 @@ pub fn admit(
     old: Option<&Value>,
     obj: &mut Value,
 ) -> Vec<Cause> {
-    let mut causes = match old {
-        None => defaults::on_create(def, obj, &mut state.next_cluster_ip),
-        Some(o) => defaults::on_update(def, o, obj, &mut state.next_cluster_ip),
+    let mut next_ip = state.next_cluster_ip;
+    let mut ips = Allocator {
+        cidr: state.service_cidr,
+        next: &mut next_ip,
+        in_use: if def.group.is_empty() && def.kind == "Service" {
+            cluster_ips_in_use(state)
+        } else {
+            Default::default()
+        },
     };
+    let mut causes = match old {
+        None => defaults::on_create(def, obj, &mut ips),
+        Some(o) => defaults::on_update(def, o, obj, &mut ips),
+    };
+    if causes.is_empty() && !state.dry_run {
+        state.next_cluster_ip = next_ip;
+    }
     if is_crd(def) {
         if let Err(c) = crd::defs(obj) {
             causes.extend(c);
@@ -87,6 +102,15 @@ pub fn admit(
     }
     causes.extend(objmeta::validate(def.name_rule, obj));
     causes
+}
+
+/// The ClusterIPs stored Services hold.
+fn cluster_ips_in_use(state: &State) -> std::collections::HashSet<std::net::Ipv4Addr> {
+    state
+        .list(&crate::registry::GroupResource::new("", "services"), None)
+        .filter_map(|s| meta::get_path(s, "spec.clusterIP").and_then(Value::as_str))
+        .filter_map(|ip| ip.parse().ok())
+        .collect()
 }
 
 /// Keeps the registry in line with stored CRDs.
@@ -247,7 +271,7 @@ pub fn commit(
     if without_volatile(old) == without_volatile(&new) {
         return Ok(to_version(def, old));
     }
-    if meta::is_deleting(&new) && !blocks_deletion(def, &new) {
+    if meta::is_deleting(&new) && !blocks_deletion(def, &new) && grace::seconds(&new) == 0 {
         let last = state.remove(&gr, new);
         after_write(state, def, None, &name);
         return Ok(to_version(def, &last));

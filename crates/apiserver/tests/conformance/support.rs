@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -18,6 +18,7 @@ pub struct Env {
     pub real: bool,
     pub server: Option<ApiServerHandle>,
     crds: Vec<String>,
+    nodes: Vec<String>,
 }
 
 static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -74,6 +75,7 @@ pub async fn env(test: &str) -> Env {
         real,
         server,
         crds: Vec::new(),
+        nodes: Vec::new(),
     }
 }
 
@@ -130,6 +132,40 @@ impl Env {
         ar
     }
 
+    /// Creates a Ready Node without a kubelet behind it (tainted so that no scheduler places
+    /// Pods there), deleted by `finish`. Returns its name.
+    pub async fn node(&mut self, base: &str) -> String {
+        let name = format!("{}-{base}", self.ns);
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"taints": [{"key": "steward.dev/conformance", "value": "fake", "effect": "NoSchedule"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}
+        }))
+        .expect("node");
+        Api::<Node>::all(self.client.clone())
+            .create(&PostParams::default(), &node)
+            .await
+            .expect("create node");
+        self.nodes.push(name.clone());
+        name
+    }
+
+    /// Creates a Pod in the test namespace, retrying while a real cluster has not yet created
+    /// the namespace's default ServiceAccount.
+    pub async fn pod(&self, pod: &Pod) -> Pod {
+        let api: Api<Pod> = self.api();
+        let mut last = None;
+        for _ in 0..100 {
+            match api.create(&PostParams::default(), pod).await {
+                Ok(p) => return p,
+                Err(kube::Error::Api(s)) if s.code == 403 => last = Some(s),
+                Err(e) => panic!("create pod: {e}"),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("create pod: {last:?}");
+    }
+
     pub fn dynamic(&self, ar: &ApiResource) -> Api<DynamicObject> {
         Api::namespaced_with(self.client.clone(), &self.ns, ar)
     }
@@ -142,6 +178,11 @@ impl Env {
         let _ = Api::<Namespace>::all(self.client.clone())
             .delete(&self.ns, &DeleteParams::default())
             .await;
+        for n in &self.nodes {
+            let _ = Api::<Node>::all(self.client.clone())
+                .delete(n, &DeleteParams::default())
+                .await;
+        }
         if let Some(s) = self.server {
             s.shutdown().await;
         }

@@ -1,0 +1,126 @@
+//! Pod deletion: graceful on a node (a fake Node without a kubelet here, so Pods stay
+//! terminating until force-deleted, as on a real cluster), immediate when unbound.
+
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::Api;
+use kube::api::{DeleteParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::support::{env, eventually};
+
+/// A Pod that no scheduler picks up (unknown scheduler name) unless `node` binds it.
+fn pod(name: &str, node: Option<&str>, grace: i64) -> Pod {
+    let mut spec = json!({"schedulerName": "steward-conformance-none", "terminationGracePeriodSeconds": grace,
+        "containers": [{"name": "c", "image": "busybox:1"}],
+        "tolerations": [{"key": "steward.dev/conformance", "operator": "Exists"}]});
+    if let Some(n) = node {
+        spec["nodeName"] = json!(n);
+    }
+    serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap()
+}
+
+fn grace(seconds: u32) -> DeleteParams {
+    DeleteParams {
+        grace_period_seconds: Some(seconds),
+        ..Default::default()
+    }
+}
+
+fn deletion(p: &Pod) -> (Option<String>, Option<i64>) {
+    (
+        p.metadata
+            .deletion_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string()),
+        p.metadata.deletion_grace_period_seconds,
+    )
+}
+
+#[tokio::test]
+async fn pod_deletion_is_graceful_on_a_node() {
+    let mut env = env("poddel").await;
+    let api: Api<Pod> = env.api();
+
+    // Unbound: gone at once.
+    env.pod(&pod("unbound", None, 30)).await;
+    api.delete("unbound", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(api.get_opt("unbound").await.unwrap().is_none());
+
+    // Bound to a node: marked, kept until a delete with grace 0.
+    let node = env.node("n1").await;
+    env.pod(&pod("bound", Some(&node), 30)).await;
+    let deleted = api
+        .delete("bound", &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .expect("a Pod on a node is deleted gracefully");
+    let (ts, secs) = deletion(&deleted);
+    assert!(ts.is_some());
+    assert_eq!(secs, Some(30));
+    let kept = api.get("bound").await.unwrap();
+    assert_eq!(deletion(&kept), (ts.clone(), Some(30)));
+    // A longer period does not extend it; a shorter one shortens it.
+    api.delete("bound", &grace(60)).await.unwrap();
+    assert_eq!(deletion(&api.get("bound").await.unwrap()), (ts, Some(30)));
+    api.delete("bound", &grace(10)).await.unwrap();
+    assert_eq!(
+        api.get("bound")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_grace_period_seconds,
+        Some(10)
+    );
+    // The kubelet's final delete.
+    api.delete("bound", &grace(0)).await.unwrap();
+    assert!(api.get_opt("bound").await.unwrap().is_none());
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn namespace_deletion_waits_for_terminating_pods() {
+    let mut env = env("nspods").await;
+    let node = env.node("n1").await;
+    let nsapi = Api::<Namespace>::all(env.client.clone());
+    let name = format!("{}-x", env.ns);
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+    nsapi.create(&PostParams::default(), &ns).await.unwrap();
+    let api: Api<Pod> = Api::namespaced(env.client.clone(), &name);
+    let mut created = None;
+    for _ in 0..100 {
+        match api
+            .create(&PostParams::default(), &pod("p", Some(&node), 2))
+            .await
+        {
+            Ok(p) => {
+                created = Some(p);
+                break;
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+        }
+    }
+    assert!(created.is_some(), "pod created");
+    nsapi.delete(&name, &DeleteParams::default()).await.unwrap();
+    eventually("pod terminating", || async {
+        api.get_opt("p")
+            .await
+            .unwrap()
+            .is_some_and(|p| p.metadata.deletion_timestamp.is_some())
+    })
+    .await;
+    let phase =
+        |n: Option<Namespace>| -> Value { json!(n.and_then(|n| n.status).and_then(|s| s.phase)) };
+    assert_eq!(
+        phase(nsapi.get_opt(&name).await.unwrap()),
+        json!("Terminating")
+    );
+    api.delete("p", &grace(0)).await.unwrap();
+    eventually("namespace gone", || async {
+        nsapi.get_opt(&name).await.unwrap().is_none()
+    })
+    .await;
+    env.finish().await;
+}
