@@ -90,7 +90,10 @@ impl AdminError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            Self::Unavailable(_) | Self::NoQuorum(_) | Self::LearnerNotReady(_) | Self::Unhealthy(_)
+            Self::Unavailable(_)
+                | Self::NoQuorum(_)
+                | Self::LearnerNotReady(_)
+                | Self::Unhealthy(_)
         )
     }
 }
