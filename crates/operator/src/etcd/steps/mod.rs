@@ -9,3 +9,6 @@ pub mod scale_members;
 pub mod sweep_orphans;
 pub mod update_status;
 pub mod validate_spec;
+
+#[cfg(test)]
+mod tests;

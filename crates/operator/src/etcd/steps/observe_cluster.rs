@@ -43,7 +43,7 @@ pub fn member_endpoints(pass: &EtcdPass) -> BTreeMap<String, String> {
         .collect()
 }
 
-async fn observe(
+pub(crate) async fn observe(
     admin: &dyn EtcdAdmin,
     endpoints: &BTreeMap<String, String>,
 ) -> Result<Observed, AdminError> {
