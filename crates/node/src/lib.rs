@@ -1,1 +1,28 @@
-//! Steward node agent (under construction).
+//! Steward's node agent: registers a Node with any Kubernetes API server (through kube-rs
+//! only) and runs the Pods bound to it as local processes, each on its own loopback address,
+//! with per-container mount namespaces set up by a small shim. It also serves the kubelet API
+//! for logs and exec, writes hosts files in place of cluster DNS and proxies Service
+//! ClusterIPs on loopback. See `docs/local-control-plane.md` ("The node agent").
+
+mod agent;
+mod cluster;
+mod config;
+mod dns;
+mod endpoints;
+mod error;
+mod expand;
+mod images;
+mod ipam;
+mod kubelet;
+mod logs;
+mod node;
+mod pods;
+mod process;
+mod proxy;
+mod shim;
+
+pub use agent::{NodeHandle, start};
+pub use config::NodeConfig;
+pub use error::NodeError;
+pub use images::{ImageMap, ResolveError};
+pub use shim::shim_main;

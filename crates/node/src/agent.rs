@@ -1,0 +1,205 @@
+//! Start-up and shutdown: kills leftovers of a previous run, serves the kubelet API, registers
+//! the Node, then runs the heartbeat, the cluster view (DNS + service proxy) and the pod
+//! watch until [`NodeHandle::shutdown`].
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use jiff::Timestamp;
+use kube::Client;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::NodeConfig;
+use crate::dns::Dns;
+use crate::endpoints::ServiceCache;
+use crate::error::NodeError;
+use crate::ipam::Ipam;
+use crate::pods::envs::NodeFacts;
+use crate::pods::launch::Launcher;
+use crate::pods::runtime::Registry;
+use crate::proxy::Proxy;
+use crate::{cluster, kubelet, node, pods, process};
+
+/// State shared by every part of the agent.
+pub struct Shared {
+    pub client: Client,
+    pub cfg: NodeConfig,
+    pub ipam: Mutex<Ipam>,
+    pub launcher: Arc<Launcher>,
+    pub registry: Registry,
+    pub dns: Arc<Dns>,
+    pub services: Arc<ServiceCache>,
+    pub node: NodeFacts,
+    /// Whether the agent runs as root (needed for per-pod mount namespaces).
+    pub root: bool,
+}
+
+impl Shared {
+    pub fn pods_dir(&self) -> PathBuf {
+        self.cfg.state_dir.join("pods")
+    }
+}
+
+/// A running node agent.
+pub struct NodeHandle {
+    shared: Arc<Shared>,
+    kubelet_addr: SocketAddr,
+    cancel: CancellationToken,
+    pods: Option<JoinHandle<()>>,
+    tasks: Vec<JoinHandle<()>>,
+    proxy: Arc<Proxy>,
+}
+
+/// Starts the agent: the Node is registered Ready and pods bound to it start running.
+pub async fn start(client: Client, cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
+    if cfg.shim.is_empty() {
+        return Err(NodeError::Config("the shim command is empty".into()));
+    }
+    let pods_dir = cfg.state_dir.join("pods");
+    std::fs::create_dir_all(&pods_dir).map_err(NodeError::io(&pods_dir))?;
+    let killed = process::kill_stale(&pods_dir);
+    if killed > 0 {
+        tracing::info!(killed, "killed processes left by a previous run");
+    }
+    let root = nix::unistd::geteuid().is_root();
+    if !root {
+        tracing::warn!("not running as root: containers will fail with RunContainerError");
+    }
+    let listener = TcpListener::bind(cfg.kubelet_bind)
+        .await
+        .map_err(|source| NodeError::Bind {
+            addr: cfg.kubelet_bind,
+            source,
+        })?;
+    let kubelet_addr = listener.local_addr().map_err(|source| NodeError::Bind {
+        addr: cfg.kubelet_bind,
+        source,
+    })?;
+    let facts = node::facts();
+    let ready_since = Timestamp::now();
+    node::register(
+        &client,
+        &cfg,
+        node::status(&cfg, kubelet_addr.port(), facts, true, ready_since),
+    )
+    .await?;
+    let shared = Arc::new(Shared {
+        client: client.clone(),
+        ipam: Mutex::new(Ipam::new(cfg.pod_ip_base, &crate::ipam::default_lock_dir())),
+        launcher: Arc::new(Launcher::new(cfg.shim.clone())),
+        registry: Registry::default(),
+        dns: Arc::new(Dns::new(&cfg.state_dir)),
+        services: Arc::new(ServiceCache::default()),
+        node: facts,
+        root,
+        cfg,
+    });
+    let cancel = CancellationToken::new();
+    let proxy = Arc::new(Proxy::new(shared.services.clone()));
+    let tasks = vec![
+        tokio::spawn(kubelet::serve(listener, shared.clone(), cancel.clone())),
+        tokio::spawn(heartbeat(
+            shared.clone(),
+            kubelet_addr.port(),
+            ready_since,
+            cancel.clone(),
+        )),
+        tokio::spawn(cluster::run(
+            client,
+            shared.services.clone(),
+            shared.dns.clone(),
+            proxy.clone(),
+            cancel.clone(),
+        )),
+    ];
+    let pods = tokio::spawn(pods::run(shared.clone(), cancel.clone()));
+    tracing::info!(node = %shared.cfg.name, kubelet = %kubelet_addr, "node agent started");
+    Ok(NodeHandle {
+        shared,
+        kubelet_addr,
+        cancel,
+        pods: Some(pods),
+        tasks,
+        proxy,
+    })
+}
+
+async fn heartbeat(shared: Arc<Shared>, port: u16, since: Timestamp, cancel: CancellationToken) {
+    let mut tick = tokio::time::interval(shared.cfg.heartbeat_interval);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let status = node::status(&shared.cfg, port, shared.node, true, since);
+        match node::write_status(&shared.client, &shared.cfg.name, status.clone()).await {
+            Ok(()) => {}
+            Err(NodeError::Kube {
+                source: kube::Error::Api(e),
+                ..
+            }) if e.code == 404 => {
+                tracing::warn!("the Node object is gone; registering it again");
+                if let Err(e) = node::register(&shared.client, &shared.cfg, status).await {
+                    tracing::warn!(error = %e, "registering the Node failed");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "node heartbeat failed"),
+        }
+    }
+}
+
+impl NodeHandle {
+    /// Where the kubelet API listens (the Node's `daemonEndpoints.kubeletEndpoint.Port`).
+    pub fn kubelet_addr(&self) -> SocketAddr {
+        self.kubelet_addr
+    }
+
+    /// Resolves a Service or headless-pod DNS name the way pods on this node see it
+    /// (`svc.ns`, `svc.ns.svc`, `svc.ns.svc.cluster.local`, `host.svc.ns...`).
+    pub fn resolve(&self, name: &str) -> Option<Ipv4Addr> {
+        self.shared.dns.resolve(name)
+    }
+
+    /// The cluster-wide hosts file (`state_dir/hosts`).
+    pub fn hosts_file(&self) -> PathBuf {
+        self.shared.cfg.state_dir.join("hosts")
+    }
+
+    /// Stops every pod process (SIGTERM, grace, SIGKILL), marks the Node NotReady and stops
+    /// serving. Pod objects are kept.
+    pub async fn shutdown(mut self) {
+        self.cancel.cancel();
+        if let Some(pods) = self.pods.take() {
+            let _ = pods.await;
+        }
+        self.proxy.stop();
+        self.shared.launcher.processes.kill_all();
+        let status = node::status(
+            &self.shared.cfg,
+            self.kubelet_addr.port(),
+            self.shared.node,
+            false,
+            Timestamp::now(),
+        );
+        if let Err(e) = node::write_status(&self.shared.client, &self.shared.cfg.name, status).await
+        {
+            tracing::warn!(error = %e, "marking the Node NotReady failed");
+        }
+        for t in std::mem::take(&mut self.tasks) {
+            let _ = t.await;
+        }
+        tracing::info!(node = %self.shared.cfg.name, "node agent stopped");
+    }
+}
+
+impl Drop for NodeHandle {
+    fn drop(&mut self) {
+        // Dropped without shutdown (e.g. a panicking test): never leave processes behind.
+        self.cancel.cancel();
+        self.shared.launcher.processes.kill_all();
+    }
+}

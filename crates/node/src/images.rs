@@ -1,0 +1,356 @@
+//! Image → executable resolution. There are no images: an image repository maps to a host
+//! executable or a host directory of executables, and everything else resolves on the PATH.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The environment variable with image map overrides (`repo=path,repo=path`).
+pub const IMAGES_ENV: &str = "STEWARD_NODE_IMAGES";
+
+/// The PATH every container starts with (before the image map prepends a directory).
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Maps image repositories (`quay.io/coreos/etcd`, `postgres`, ...) to a host executable or
+/// a directory of executables.
+///
+/// Lookup tries the repository as written (tag and digest stripped), then without a
+/// `docker.io/` / `library/` prefix, then its last path segment, so `bitnami/etcd:3.5` finds
+/// the `etcd` entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageMap {
+    entries: BTreeMap<String, PathBuf>,
+}
+
+impl Default for ImageMap {
+    fn default() -> Self {
+        Self::with_defaults()
+    }
+}
+
+/// Where a container's program comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resolved {
+    /// Absolute path of the program to execute.
+    pub program: PathBuf,
+    /// The full argument vector; `argv[0]` is the command as the manifest wrote it.
+    pub argv: Vec<String>,
+    /// A directory to prepend to the container's PATH (image maps to a directory).
+    pub path_prefix: Option<PathBuf>,
+    /// What the container status reports as `imageID`.
+    pub image_id: String,
+}
+
+/// Why an image's command could not be resolved; the message names the image.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ResolveError(pub String);
+
+impl ImageMap {
+    /// The defaults: etcd → `/usr/bin/etcd` (Debian etcd-server), postgres → the newest
+    /// `/usr/lib/postgresql/*/bin`.
+    pub fn with_defaults() -> Self {
+        let mut map = Self::empty()
+            .with("etcd", "/usr/bin/etcd")
+            .with("quay.io/coreos/etcd", "/usr/bin/etcd")
+            .with("gcr.io/etcd-development/etcd", "/usr/bin/etcd");
+        if let Some(dir) = newest_postgres_bin(Path::new("/usr/lib/postgresql")) {
+            map = map.with("postgres", &dir).with("postgresql", dir);
+        }
+        map
+    }
+
+    /// A map without entries: every command resolves on the host PATH.
+    pub fn empty() -> Self {
+        Self {
+            entries: BTreeMap::new(),
+        }
+    }
+
+    /// Adds or replaces the entry for `repo` (an executable or a directory of executables).
+    pub fn with(mut self, repo: impl Into<String>, path: impl Into<PathBuf>) -> Self {
+        self.entries.insert(repo.into(), path.into());
+        self
+    }
+
+    /// The defaults plus the overrides in `$STEWARD_NODE_IMAGES`, if set.
+    pub fn from_env() -> Result<Self, ResolveError> {
+        match std::env::var(IMAGES_ENV) {
+            Ok(spec) => Self::with_defaults().with_overrides(&spec),
+            Err(_) => Ok(Self::with_defaults()),
+        }
+    }
+
+    /// Applies overrides in the `STEWARD_NODE_IMAGES` format: `repo=path,repo=path`.
+    pub fn with_overrides(mut self, spec: &str) -> Result<Self, ResolveError> {
+        for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let Some((repo, path)) = item.split_once('=') else {
+                return Err(ResolveError(format!(
+                    "image override {item:?} is not of the form repo=path"
+                )));
+            };
+            self = self.with(repo.trim(), path.trim());
+        }
+        Ok(self)
+    }
+
+    /// The map entry for `image`, if any.
+    pub fn lookup(&self, image: &str) -> Option<&Path> {
+        candidates(image)
+            .iter()
+            .find_map(|c| self.entries.get(c))
+            .map(PathBuf::as_path)
+    }
+
+    /// Resolves a container's `command`/`args` the way a runtime combines them with the
+    /// image's entrypoint. `path` is the container's PATH, used for commands the map does not
+    /// cover.
+    pub fn resolve(
+        &self,
+        image: &str,
+        command: &[String],
+        args: &[String],
+        path: &str,
+    ) -> Result<Resolved, ResolveError> {
+        let target = self.lookup(image);
+        let is_dir = target.is_some_and(Path::is_dir);
+        let path_prefix = target.filter(|_| is_dir).map(Path::to_path_buf);
+        let image_id = match target {
+            Some(t) => format!("steward-node://{}", t.display()),
+            None => "steward-node://host".to_string(),
+        };
+        let mut argv: Vec<String> = command.to_vec();
+        if argv.is_empty() {
+            let Some(entry) = target.and_then(|t| default_entrypoint(image, t)) else {
+                return Err(ResolveError(format!(
+                    "image {image:?}: the container sets no command and the image map has no \
+                     entrypoint for it"
+                )));
+            };
+            argv.push(entry.to_string_lossy().into_owned());
+        }
+        argv.extend(args.iter().cloned());
+        let cmd0 = argv.first().cloned().unwrap_or_default();
+        let program = target
+            .and_then(|t| mapped_program(t, &cmd0))
+            .or_else(|| search(&cmd0, path))
+            .ok_or_else(|| {
+                ResolveError(format!(
+                    "image {image:?}: command {cmd0:?} is not covered by the image map and not \
+                     found on the host PATH"
+                ))
+            })?;
+        Ok(Resolved {
+            program,
+            argv,
+            path_prefix,
+            image_id,
+        })
+    }
+}
+
+/// The repository without tag or digest.
+pub fn repository(image: &str) -> &str {
+    let image = image.split('@').next().unwrap_or(image);
+    let last_slash = image.rfind('/').map_or(0, |i| i + 1);
+    match image[last_slash..].find(':') {
+        Some(i) => &image[..last_slash + i],
+        None => image,
+    }
+}
+
+fn candidates(image: &str) -> Vec<String> {
+    let repo = repository(image);
+    let mut out = vec![repo.to_string()];
+    let mut short = repo;
+    for prefix in ["docker.io/", "index.docker.io/", "library/"] {
+        short = short.strip_prefix(prefix).unwrap_or(short);
+    }
+    out.push(short.to_string());
+    if let Some(last) = repo.rsplit('/').next() {
+        out.push(last.to_string());
+    }
+    out
+}
+
+fn default_entrypoint(image: &str, target: &Path) -> Option<PathBuf> {
+    if !target.is_dir() {
+        return Some(target.to_path_buf());
+    }
+    let name = repository(image).rsplit('/').next()?;
+    let name = if name == "postgresql" {
+        "postgres"
+    } else {
+        name
+    };
+    let candidate = target.join(name);
+    is_executable(&candidate).then_some(candidate)
+}
+
+fn mapped_program(target: &Path, cmd0: &str) -> Option<PathBuf> {
+    let base = Path::new(cmd0).file_name()?;
+    if target.is_dir() {
+        let candidate = target.join(base);
+        return is_executable(&candidate).then_some(candidate);
+    }
+    (target.file_name() == Some(base) || Path::new(cmd0) == target).then(|| target.to_path_buf())
+}
+
+/// Finds `cmd` like a shell would: as given when it contains a slash, else on `path`.
+pub fn search(cmd: &str, path: &str) -> Option<PathBuf> {
+    if cmd.is_empty() {
+        return None;
+    }
+    if cmd.contains('/') {
+        let p = PathBuf::from(cmd);
+        return (p.is_absolute() && is_executable(&p)).then_some(p);
+    }
+    path.split(':')
+        .filter(|d| !d.is_empty())
+        .map(|d| Path::new(d).join(cmd))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+fn newest_postgres_bin(root: &Path) -> Option<PathBuf> {
+    let mut versions: Vec<(Vec<u32>, PathBuf)> = std::fs::read_dir(root)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let version: Vec<u32> = name
+                .split('.')
+                .map(str::parse)
+                .collect::<Result<_, _>>()
+                .ok()?;
+            let bin = e.path().join("bin");
+            bin.join("postgres").exists().then_some((version, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, p)| p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn repository_strips_tag_and_digest() {
+        assert_eq!(
+            repository("quay.io/coreos/etcd:v3.5.0"),
+            "quay.io/coreos/etcd"
+        );
+        assert_eq!(repository("postgres@sha256:abc"), "postgres");
+        assert_eq!(repository("localhost:5000/pg:15"), "localhost:5000/pg");
+        assert_eq!(repository("busybox"), "busybox");
+    }
+
+    #[test]
+    fn lookup_normalises_docker_hub_names_and_falls_back_to_last_segment() {
+        let map = ImageMap::empty()
+            .with("postgres", "/pg/bin")
+            .with("etcd", "/usr/bin/etcd");
+        assert_eq!(
+            map.lookup("docker.io/library/postgres:15"),
+            Some(Path::new("/pg/bin"))
+        );
+        assert_eq!(
+            map.lookup("bitnami/etcd:3.5"),
+            Some(Path::new("/usr/bin/etcd"))
+        );
+        assert_eq!(map.lookup("busybox:1.36"), None);
+    }
+
+    #[test]
+    fn executable_entry_resolves_default_and_matching_commands() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("etcd");
+        std::fs::write(&exe, "#!/bin/sh\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let map = ImageMap::empty().with("quay.io/coreos/etcd", &exe);
+        let r = map
+            .resolve(
+                "quay.io/coreos/etcd:v3.5",
+                &[],
+                &s(&["--name", "a"]),
+                DEFAULT_PATH,
+            )
+            .unwrap();
+        assert_eq!(r.program, exe);
+        assert_eq!(r.argv[1..], s(&["--name", "a"]));
+        let r = map
+            .resolve(
+                "quay.io/coreos/etcd",
+                &s(&["/usr/local/bin/etcd"]),
+                &[],
+                DEFAULT_PATH,
+            )
+            .unwrap();
+        assert_eq!(r.program, exe);
+        assert_eq!(r.argv, s(&["/usr/local/bin/etcd"]));
+        let r = map
+            .resolve(
+                "quay.io/coreos/etcd",
+                &s(&["sh", "-c", "true"]),
+                &[],
+                DEFAULT_PATH,
+            )
+            .unwrap();
+        assert!(r.program.ends_with("sh"));
+    }
+
+    #[test]
+    fn directory_entry_prepends_path_and_resolves_tools() {
+        let dir = tempfile::tempdir().unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        for tool in ["postgres", "initdb"] {
+            let p = dir.path().join(tool);
+            std::fs::write(&p, "").unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let map = ImageMap::empty().with("postgres", dir.path());
+        let r = map.resolve("postgres:15", &[], &[], DEFAULT_PATH).unwrap();
+        assert_eq!(r.program, dir.path().join("postgres"));
+        assert_eq!(r.path_prefix.as_deref(), Some(dir.path()));
+        let r = map
+            .resolve("postgres:15", &s(&["initdb"]), &[], DEFAULT_PATH)
+            .unwrap();
+        assert_eq!(r.program, dir.path().join("initdb"));
+    }
+
+    #[test]
+    fn unmapped_images_use_the_path_or_fail_naming_the_image() {
+        let map = ImageMap::empty();
+        let r = map
+            .resolve("busybox", &s(&["sleep", "1"]), &[], DEFAULT_PATH)
+            .unwrap();
+        assert!(r.program.ends_with("sleep"));
+        let e = map
+            .resolve("busybox:1.36", &[], &[], DEFAULT_PATH)
+            .unwrap_err();
+        assert!(e.0.contains("busybox:1.36"), "{e}");
+        let e = map
+            .resolve("acme/app", &s(&["no-such-binary-xyz"]), &[], DEFAULT_PATH)
+            .unwrap_err();
+        assert!(
+            e.0.contains("acme/app") && e.0.contains("no-such-binary-xyz"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn overrides_parse() {
+        let map = ImageMap::empty().with_overrides("a=/x, b/c=/y").unwrap();
+        assert_eq!(map.lookup("b/c:1"), Some(Path::new("/y")));
+        assert!(ImageMap::empty().with_overrides("nonsense").is_err());
+    }
+}

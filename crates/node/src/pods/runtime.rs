@@ -1,0 +1,123 @@
+//! Per-pod runtime facts other parts of the agent look up: directories, and for each running
+//! container its pid and shim spec (so exec probes and `pods/exec` can join it).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::shim::ShimSpec;
+
+#[derive(Debug)]
+pub struct PodRuntime {
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+    pub dir: PathBuf,
+    seq: u64,
+    running: Mutex<HashMap<String, (i32, ShimSpec)>>,
+    /// Process groups of commands run inside containers: (container, pgid, start time).
+    execs: Mutex<Vec<(String, i32, u64)>>,
+}
+
+impl PodRuntime {
+    /// Records a command started inside `container` (forgetting finished ones).
+    pub fn add_exec(&self, container: &str, pgid: i32) {
+        let started = crate::process::start_time(pgid).unwrap_or_default();
+        if let Ok(mut e) = self.execs.lock() {
+            e.retain(|(_, p, s)| crate::process::group_alive(*p, *s));
+            e.push((container.to_string(), pgid, started));
+        }
+    }
+
+    /// Kills what still runs of the commands started inside `container` (a container's
+    /// processes do not outlive it).
+    pub fn kill_execs(&self, container: &str) {
+        let Ok(mut e) = self.execs.lock() else {
+            return;
+        };
+        e.retain(|(c, pgid, started)| {
+            if c != container {
+                return true;
+            }
+            if crate::process::group_alive(*pgid, *started) {
+                crate::process::signal_group(*pgid, nix::sys::signal::Signal::SIGKILL);
+            }
+            false
+        });
+    }
+
+    pub fn log_dir(&self, container: &str) -> PathBuf {
+        self.dir.join("logs").join(container)
+    }
+
+    pub fn pid_file(&self, container: &str) -> PathBuf {
+        self.dir.join("pids").join(container)
+    }
+
+    pub fn run_dir(&self) -> PathBuf {
+        self.dir.join("run")
+    }
+
+    pub fn hosts_file(&self) -> PathBuf {
+        self.dir.join("hosts")
+    }
+
+    pub fn set_running(&self, container: &str, pid: i32, spec: ShimSpec) {
+        if let Ok(mut r) = self.running.lock() {
+            r.insert(container.to_string(), (pid, spec));
+        }
+    }
+
+    pub fn clear_running(&self, container: &str) {
+        if let Ok(mut r) = self.running.lock() {
+            r.remove(container);
+        }
+    }
+
+    /// The pid and spec of a running container.
+    pub fn exec_target(&self, container: &str) -> Option<(i32, ShimSpec)> {
+        self.running.lock().ok()?.get(container).cloned()
+    }
+}
+
+/// The pods this agent runs, by uid.
+#[derive(Debug, Default)]
+pub struct Registry {
+    pods: Mutex<HashMap<String, Arc<PodRuntime>>>,
+    seq: AtomicU64,
+}
+
+impl Registry {
+    pub fn insert(&self, uid: &str, namespace: &str, name: &str, dir: &Path) -> Arc<PodRuntime> {
+        let rt = Arc::new(PodRuntime {
+            uid: uid.to_string(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            dir: dir.to_path_buf(),
+            seq: self.seq.fetch_add(1, Ordering::Relaxed),
+            running: Mutex::new(HashMap::new()),
+            execs: Mutex::new(Vec::new()),
+        });
+        if let Ok(mut p) = self.pods.lock() {
+            p.insert(uid.to_string(), rt.clone());
+        }
+        rt
+    }
+
+    pub fn remove(&self, uid: &str) {
+        if let Ok(mut p) = self.pods.lock() {
+            p.remove(uid);
+        }
+    }
+
+    /// The newest pod with this namespace and name.
+    pub fn find(&self, namespace: &str, name: &str) -> Option<Arc<PodRuntime>> {
+        let p = self.pods.lock().ok()?;
+        p.values()
+            .filter(|r| r.namespace == namespace && r.name == name)
+            .max_by_key(|r| r.seq)
+            .cloned()
+    }
+}

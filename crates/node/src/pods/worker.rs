@@ -1,0 +1,459 @@
+//! One pod's life on this node: address, hosts file, volumes, init containers in order, then
+//! all containers; status reporting throughout; and the end — deletion (graceful with a
+//! `deletionTimestamp`, immediate on a DELETED event) or agent shutdown — after which no
+//! process of the pod is left. Finished pods (Succeeded/Failed) keep their object and logs.
+
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{DeleteParams, Preconditions};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::Waiting;
+use super::container::{Outcome, PodCtx, StopSignal};
+use super::objects;
+use super::report::Reporter;
+use super::spec::hostname;
+use super::state::{ContainerState, PodCell, PodState, Run, Slot};
+use super::status;
+use super::volumes::{self, VolumeCtx, Volumes};
+use crate::agent::Shared;
+use crate::dns::PodIdentity;
+
+/// Why a worker is asked to stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopKind {
+    /// The Pod object is gone (DELETED event).
+    Deleted,
+    /// The agent is shutting down; the Pod stays.
+    Shutdown,
+}
+
+fn seconds(s: i64) -> Duration {
+    Duration::from_secs(u64::try_from(s).unwrap_or(0))
+}
+
+fn spec_grace(pod: &Pod) -> Duration {
+    seconds(
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.termination_grace_period_seconds)
+            .unwrap_or(30),
+    )
+}
+
+fn deletion_grace(pod: &Pod) -> Option<Duration> {
+    pod.metadata.deletion_timestamp.as_ref()?;
+    Some(
+        pod.metadata
+            .deletion_grace_period_seconds
+            .map_or_else(|| spec_grace(pod), seconds),
+    )
+}
+
+fn phase_of(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending")
+}
+
+fn initial_state(pod: &Pod, ip: Ipv4Addr) -> PodState {
+    let spec = pod.spec.clone().unwrap_or_default();
+    let has_init = spec.init_containers.as_ref().is_some_and(|i| !i.is_empty());
+    let make = |c: &k8s_openapi::api::core::v1::Container, init: bool| {
+        let mut s = ContainerState::new(&c.name, c.image.as_deref().unwrap_or_default(), 0);
+        if !init && has_init {
+            s.run = Run::Waiting {
+                reason: "PodInitializing".into(),
+                message: None,
+            };
+        }
+        if let Some(prev) = previous_status(pod, &c.name, init) {
+            // A container that ran under a previous agent: its next start is a restart.
+            s.restart_count = prev.restart_count;
+            let st = prev.state.clone().unwrap_or_default();
+            if st.running.is_some() || st.terminated.is_some() {
+                s.restart_count += 1;
+                s.last = st.terminated.as_ref().map(previous_termination);
+            }
+        }
+        s
+    };
+    PodState {
+        pod_ip: ip,
+        start_time: pod
+            .status
+            .as_ref()
+            .and_then(|s| s.start_time.as_ref())
+            .map_or_else(Timestamp::now, |t| t.0),
+        init: spec
+            .init_containers
+            .iter()
+            .flatten()
+            .map(|c| make(c, true))
+            .collect(),
+        main: spec.containers.iter().map(|c| make(c, false)).collect(),
+        init_failed: false,
+    }
+}
+
+fn previous_status(
+    pod: &Pod,
+    name: &str,
+    init: bool,
+) -> Option<k8s_openapi::api::core::v1::ContainerStatus> {
+    let st = pod.status.as_ref()?;
+    let list = if init {
+        st.init_container_statuses.as_ref()
+    } else {
+        st.container_statuses.as_ref()
+    };
+    list?.iter().find(|c| c.name == name).cloned()
+}
+
+fn previous_termination(
+    t: &k8s_openapi::api::core::v1::ContainerStateTerminated,
+) -> super::state::Terminated {
+    let now = Timestamp::now();
+    super::state::Terminated {
+        exit_code: t.exit_code,
+        signal: t.signal,
+        reason: t.reason.clone().unwrap_or_else(|| "Error".into()),
+        message: t.message.clone(),
+        started_at: t.started_at.as_ref().map_or(now, |x| x.0),
+        finished_at: t.finished_at.as_ref().map_or(now, |x| x.0),
+        container_id: t.container_id.clone().unwrap_or_default(),
+    }
+}
+
+fn host_network(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.host_network)
+        .unwrap_or(false)
+}
+
+/// The pod's address: the host's for `hostNetwork` pods, else its previous one when still
+/// free, else a new one.
+fn allocate_ip(shared: &Shared, pod: &Pod) -> Option<Ipv4Addr> {
+    if host_network(pod) {
+        return Some(Ipv4Addr::LOCALHOST);
+    }
+    let mut ipam = shared.ipam.lock().ok()?;
+    let previous = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.pod_ip.as_deref())
+        .and_then(|ip| ip.parse::<Ipv4Addr>().ok());
+    if let Some(ip) = previous
+        && ipam.claim(ip)
+    {
+        return Some(ip);
+    }
+    ipam.allocate()
+}
+
+/// Deletes the Pod object without further grace (the processes are gone).
+async fn delete_object(shared: &Shared, pod: &Pod) {
+    let ns = pod
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let api: Api<Pod> = Api::namespaced(shared.client.clone(), &ns);
+    let mut params = DeleteParams::default().grace_period(0);
+    params.preconditions = Some(Preconditions {
+        uid: pod.metadata.uid.clone(),
+        resource_version: None,
+    });
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    match api.delete(&name, &params).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+        Err(e) => tracing::warn!(pod = %name, error = %e, "deleting the pod failed"),
+    }
+}
+
+fn remove_dir(dir: &std::path::Path) {
+    if let Err(e) = std::fs::remove_dir_all(dir)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(dir = %dir.display(), error = %e, "removing pod directory failed");
+    }
+}
+
+/// How the pod's run ended, for the clean-up.
+enum End {
+    Stop(StopKind),
+    Terminating,
+}
+
+/// Waits for the end of a pod that runs nothing (finished before this agent saw it).
+async fn idle(
+    pod_rx: &mut watch::Receiver<Arc<Pod>>,
+    stop_rx: &mut watch::Receiver<Option<StopKind>>,
+) -> End {
+    loop {
+        if let Some(kind) = *stop_rx.borrow() {
+            return End::Stop(kind);
+        }
+        if pod_rx.borrow().metadata.deletion_timestamp.is_some() {
+            return End::Terminating;
+        }
+        tokio::select! {
+            r = pod_rx.changed() => if r.is_err() { return End::Stop(StopKind::Shutdown) },
+            r = stop_rx.changed() => if r.is_err() { return End::Stop(StopKind::Shutdown) },
+        }
+    }
+}
+
+/// Runs one pod until it is deleted or the agent stops.
+pub async fn run(
+    shared: Arc<Shared>,
+    mut pod_rx: watch::Receiver<Arc<Pod>>,
+    mut stop_rx: watch::Receiver<Option<StopKind>>,
+) {
+    let pod = pod_rx.borrow().clone();
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let ns = pod
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let dir = shared.pods_dir().join(&uid);
+    if status::is_terminal(phase_of(&pod)) || pod.metadata.deletion_timestamp.is_some() {
+        let rt = shared.registry.insert(&uid, &ns, &name, &dir);
+        let end = idle(&mut pod_rx, &mut stop_rx).await;
+        shared.registry.remove(&rt.uid);
+        let last = pod_rx.borrow().clone();
+        finish(&shared, &last, &dir, end).await;
+        return;
+    }
+    let Some(ip) = allocate_ip(&shared, &pod) else {
+        tracing::error!(pod = %name, "no pod IP left");
+        return;
+    };
+    let rt = shared.registry.insert(&uid, &ns, &name, &dir);
+    let identity = PodIdentity {
+        ip: ip.to_string(),
+        namespace: ns.clone(),
+        name: name.clone(),
+        hostname: hostname(&pod),
+        subdomain: pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.subdomain.clone())
+            .filter(|s| !s.is_empty()),
+    };
+    if let Err(e) = shared.dns.register(&uid, rt.hosts_file(), identity) {
+        tracing::warn!(pod = %name, error = %e, "writing the pod's hosts file failed");
+    }
+    let cell = Arc::new(PodCell::new(initial_state(&pod, ip)));
+    let report_done = CancellationToken::new();
+    let reporter = tokio::spawn(
+        Reporter::new(shared.client.clone(), &pod, cell.clone()).run(report_done.clone()),
+    );
+    cell.changed.notify_one();
+    let stop = Arc::new(StopSignal::default());
+    let flow = tokio::spawn(run_containers(
+        shared.clone(),
+        rt.clone(),
+        pod.clone(),
+        cell.clone(),
+        ip,
+        stop.clone(),
+    ));
+    let mut flow = std::pin::pin!(flow);
+    let mut flow_done = false;
+    let end = loop {
+        if let Some(kind) = *stop_rx.borrow() {
+            let grace = match kind {
+                StopKind::Shutdown => spec_grace(&pod).min(shared.cfg.shutdown_grace),
+                StopKind::Deleted => spec_grace(&pod),
+            };
+            stop.stop(grace);
+            break End::Stop(kind);
+        }
+        if let Some(grace) = deletion_grace(&pod_rx.borrow()) {
+            stop.stop(grace);
+            break End::Terminating;
+        }
+        tokio::select! {
+            r = &mut flow, if !flow_done => {
+                flow_done = true;
+                if let Err(e) = r {
+                    tracing::error!(pod = %name, error = %e, "pod worker failed");
+                }
+            }
+            r = pod_rx.changed() => if r.is_err() { stop.stop(Duration::ZERO); break End::Stop(StopKind::Shutdown) },
+            r = stop_rx.changed() => if r.is_err() { stop.stop(Duration::ZERO); break End::Stop(StopKind::Shutdown) },
+        }
+    };
+    if !flow_done {
+        let _ = flow.await;
+    }
+    match end {
+        End::Stop(StopKind::Deleted) => reporter.abort(),
+        _ => {
+            report_done.cancel();
+            let _ = tokio::time::timeout(Duration::from_secs(5), reporter).await;
+        }
+    }
+    shared.dns.unregister(&uid);
+    shared.registry.remove(&uid);
+    let last = pod_rx.borrow().clone();
+    finish(&shared, &last, &dir, end).await;
+    if !host_network(&pod)
+        && let Ok(mut ipam) = shared.ipam.lock()
+    {
+        ipam.release(ip);
+    }
+}
+
+/// Clean-up once no process of the pod runs.
+async fn finish(shared: &Shared, pod: &Pod, dir: &std::path::Path, end: End) {
+    match end {
+        End::Stop(StopKind::Shutdown) => {}
+        End::Stop(StopKind::Deleted) => remove_dir(dir),
+        End::Terminating => {
+            remove_dir(dir);
+            delete_object(shared, pod).await;
+        }
+    }
+}
+
+/// Volumes, then init containers in order, then all containers; returns when every container
+/// is done for good or the pod is stopped.
+async fn run_containers(
+    shared: Arc<Shared>,
+    rt: Arc<super::runtime::PodRuntime>,
+    pod: Arc<Pod>,
+    cell: Arc<PodCell>,
+    ip: Ipv4Addr,
+    stop: Arc<StopSignal>,
+) {
+    let Some(volumes) = prepare_volumes(&shared, &rt, &pod, &cell, ip, &stop).await else {
+        return;
+    };
+    let ctx = PodCtx {
+        shared: shared.clone(),
+        rt: rt.clone(),
+        pod: pod.clone(),
+        cell: cell.clone(),
+        volumes: Arc::new(volumes),
+        pod_ip: ip,
+        stop: stop.clone(),
+    };
+    let refresher = tokio::spawn(refresh_volumes(
+        shared.clone(),
+        rt.dir.clone(),
+        pod.clone(),
+        ip,
+        stop.token.clone(),
+    ));
+    let spec = pod.spec.clone().unwrap_or_default();
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        match ctx.supervise(Slot::Init(i), c).await {
+            Outcome::Succeeded => {}
+            Outcome::Failed => {
+                cell.update(|s| s.init_failed = true);
+                refresher.abort();
+                return;
+            }
+            Outcome::Stopped => {
+                refresher.abort();
+                return;
+            }
+        }
+    }
+    let runs = spec.containers.iter().enumerate().map(|(i, c)| {
+        let ctx = ctx.clone();
+        let c = c.clone();
+        async move { ctx.supervise(Slot::Main(i), &c).await }
+    });
+    futures::future::join_all(runs).await;
+    refresher.abort();
+}
+
+async fn prepare_volumes(
+    shared: &Shared,
+    rt: &super::runtime::PodRuntime,
+    pod: &Pod,
+    cell: &PodCell,
+    ip: Ipv4Addr,
+    stop: &StopSignal,
+) -> Option<Volumes> {
+    loop {
+        let result = match objects::fetch(&shared.client, pod).await {
+            Ok(objects) => {
+                let ctx = VolumeCtx {
+                    client: &shared.client,
+                    state_dir: &shared.cfg.state_dir,
+                    pod_dir: &rt.dir,
+                    pod,
+                    pod_ip: &ip.to_string(),
+                    objects: &objects,
+                    node: shared.node,
+                };
+                volumes::prepare(&ctx).await
+            }
+            Err(e) => Err(Waiting {
+                reason: "ContainerCreating",
+                message: format!("reading referenced objects: {e}"),
+            }),
+        };
+        match result {
+            Ok(v) => return Some(v),
+            Err(w) => {
+                tracing::debug!(pod = %rt.name, message = %w.message, "volumes not ready");
+                cell.update(|s| {
+                    for c in s.init.iter_mut().chain(s.main.iter_mut()) {
+                        c.run = Run::Waiting {
+                            reason: w.reason.to_string(),
+                            message: Some(w.message.clone()),
+                        };
+                    }
+                });
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            () = stop.token.cancelled() => return None,
+        }
+    }
+}
+
+async fn refresh_volumes(
+    shared: Arc<Shared>,
+    dir: std::path::PathBuf,
+    pod: Arc<Pod>,
+    ip: Ipv4Addr,
+    stop: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(shared.cfg.volume_refresh) => {}
+            () = stop.cancelled() => return,
+        }
+        let Ok(objects) = objects::fetch(&shared.client, &pod).await else {
+            continue;
+        };
+        let ctx = VolumeCtx {
+            client: &shared.client,
+            state_dir: &shared.cfg.state_dir,
+            pod_dir: &dir,
+            pod: &pod,
+            pod_ip: &ip.to_string(),
+            objects: &objects,
+            node: shared.node,
+        };
+        volumes::refresh(&ctx);
+    }
+}

@@ -1,0 +1,10 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! End-to-end tests of the node agent: an embedded API server, the agent, and real processes
+//! (busybox-style shell pods, etcd, PostgreSQL). They need root (mount namespaces).
+
+#[path = "node_e2e/common.rs"]
+mod common;
+#[path = "node_e2e/databases.rs"]
+mod databases;
+#[path = "node_e2e/pods.rs"]
+mod pods;

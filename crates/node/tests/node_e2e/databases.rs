@@ -1,0 +1,267 @@
+//! Real databases as pods: etcd (Debian's /usr/bin/etcd through the image map) and
+//! PostgreSQL (Debian's postgresql-15 bin directory), with PVCs that survive the pod, Service
+//! names through the hosts files and ClusterIPs through the service proxy.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+const T: Duration = Duration::from_secs(30);
+
+fn b64(s: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+fn etcd_pod() -> Value {
+    json!({
+        "metadata": {"name": "etcd-0", "labels": {"app": "etcd"}},
+        "spec": {
+            "hostname": "etcd-0",
+            "subdomain": "etcd-peers",
+            "containers": [{
+                "name": "etcd",
+                "image": "quay.io/coreos/etcd:v3.5.17",
+                "command": ["/usr/local/bin/etcd"],
+                "args": [
+                    "--name=etcd-0",
+                    "--data-dir=/var/lib/etcd/data",
+                    "--listen-client-urls=http://$(POD_IP):2379",
+                    "--advertise-client-urls=http://$(POD_IP):2379",
+                    "--listen-peer-urls=http://$(POD_IP):2380",
+                    "--initial-advertise-peer-urls=http://$(POD_IP):2380",
+                    "--initial-cluster=etcd-0=http://$(POD_IP):2380"
+                ],
+                "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+                "ports": [{"name": "client", "containerPort": 2379}, {"name": "peer", "containerPort": 2380}],
+                "readinessProbe": {"httpGet": {"path": "/health", "port": "client"}, "periodSeconds": 1},
+                "livenessProbe": {"tcpSocket": {"port": 2379}, "periodSeconds": 1, "failureThreshold": 5},
+                "volumeMounts": [{"name": "data", "mountPath": "/var/lib/etcd"}]
+            }],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "etcd-data"}}]
+        }
+    })
+}
+
+/// Retries an HTTP call until it answers 200 (the proxy listener and etcd need a moment).
+async fn http_ok(addr: SocketAddr, path: &str, body: &str) -> String {
+    let deadline = Instant::now() + T;
+    loop {
+        let attempt = tokio::time::timeout(Duration::from_secs(2), async {
+            let s = tokio::net::TcpStream::connect(addr).await.ok()?;
+            drop(s);
+            Some(http(addr, "POST", path, Some(body)).await)
+        })
+        .await;
+        if let Ok(Some((200, text))) = attempt {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{addr}{path}: no 200 answer ({attempt:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn etcd_pod_serves_through_dns_and_cluster_ip_and_keeps_its_data() {
+    let env = start(20).await;
+    env.create::<PersistentVolumeClaim>(json!({"metadata": {"name": "etcd-data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
+        .await;
+    env.create::<Pod>(etcd_pod()).await;
+    let pod = env.wait_ready("etcd-0", T).await;
+    let ip = pod_ip(&pod);
+    let pvc = env
+        .api::<PersistentVolumeClaim>()
+        .get("etcd-data")
+        .await
+        .unwrap();
+    let pvc_status = pvc.status.unwrap();
+    assert_eq!(pvc_status.phase.as_deref(), Some("Bound"));
+    assert_eq!(pvc_status.capacity.unwrap()["storage"].0, "1Gi");
+
+    // Services created after the pod show up in its hosts file (same inode, updated in place).
+    env.create::<Service>(json!({"metadata": {"name": "etcd"}, "spec": {"clusterIP": "127.96.20.10",
+        "selector": {"app": "etcd"}, "ports": [{"name": "client", "port": 2379, "targetPort": "client"}]}}))
+    .await;
+    env.create::<Service>(json!({"metadata": {"name": "etcd-peers"}, "spec": {"clusterIP": "None",
+        "publishNotReadyAddresses": true, "selector": {"app": "etcd"}, "ports": [{"name": "peer", "port": 2380}]}}))
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let hosts = env
+            .exec("etcd-0", "etcd", &["cat", "/etc/hosts"])
+            .await
+            .stdout;
+        if hosts.contains("127.96.20.10\tetcd.t.svc.cluster.local etcd.t.svc etcd.t etcd\n")
+            && hosts.contains(&format!("{ip}\tetcd-0.etcd-peers.t.svc.cluster.local"))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "hosts file not updated: {hosts}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        env.node().resolve("etcd.t.svc.cluster.local"),
+        Some("127.96.20.10".parse().unwrap())
+    );
+    assert_eq!(env.node().resolve("etcd-0.etcd-peers.t"), Some(ip));
+    let cluster_hosts = std::fs::read_to_string(env.node().hosts_file()).unwrap();
+    assert!(
+        cluster_hosts.contains("127.96.20.10\tetcd.t.svc.cluster.local"),
+        "{cluster_hosts}"
+    );
+
+    // Write through the ClusterIP proxy, read from the pod IP.
+    let svc = SocketAddr::from((env.node().resolve("etcd.t.svc").unwrap(), 2379));
+    let put = json!({"key": b64("greeting"), "value": b64("hello")}).to_string();
+    http_ok(svc, "/v3/kv/put", &put).await;
+    let range = json!({"key": b64("greeting")}).to_string();
+    let got = http_ok(SocketAddr::from((ip, 2379)), "/v3/kv/range", &range).await;
+    assert!(got.contains(&b64("hello")), "{got}");
+
+    // Delete: etcd stops, the claim's data stays; a new pod finds it.
+    let pid = env.container_pid(&pod, "etcd");
+    env.delete_pod("etcd-0").await;
+    wait_process_gone(pid, T).await;
+    env.wait_gone("etcd-0", T).await;
+    assert!(
+        env.dir
+            .path()
+            .join("volumes/t/etcd-data/data/member")
+            .is_dir()
+    );
+    env.create::<Pod>(etcd_pod()).await;
+    let pod = env.wait_ready("etcd-0", T).await;
+    assert_ne!(pod_ip(&pod), ip, "a new pod gets a new address");
+    let got = http_ok(svc, "/v3/kv/range", &range).await;
+    assert!(got.contains(&b64("hello")), "{got}");
+    env.shutdown().await;
+}
+
+fn passwd_ids(user: &str) -> (u32, u32) {
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+    let line = passwd
+        .lines()
+        .find(|l| l.starts_with(&format!("{user}:")))
+        .unwrap();
+    let f: Vec<&str> = line.split(':').collect();
+    (f[2].parse().unwrap(), f[3].parse().unwrap())
+}
+
+fn postgres_pod(uid: u32, gid: u32) -> Value {
+    let data = "/var/lib/postgresql/data";
+    json!({
+        "metadata": {"name": "pg-0", "labels": {"app": "pg"}},
+        "spec": {
+            "securityContext": {"runAsUser": uid, "fsGroup": gid},
+            "initContainers": [{
+                "name": "initdb",
+                "image": "postgres:15",
+                "command": ["sh", "-c", format!(
+                    "test -f {data}/pgdata/PG_VERSION && exit 0; initdb -D {data}/pgdata --auth=trust -U postgres && echo 'host all all 127.0.0.0/8 trust' >> {data}/pgdata/pg_hba.conf")],
+                "volumeMounts": [{"name": "data", "mountPath": data}]
+            }],
+            "containers": [{
+                "name": "postgres",
+                "image": "postgres:15",
+                "args": ["-D", format!("{data}/pgdata"), "-c", "listen_addresses=$(POD_IP)", "-c", "unix_socket_directories=/var/run/postgresql"],
+                "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+                "ports": [{"name": "pg", "containerPort": 5432}],
+                "readinessProbe": {"exec": {"command": ["sh", "-c", "pg_isready -h $POD_IP"]}, "periodSeconds": 1},
+                "volumeMounts": [
+                    {"name": "data", "mountPath": data},
+                    {"name": "run", "mountPath": "/var/run/postgresql"}
+                ]
+            }],
+            "volumes": [
+                {"name": "data", "persistentVolumeClaim": {"claimName": "pg-data"}},
+                {"name": "run", "emptyDir": {}}
+            ]
+        }
+    })
+}
+
+async fn psql(host: &str, sql: &str) -> String {
+    let out = tokio::process::Command::new("psql")
+        .args(["-h", host, "-U", "postgres", "-d", "postgres", "-tAc", sql])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "psql -h {host} {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[tokio::test]
+async fn postgres_pod_runs_as_postgres_and_keeps_its_data() {
+    let env = start(21).await;
+    let (uid, gid) = passwd_ids("postgres");
+    env.create::<PersistentVolumeClaim>(json!({"metadata": {"name": "pg-data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
+        .await;
+    env.create::<Service>(
+        json!({"metadata": {"name": "pg"}, "spec": {"clusterIP": "127.96.21.10",
+        "selector": {"app": "pg"}, "ports": [{"port": 5432, "targetPort": "pg"}]}}),
+    )
+    .await;
+    env.create::<Pod>(postgres_pod(uid, gid)).await;
+    let pod = env.wait_ready("pg-0", T).await;
+    let ip = pod_ip(&pod).to_string();
+    assert_eq!(psql(&ip, "select current_user").await, "postgres");
+    psql(&ip, "create table t (x int); insert into t values (42)").await;
+    let r = env
+        .exec(
+            "pg-0",
+            "postgres",
+            &["sh", "-c", "id -u; ls -a /var/run/postgresql"],
+        )
+        .await;
+    assert!(r.stdout.starts_with(&format!("{uid}\n")), "{}", r.stdout);
+    assert!(r.stdout.contains(".s.PGSQL.5432"), "{}", r.stdout);
+
+    let pid = env.container_pid(&pod, "postgres");
+    env.delete_pod("pg-0").await;
+    wait_process_gone(pid, T).await;
+    env.wait_gone("pg-0", T).await;
+    env.create::<Pod>(postgres_pod(uid, gid)).await;
+    env.wait_ready("pg-0", T).await;
+    // Through the ClusterIP this time.
+    let deadline = Instant::now() + T;
+    loop {
+        let out = tokio::process::Command::new("psql")
+            .args([
+                "-h",
+                "127.96.21.10",
+                "-U",
+                "postgres",
+                "-d",
+                "postgres",
+                "-tAc",
+                "select x from t",
+            ])
+            .output()
+            .await
+            .unwrap();
+        if out.status.success() {
+            assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "42");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    env.shutdown().await;
+}
