@@ -30,7 +30,6 @@ impl FieldSet {
         cur.member = true;
     }
 
-    #[cfg(test)]
     pub fn contains(&self, path: &[String]) -> bool {
         let mut cur = self;
         for p in path {

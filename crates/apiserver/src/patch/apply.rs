@@ -52,6 +52,22 @@ pub fn apply(
     for path in stale.members() {
         if !others.has_descendants(&path) && !applied_set.has_descendants(&path) {
             remove_path(&mut merged, &path);
+            // A map the manager's fields implied disappears with its last field, as
+            // structured-merge-diff does, unless someone owns the map itself.
+            let mut parent = path.clone();
+            while parent.len() > 1 {
+                parent.pop();
+                if !parent.last().is_some_and(|p| p.starts_with("f:"))
+                    || others.contains(&parent)
+                    || others.has_descendants(&parent)
+                    || applied_set.contains(&parent)
+                    || applied_set.has_descendants(&parent)
+                    || !is_empty_map(&merged, &parent)
+                {
+                    break;
+                }
+                remove_path(&mut merged, &parent);
+            }
         }
     }
 
@@ -187,6 +203,23 @@ fn merge(def: &ResourceDef, live: &mut Value, applied: &Value, names: &mut Vec<S
     }
 }
 
+/// Whether the field a path designates is an empty JSON object.
+fn is_empty_map(obj: &Value, path: &[String]) -> bool {
+    let mut cur = obj;
+    for p in path {
+        let next = match cur {
+            Value::Object(m) => p.strip_prefix("f:").and_then(|f| m.get(f)),
+            Value::Array(a) => a.iter().find(|x| element_matches(x, p)),
+            _ => None,
+        };
+        match next {
+            Some(n) => cur = n,
+            None => return false,
+        }
+    }
+    cur.as_object().is_some_and(serde_json::Map::is_empty)
+}
+
 /// Removes the field, list item or set element a member path designates.
 pub fn remove_path(obj: &mut Value, path: &[String]) {
     let Some((last, parents)) = path.split_last() else {
@@ -280,6 +313,29 @@ mod tests {
 
     fn cfg(data: Value) -> Value {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": data})
+    }
+
+    #[test]
+    fn a_map_left_empty_by_a_manager_disappears_with_its_fields() {
+        let def = Registry::with_builtins()
+            .lookup("", "v1", "configmaps")
+            .unwrap()
+            .as_ref()
+            .clone();
+        let live = json!({"metadata": {"name": "a"}});
+        let with = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a",
+            "annotations": {"k": "v"}}, "data": {"x": "1"}});
+        let v1 = apply(&def, &live, &with, "alice", false, "").unwrap();
+        let without = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"},
+            "data": {"x": "1"}});
+        let v2 = apply(&def, &v1, &without, "alice", false, "").unwrap();
+        assert!(v2["metadata"].get("annotations").is_none(), "{v2}");
+        // A map someone else still has fields in stays.
+        let bob = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a",
+            "annotations": {"b": "1"}}});
+        let v3 = apply(&def, &v1, &bob, "bob", false, "").unwrap();
+        let v4 = apply(&def, &v3, &without, "alice", false, "").unwrap();
+        assert_eq!(v4["metadata"]["annotations"], json!({"b": "1"}));
     }
 
     #[test]
