@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 use steward_operator::config::{LogFormat, OperatorArgs};
 use tracing_subscriber::EnvFilter;
 
+mod dev_cli;
 mod self_check;
 
 /// Steward runs etcd, PostgreSQL, CrateDB and FoundationDB clusters on Kubernetes.
@@ -35,8 +36,32 @@ enum Command {
     /// Start an in-process API server, install the CRDs, run the operator against it, create an
     /// example EtcdCluster and check what the operator did. Needs no cluster.
     SelfCheck,
+    /// The local control plane: an embedded API server, a node agent running Pods as local
+    /// processes, and the operator, in the background (`up`, `down`, `status`).
+    #[command(subcommand)]
+    Dev(dev_cli::DevCommand),
+    /// Run a Node agent against the cluster of the current kubeconfig (Pods as local processes).
+    Node(NodeArgs),
+    /// The node agent's container shim (internal).
+    #[command(hide = true)]
+    NodeShim {
+        /// Shim arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Print the version.
     Version,
+}
+
+/// `steward node` flags.
+#[derive(clap::Args)]
+struct NodeArgs {
+    /// Node name.
+    #[arg(long, default_value = "steward-node")]
+    name: String,
+    /// State directory (volumes, logs, pid files).
+    #[arg(long, default_value = ".steward/node")]
+    state_dir: std::path::PathBuf,
 }
 
 fn init_tracing(format: LogFormat) {
@@ -63,7 +88,20 @@ async fn run_operator(args: OperatorArgs) -> anyhow::Result<()> {
     handle.wait().await.map_err(anyhow::Error::msg)
 }
 
-async fn shutdown_signal() {
+async fn run_node(args: NodeArgs) -> anyhow::Result<()> {
+    let client = kube::Client::try_default().await?;
+    let exe = std::env::current_exe()?.to_string_lossy().into_owned();
+    let config =
+        steward_node::NodeConfig::new(args.name, args.state_dir, vec![exe, "node-shim".into()]);
+    let node = steward_node::start(client, config).await?;
+    tracing::info!(kubelet = %node.kubelet_addr(), "node agent started");
+    shutdown_signal().await;
+    node.shutdown().await;
+    Ok(())
+}
+
+/// Waits for SIGTERM or Ctrl-C.
+pub(crate) async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
@@ -85,8 +123,23 @@ async fn shutdown_signal() {
     }
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    // The shim execs the container: it must not start a runtime or threads first.
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("node-shim") {
+        let code = steward_node::shim_main(argv[2..].to_vec());
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
+    match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt.block_on(async_main()),
+        Err(err) => {
+            eprintln!("error: starting the async runtime: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn async_main() -> ExitCode {
     // kube's and reqwest's rustls need a process-wide crypto provider.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
@@ -97,6 +150,9 @@ async fn main() -> ExitCode {
             .map(|yaml| print!("{yaml}"))
             .map_err(anyhow::Error::from),
         Command::SelfCheck => self_check::run().await,
+        Command::Dev(command) => dev_cli::run(command).await,
+        Command::Node(args) => run_node(args).await,
+        Command::NodeShim { .. } => Err(anyhow::anyhow!("node-shim must be the first argument")),
         Command::Version => {
             println!("steward {}", env!("CARGO_PKG_VERSION"));
             Ok(())

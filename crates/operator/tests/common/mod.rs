@@ -16,3 +16,4 @@ pub fn repo_file(rel: &str) -> String {
 pub fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
+pub mod e2e;

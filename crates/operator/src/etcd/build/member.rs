@@ -191,7 +191,8 @@ pub fn pod(peer: &EtcdPeer, names: &ClusterNames) -> Option<Pod> {
         ..Default::default()
     };
     let mut annotations = overrides.annotations.clone();
-    annotations.insert(SPEC_HASH.to_owned(), spec_hash(&spec, &labels));
+    let hash = spec_hash(&spec, &labels, &annotations);
+    annotations.insert(SPEC_HASH.to_owned(), hash);
     Some(Pod {
         metadata: ObjectMeta {
             name: Some(name),
@@ -206,9 +207,14 @@ pub fn pod(peer: &EtcdPeer, names: &ClusterNames) -> Option<Pod> {
     })
 }
 
-/// A stable hash (FNV-1a over the JSON form) of what Steward puts in a Pod.
-pub fn spec_hash(spec: &PodSpec, labels: &BTreeMap<String, String>) -> String {
-    let text = serde_json::to_string(&(spec, labels)).unwrap_or_default();
+/// A stable hash (FNV-1a over the JSON form) of what Steward puts in a Pod: spec, labels and
+/// annotations.
+pub fn spec_hash(
+    spec: &PodSpec,
+    labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
+) -> String {
+    let text = serde_json::to_string(&(spec, labels, annotations)).unwrap_or_default();
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in text.bytes() {
         hash ^= u64::from(byte);
@@ -275,7 +281,7 @@ mod tests {
     }
 
     #[test]
-    fn the_hash_changes_with_the_version_only() {
+    fn the_hash_follows_the_spec_and_the_template() {
         let names = ClusterNames::new("demo", "db", "cluster.local");
         let a = pod(&stored_peer(), &names).unwrap();
         let b = pod(&stored_peer(), &names).unwrap();
@@ -284,6 +290,13 @@ mod tests {
         let mut newer = stored_peer();
         newer.spec.version = "3.4.24".into();
         assert_ne!(hash(&a), hash(&pod(&newer, &names).unwrap()));
+        let mut annotated = stored_peer();
+        annotated
+            .spec
+            .pod_template
+            .annotations
+            .insert("rollout".into(), "1".into());
+        assert_ne!(hash(&a), hash(&pod(&annotated, &names).unwrap()));
     }
 
     #[test]

@@ -1,0 +1,284 @@
+//! `steward dev`: the whole local control plane in one process — Steward's embedded API server
+//! (state snapshotted under the state directory), the node agent running Pods as local
+//! processes, and the operator — plus applying manifests the way `kubectl apply
+//! --server-side` does. The end-to-end tests start the same [`DevPlane`].
+
+use std::fs::File;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use kube::discovery::{self, Scope};
+use kube::{Client, ResourceExt};
+use nix::fcntl::{Flock, FlockArg};
+use steward_apiserver::{ServerConfig, ServiceCidr};
+
+use crate::config::operator_args_from;
+use crate::embedded::{Embedded, EmbeddedError};
+use crate::runtime::OperatorHandle;
+
+/// The node name `steward dev` registers.
+pub const NODE_NAME: &str = "steward-dev";
+
+/// Why the local control plane could not start or a manifest could not be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum DevError {
+    /// API server, CRDs or namespaces.
+    #[error(transparent)]
+    Embedded(#[from] EmbeddedError),
+    /// The node agent.
+    #[error("starting the node agent failed: {0}")]
+    Node(String),
+    /// The operator.
+    #[error("starting the operator failed: {0}")]
+    Operator(String),
+    /// Files under the state directory.
+    #[error("{what} {path}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// Which file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A manifest is not valid YAML or not a Kubernetes object.
+    #[error("manifest {0}")]
+    Manifest(String),
+    /// The API refused a manifest.
+    #[error("applying {object} failed: {source}")]
+    Apply {
+        /// `Kind/name`.
+        object: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// How to start a [`DevPlane`].
+#[derive(Clone, Debug)]
+pub struct DevOptions {
+    /// Everything lives here: `state.json`, `kubeconfig`, `node/` (volumes, logs).
+    pub state_dir: PathBuf,
+    /// Program + leading arguments of the container shim (`[<steward>, "node-shim"]`).
+    pub shim: Vec<String>,
+    /// API server address; port 0 picks a free one.
+    pub api_bind: std::net::SocketAddr,
+    /// Extra `steward operator` flags.
+    pub operator_flags: Vec<String>,
+    /// First restart back-off of crashing containers.
+    pub restart_backoff: Duration,
+}
+
+impl DevOptions {
+    /// Defaults for `state_dir`, with `shim` run as the container shim.
+    pub fn new(state_dir: impl Into<PathBuf>, shim: Vec<String>) -> Self {
+        Self {
+            state_dir: state_dir.into(),
+            shim,
+            api_bind: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            operator_flags: Vec::new(),
+            restart_backoff: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A running local control plane.
+pub struct DevPlane {
+    /// API server and client.
+    pub embedded: Embedded,
+    /// The node agent.
+    pub node: steward_node::NodeHandle,
+    /// The operator.
+    pub operator: OperatorHandle,
+    /// Where the kubeconfig was written.
+    pub kubeconfig: PathBuf,
+    _services_lock: Flock<File>,
+}
+
+/// Claims a Service ClusterIP range `127.B.0.0/16` no other local control plane on this
+/// machine uses (each node agent proxies its API server's ClusterIPs on loopback, so two planes
+/// must not share one), held by an exclusive `flock` for the plane's lifetime. `127.96.0.0/16`
+/// when free.
+fn claim_service_range() -> Result<(ServiceCidr, Flock<File>), DevError> {
+    let dir = std::env::temp_dir().join("steward-dev-service-ranges");
+    std::fs::create_dir_all(&dir).map_err(io("creating", &dir))?;
+    for b in 96u8..=220 {
+        let path = dir.join(format!("127.{b}.lock"));
+        let file = File::create(&path).map_err(io("creating", &path))?;
+        if let Ok(lock) = Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            let cidr = ServiceCidr::new(Ipv4Addr::new(127, b, 0, 0), 16)
+                .map_err(|e| DevError::Manifest(format!("service range: {e}")))?;
+            return Ok((cidr, lock));
+        }
+    }
+    Err(DevError::Node(
+        "every local Service range 127.96–220.0.0/16 is in use by another control plane".into(),
+    ))
+}
+
+fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> DevError + 'a {
+    move |source| DevError::Io {
+        what,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+impl DevPlane {
+    /// Starts the API server (from `state.json` when present), installs the CRDs, starts the
+    /// node agent and the operator, and writes `kubeconfig`.
+    pub async fn start(options: DevOptions) -> Result<Self, DevError> {
+        let dir = &options.state_dir;
+        std::fs::create_dir_all(dir).map_err(io("creating", dir))?;
+        let (service_cidr, services_lock) = claim_service_range()?;
+        let config = ServerConfig {
+            bind: options.api_bind,
+            state_file: Some(dir.join("state.json")),
+            service_cidr,
+        };
+        let embedded = Embedded::start_with(config, &["steward-system"]).await?;
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(&kubeconfig, embedded.server.kubeconfig_yaml())
+            .map_err(io("writing", &kubeconfig))?;
+        let mut node_config =
+            steward_node::NodeConfig::new(NODE_NAME, dir.join("node"), options.shim.clone());
+        node_config.restart_backoff_base = options.restart_backoff;
+        let node = steward_node::start(embedded.client.clone(), node_config)
+            .await
+            .map_err(|e| DevError::Node(e.to_string()))?;
+        let mut flags = vec![
+            "--http-addr".to_owned(),
+            "127.0.0.1:0".to_owned(),
+            "--identity".to_owned(),
+            "steward-dev".to_owned(),
+            "--leader-election".to_owned(),
+            "false".to_owned(),
+        ];
+        flags.extend(options.operator_flags.iter().cloned());
+        let args = operator_args_from(flags).map_err(|e| DevError::Operator(e.to_string()))?;
+        let operator = crate::runtime::start(embedded.client.clone(), args)
+            .await
+            .map_err(|e| DevError::Operator(e.to_string()))?;
+        Ok(Self {
+            embedded,
+            node,
+            operator,
+            kubeconfig,
+            _services_lock: services_lock,
+        })
+    }
+
+    /// Stops the operator, then the node agent (every Pod process: SIGTERM, grace, SIGKILL),
+    /// then the API server (which writes its final snapshot).
+    pub async fn shutdown(self) {
+        if let Err(err) = self.operator.shutdown().await {
+            tracing::warn!(error = %err, "operator stopped with an error");
+        }
+        self.node.shutdown().await;
+        self.embedded.server.shutdown().await;
+    }
+}
+
+/// Splits a multi-document YAML stream into JSON objects (empty documents skipped).
+pub fn parse_manifests(text: &str) -> Result<Vec<serde_json::Value>, DevError> {
+    let mut docs = Vec::new();
+    let mut current = String::new();
+    let mut flush = |doc: &mut String| -> Result<(), DevError> {
+        if doc.lines().any(|l| {
+            let t = l.trim();
+            !t.is_empty() && !t.starts_with('#')
+        }) {
+            let value: serde_json::Value = serde_saphyr::from_str(doc)
+                .map_err(|e| DevError::Manifest(format!("is not valid YAML: {e}")))?;
+            if !value.is_null() {
+                docs.push(value);
+            }
+        }
+        doc.clear();
+        Ok(())
+    };
+    for line in text.lines() {
+        if line.trim_end() == "---" || line.starts_with("--- ") {
+            flush(&mut current)?;
+        } else {
+            current.push_str(line);
+            current.push('\n');
+        }
+    }
+    flush(&mut current)?;
+    Ok(docs)
+}
+
+/// Server-side applies every object in `text` (field manager `steward-dev`, forced), objects
+/// without a namespace going to `default_namespace` when their kind is namespaced. Returns
+/// `Kind/name` of each.
+pub async fn apply_manifests(
+    client: &Client,
+    text: &str,
+    default_namespace: &str,
+) -> Result<Vec<String>, DevError> {
+    let mut applied = Vec::new();
+    for value in parse_manifests(text)? {
+        let object: DynamicObject = serde_json::from_value(value)
+            .map_err(|e| DevError::Manifest(format!("is not a Kubernetes object: {e}")))?;
+        let types = object
+            .types
+            .clone()
+            .ok_or_else(|| DevError::Manifest("has no apiVersion/kind".into()))?;
+        let gvk = GroupVersionKind::try_from(&types)
+            .map_err(|e| DevError::Manifest(format!("has a bad apiVersion: {e}")))?;
+        let name = object.name_any();
+        let label = format!("{}/{name}", gvk.kind);
+        let (resource, caps) = discovery::pinned_kind(client, &gvk)
+            .await
+            .map_err(|source| DevError::Apply {
+                object: label.clone(),
+                source,
+            })?;
+        let api: Api<DynamicObject> = match caps.scope {
+            Scope::Namespaced => {
+                let ns = object
+                    .namespace()
+                    .unwrap_or_else(|| default_namespace.to_owned());
+                Api::namespaced_with(client.clone(), &ns, &resource)
+            }
+            Scope::Cluster => Api::all_with(client.clone(), &resource),
+        };
+        api.patch(
+            &name,
+            &PatchParams::apply("steward-dev").force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .map_err(|source| DevError::Apply {
+            object: label.clone(),
+            source,
+        })?;
+        applied.push(label);
+    }
+    Ok(applied)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multi_document_yaml_is_split_and_comments_skipped() {
+        let docs = parse_manifests(
+            "# leading comment\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: a\n---\n# only a comment\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: b\n",
+        )
+        .unwrap();
+        let names: Vec<&str> = docs
+            .iter()
+            .map(|d| d["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["a", "b"]);
+        assert!(parse_manifests("kind: [unclosed").is_err());
+    }
+}

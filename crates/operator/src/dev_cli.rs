@@ -1,0 +1,242 @@
+//! `steward dev up|down|status` (and the hidden `serve` they manage): the local control plane
+//! as a background process whose state, kubeconfig, pid file and log live under one directory.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use clap::{Args, Subcommand};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use steward_api::etcd::EtcdCluster;
+use steward_operator::dev::{DevOptions, DevPlane, apply_manifests};
+
+/// `steward dev` subcommands.
+#[derive(Subcommand)]
+pub enum DevCommand {
+    /// Start the API server, node agent and operator in the background, apply manifests, and
+    /// return once the control plane is ready.
+    Up(UpArgs),
+    /// Stop everything `up` started (Pod processes included).
+    Down(StateArgs),
+    /// Say what is running.
+    Status(StateArgs),
+    /// Run the control plane in the foreground (what `up` starts in the background).
+    #[command(hide = true)]
+    Serve(StateArgs),
+}
+
+/// Where the state lives.
+#[derive(Args, Clone)]
+pub struct StateArgs {
+    /// State directory: API snapshot, kubeconfig, volumes, logs, pid file.
+    #[arg(long, env = "STEWARD_DEV_STATE_DIR", default_value = ".steward/dev")]
+    pub state_dir: PathBuf,
+}
+
+/// `up` flags.
+#[derive(Args)]
+pub struct UpArgs {
+    #[command(flatten)]
+    state: StateArgs,
+    /// Manifests to apply once ready (server-side apply, namespace `default` when unset).
+    #[arg(short = 'f', long = "filename")]
+    files: Vec<PathBuf>,
+    /// Seconds to wait for the control plane.
+    #[arg(long, default_value_t = 120)]
+    timeout: u64,
+}
+
+fn pid_file(dir: &Path) -> PathBuf {
+    dir.join("dev.pid")
+}
+
+fn ready_file(dir: &Path) -> PathBuf {
+    dir.join("ready")
+}
+
+fn running_pid(dir: &Path) -> Option<i32> {
+    let pid: i32 = std::fs::read_to_string(pid_file(dir))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    kill(Pid::from_raw(pid), None).ok().map(|()| pid)
+}
+
+async fn client_for(dir: &Path) -> anyhow::Result<Client> {
+    let path = dir.join("kubeconfig");
+    let kubeconfig =
+        Kubeconfig::read_from(&path).with_context(|| format!("reading {}", path.display()))?;
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    Ok(Client::try_from(config)?)
+}
+
+/// Runs a `steward dev` command.
+pub async fn run(command: DevCommand) -> anyhow::Result<()> {
+    match command {
+        DevCommand::Up(args) => up(args).await,
+        DevCommand::Down(args) => down(&args.state_dir).await,
+        DevCommand::Status(args) => status(&args.state_dir).await,
+        DevCommand::Serve(args) => serve(&args.state_dir).await,
+    }
+}
+
+async fn up(args: UpArgs) -> anyhow::Result<()> {
+    let dir = args.state.state_dir.clone();
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let dir = dir.canonicalize()?;
+    if let Some(pid) = running_pid(&dir) {
+        println!("steward dev is already running (pid {pid})");
+    } else {
+        let _ = std::fs::remove_file(ready_file(&dir));
+        let log_path = dir.join("dev.log");
+        let log = std::fs::File::create(&log_path)
+            .with_context(|| format!("creating {}", log_path.display()))?;
+        let exe = std::env::current_exe()?;
+        let mut child = std::process::Command::new(exe);
+        child
+            .args(["dev", "serve", "--state-dir"])
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        std::os::unix::process::CommandExt::process_group(&mut child, 0);
+        let mut child = child.spawn().context("starting the control plane")?;
+        let deadline = Instant::now() + Duration::from_secs(args.timeout);
+        loop {
+            if ready_file(&dir).exists() {
+                break;
+            }
+            if let Some(code) = child.try_wait()? {
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(20).collect();
+                bail!(
+                    "the control plane exited ({code}); last log lines:\n{}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                );
+            }
+            if Instant::now() > deadline {
+                let _ = kill(Pid::from_raw(i32::try_from(child.id())?), Signal::SIGTERM);
+                bail!(
+                    "the control plane was not ready within {} s; see {}",
+                    args.timeout,
+                    log_path.display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        println!("steward dev started (pid {})", child.id());
+    }
+    let client = client_for(&dir).await?;
+    for file in &args.files {
+        let text =
+            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        for object in apply_manifests(&client, &text, "default").await? {
+            println!("applied {object} from {}", file.display());
+        }
+    }
+    println!("state:      {}", dir.display());
+    println!("log:        {}", dir.join("dev.log").display());
+    println!("export KUBECONFIG={}", dir.join("kubeconfig").display());
+    Ok(())
+}
+
+async fn serve(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let dir = dir.canonicalize()?;
+    let exe = std::env::current_exe()?.to_string_lossy().into_owned();
+    let options = DevOptions::new(&dir, vec![exe, "node-shim".into()]);
+    let plane = DevPlane::start(options).await?;
+    std::fs::write(pid_file(&dir), std::process::id().to_string())?;
+    std::fs::write(
+        ready_file(&dir),
+        format!(
+            "api {}\noperator http://{}\nkubelet {}\n",
+            plane.embedded.server.url(),
+            plane.operator.http_addr,
+            plane.node.kubelet_addr()
+        ),
+    )?;
+    tracing::info!(api = %plane.embedded.server.url(), "steward dev ready");
+    crate::shutdown_signal().await;
+    tracing::info!("stopping steward dev");
+    plane.shutdown().await;
+    let _ = std::fs::remove_file(ready_file(&dir));
+    let _ = std::fs::remove_file(pid_file(&dir));
+    Ok(())
+}
+
+async fn down(dir: &Path) -> anyhow::Result<()> {
+    let Some(pid) = running_pid(dir) else {
+        let _ = std::fs::remove_file(pid_file(dir));
+        println!("steward dev is not running");
+        return Ok(());
+    };
+    let pid = Pid::from_raw(pid);
+    kill(pid, Signal::SIGTERM).context("signalling the control plane")?;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while kill(pid, None).is_ok() {
+        if Instant::now() > deadline {
+            let _ = kill(pid, Signal::SIGKILL);
+            bail!("the control plane did not stop within 90 s; killed it");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let _ = std::fs::remove_file(pid_file(dir));
+    let _ = std::fs::remove_file(ready_file(dir));
+    println!("steward dev stopped");
+    Ok(())
+}
+
+async fn status(dir: &Path) -> anyhow::Result<()> {
+    let Some(pid) = running_pid(dir) else {
+        println!("steward dev is not running (state dir {})", dir.display());
+        return Ok(());
+    };
+    println!("steward dev is running (pid {pid})");
+    if let Ok(text) = std::fs::read_to_string(ready_file(dir)) {
+        print!("{text}");
+    }
+    let client = client_for(dir).await?;
+    let nodes: Api<Node> = Api::all(client.clone());
+    for node in nodes.list(&ListParams::default()).await?.items {
+        let ready = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+            .map_or("Unknown", |c| c.status.as_str())
+            .to_owned();
+        println!(
+            "node {} Ready={ready}",
+            node.metadata.name.unwrap_or_default()
+        );
+    }
+    let pods: Api<Pod> = Api::all(client.clone());
+    let list = pods.list(&ListParams::default()).await?;
+    let running = list
+        .items
+        .iter()
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        .count();
+    println!("pods: {} ({running} running)", list.items.len());
+    let clusters: Api<EtcdCluster> = Api::all(client);
+    for c in clusters.list(&ListParams::default()).await?.items {
+        let s = c.status.unwrap_or_default();
+        println!(
+            "EtcdCluster {}/{}: {}/{} ready members, quorate={:?}",
+            c.metadata.namespace.unwrap_or_default(),
+            c.metadata.name.unwrap_or_default(),
+            s.ready_members,
+            c.spec.replicas,
+            s.quorate
+        );
+    }
+    Ok(())
+}

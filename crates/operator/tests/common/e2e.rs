@@ -1,0 +1,267 @@
+//! The end-to-end harness. Each test gets a fresh control plane — Steward's embedded API
+//! server, the node agent running Pods as local processes and the operator — on free ports in
+//! a temporary directory, and a fresh namespace. With `STEWARD_E2E_KUBECONFIG` set, it starts
+//! only the node agent (joined to that cluster as a Node) and the operator (scoped to the
+//! test's namespace) against the real cluster, so the same scenarios run on both.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config, Resource};
+use serde::de::DeserializeOwned;
+use steward_operator::dev::{DevOptions, DevPlane, apply_manifests};
+use steward_operator::runtime::OperatorHandle;
+
+/// One test's control plane.
+pub struct Plane {
+    /// A client for it.
+    pub client: Client,
+    /// The test's namespace.
+    pub namespace: String,
+    /// The temporary state directory.
+    pub dir: tempfile::TempDir,
+    embedded: Option<DevPlane>,
+    real: Option<(steward_node::NodeHandle, OperatorHandle)>,
+}
+
+fn shim() -> Vec<String> {
+    vec![env!("CARGO_BIN_EXE_steward").to_owned(), "node-shim".into()]
+}
+
+/// The operator flags every e2e test uses: short database timeouts.
+fn operator_flags(namespace: Option<&str>) -> Vec<String> {
+    let mut flags = vec!["--database-timeout-seconds".to_owned(), "2".to_owned()];
+    if let Some(ns) = namespace {
+        flags.extend(["--namespace".to_owned(), ns.to_owned()]);
+    }
+    flags
+}
+
+impl Plane {
+    /// Starts a fresh plane and namespace.
+    pub async fn start() -> Self {
+        super::install_crypto();
+        // `STEWARD_TEST_LOG=steward_operator=debug` shows the operator's and agent's logs.
+        if let Ok(filter) = std::env::var("STEWARD_TEST_LOG") {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                .with_test_writer()
+                .try_init();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let namespace =
+            format!("e2e-{}", std::process::id() % 100_000) + &format!("-{}", rand_suffix());
+        if let Ok(path) = std::env::var("STEWARD_E2E_KUBECONFIG") {
+            let kubeconfig = Kubeconfig::read_from(&path).unwrap();
+            let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .unwrap();
+            let client = Client::try_from(config).unwrap();
+            steward_operator::embedded::install_crds(&client)
+                .await
+                .unwrap();
+            create_namespace(&client, &namespace).await;
+            let mut node = steward_node::NodeConfig::new(
+                format!("steward-e2e-{}", rand_suffix()),
+                dir.path().join("node"),
+                shim(),
+            );
+            node.restart_backoff_base = Duration::from_secs(1);
+            let node = steward_node::start(client.clone(), node).await.unwrap();
+            let mut flags = vec![
+                "--http-addr".to_owned(),
+                "127.0.0.1:0".to_owned(),
+                "--leader-election".to_owned(),
+                "false".to_owned(),
+            ];
+            flags.extend(operator_flags(Some(&namespace)));
+            let args = steward_operator::config::operator_args_from(flags).unwrap();
+            let op = steward_operator::runtime::start(client.clone(), args)
+                .await
+                .unwrap();
+            return Self {
+                client,
+                namespace,
+                dir,
+                embedded: None,
+                real: Some((node, op)),
+            };
+        }
+        let mut options = DevOptions::new(dir.path(), shim());
+        options.restart_backoff = Duration::from_secs(1);
+        options.operator_flags = operator_flags(None);
+        let plane = DevPlane::start(options).await.unwrap();
+        let client = plane.embedded.client.clone();
+        create_namespace(&client, &namespace).await;
+        Self {
+            client,
+            namespace,
+            dir,
+            embedded: Some(plane),
+            real: None,
+        }
+    }
+
+    /// An `Api` in the test namespace.
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>,
+    {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// Server-side applies YAML manifests into the test namespace.
+    pub async fn apply(&self, yaml: &str) {
+        apply_manifests(&self.client, yaml, &self.namespace)
+            .await
+            .unwrap_or_else(|e| panic!("apply failed: {e}"));
+    }
+
+    /// The operator's handle (to restart it, read metrics).
+    pub fn operator(&self) -> &OperatorHandle {
+        match (&self.embedded, &self.real) {
+            (Some(p), _) => &p.operator,
+            (None, Some((_, op))) => op,
+            _ => unreachable!("a plane has an operator"),
+        }
+    }
+
+    /// Stops the operator and starts a new one (same flags), as a restart would.
+    pub async fn restart_operator(&mut self) {
+        let scoped = self.real.is_some().then(|| self.namespace.clone());
+        let mut flags = vec![
+            "--http-addr".to_owned(),
+            "127.0.0.1:0".to_owned(),
+            "--leader-election".to_owned(),
+            "false".to_owned(),
+        ];
+        flags.extend(operator_flags(scoped.as_deref()));
+        let args = steward_operator::config::operator_args_from(flags).unwrap();
+        let fresh = steward_operator::runtime::start(self.client.clone(), args)
+            .await
+            .unwrap();
+        let old = match (&mut self.embedded, &mut self.real) {
+            (Some(p), _) => std::mem::replace(&mut p.operator, fresh),
+            (None, Some((_, op))) => std::mem::replace(op, fresh),
+            _ => unreachable!(),
+        };
+        old.shutdown().await.unwrap();
+    }
+
+    /// Polls `get` every 250 ms until `ready` holds, or fails after `timeout` with the last
+    /// value and every Pod's log.
+    pub async fn wait_for<K, P>(&self, what: &str, name: &str, timeout: Duration, ready: P) -> K
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + Debug
+            + DeserializeOwned,
+        P: Fn(&K) -> bool,
+    {
+        let api: Api<K> = self.api();
+        let deadline = Instant::now() + timeout;
+        let mut last = None;
+        loop {
+            if let Ok(Some(obj)) = api.get_opt(name).await {
+                if ready(&obj) {
+                    return obj;
+                }
+                last = Some(obj);
+            }
+            if Instant::now() > deadline {
+                self.dump().await;
+                panic!("timed out after {timeout:?} waiting for {what}; last seen: {last:#?}");
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Polls `probe` until it returns `Some`, or fails after `timeout` (dumping Pod logs).
+    pub async fn eventually<T, F, Fut>(&self, what: &str, timeout: Duration, probe: F) -> T
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Option<T>>,
+    {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(v) = probe().await {
+                return v;
+            }
+            if Instant::now() > deadline {
+                self.dump().await;
+                panic!("timed out after {timeout:?} waiting for {what}");
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Prints every Pod of the namespace with its status and the tail of its logs.
+    pub async fn dump(&self) {
+        let pods: Api<Pod> = self.api();
+        let Ok(list) = pods.list(&ListParams::default()).await else {
+            return;
+        };
+        for pod in list.items {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            eprintln!(
+                "--- pod {name}: {:?}",
+                pod.status
+                    .as_ref()
+                    .map(|s| (&s.phase, &s.pod_ip, &s.container_statuses))
+            );
+            let params = LogParams {
+                tail_lines: Some(30),
+                ..LogParams::default()
+            };
+            if let Ok(log) = pods.logs(&name, &params).await {
+                eprintln!("{log}");
+            }
+        }
+    }
+
+    /// Stops everything (Pod processes included).
+    pub async fn shutdown(self) {
+        if let Some(plane) = self.embedded {
+            plane.shutdown().await;
+        }
+        if let Some((node, op)) = self.real {
+            let _ = op.shutdown().await;
+            let ns: Api<Namespace> = Api::all(self.client.clone());
+            let _ = ns.delete(&self.namespace, &DeleteParams::default()).await;
+            node.shutdown().await;
+        }
+    }
+}
+
+async fn create_namespace(client: &Client, name: &str) {
+    let ns: Api<Namespace> = Api::all(client.clone());
+    let mut object = Namespace::default();
+    object.metadata.name = Some(name.to_owned());
+    match ns.create(&PostParams::default(), &object).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("creating namespace {name}: {e}"),
+    }
+}
+
+fn rand_suffix() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!("{:05x}", nanos % 0xfffff)
+}
+
+/// Whether a Pod is Ready.
+pub fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}

@@ -1,0 +1,481 @@
+//! etcd end to end: real etcd members run as Pods by the node agent, managed by the operator,
+//! on a fresh control plane per test (see `common/e2e.rs`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use common::e2e::{Plane, pod_ready};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use kube::ResourceExt;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use steward_api::common::{OperationKind, OperationPhase};
+use steward_api::etcd::{EtcdCluster, EtcdPeer};
+use tokio::sync::Mutex;
+
+const VERSION: &str = "3.4.23";
+
+fn manifest(name: &str, replicas: i32) -> String {
+    format!(
+        "apiVersion: steward.dev/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: {name}\nspec:\n  replicas: {replicas}\n  version: {VERSION}\n"
+    )
+}
+
+/// Available, `want` healthy voting members, no learner, nothing in progress.
+fn settled(want: i32) -> impl Fn(&EtcdCluster) -> bool {
+    move |c: &EtcdCluster| {
+        let Some(s) = &c.status else { return false };
+        let available = s
+            .common
+            .conditions
+            .iter()
+            .any(|x| x.type_ == "Available" && x.status == "True");
+        available
+            && s.ready_members == want
+            && s.replicas == want
+            && s.members.len() == usize::try_from(want).unwrap()
+            && s.members.iter().all(|m| m.healthy && !m.learner)
+            && s.common.operation.is_none()
+    }
+}
+
+const BOOT: Duration = Duration::from_secs(90);
+
+async fn create(plane: &Plane, name: &str, replicas: i32) -> EtcdCluster {
+    plane.apply(&manifest(name, replicas)).await;
+    plane
+        .wait_for::<EtcdCluster, _>(
+            &format!("{name} with {replicas} healthy members"),
+            name,
+            BOOT,
+            settled(replicas),
+        )
+        .await
+}
+
+async fn scale(plane: &Plane, name: &str, replicas: i32) {
+    let clusters = plane.api::<EtcdCluster>();
+    let patch = serde_json::json!({"spec": {"replicas": replicas}});
+    clusters
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+/// An etcd client through the cluster's `-client` Service (the node agent's ClusterIP proxy).
+async fn etcd_client(plane: &Plane, name: &str) -> etcd_client::Client {
+    let svc = plane
+        .api::<Service>()
+        .get(&format!("{name}-client"))
+        .await
+        .unwrap();
+    let ip = svc.spec.unwrap().cluster_ip.unwrap();
+    let options = etcd_client::ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(2))
+        .with_timeout(Duration::from_secs(5));
+    etcd_client::Client::connect([format!("http://{ip}:2379")], Some(options))
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_members_bootstrap_and_report_status() {
+    let plane = Plane::start().await;
+    let c = create(&plane, "trio", 3).await;
+    let status = c.status.unwrap();
+    assert_eq!(status.quorate, Some(true));
+    assert_eq!(status.cluster_version.as_deref(), Some(VERSION));
+    assert_eq!(status.members.iter().filter(|m| m.leader).count(), 1);
+    let names: Vec<&str> = status.members.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["trio-0", "trio-1", "trio-2"]);
+    let last = status.common.last_operation.expect("bootstrap recorded");
+    assert_eq!(
+        (last.kind, last.phase),
+        (OperationKind::Bootstrap, OperationPhase::Succeeded)
+    );
+    // Every peer reports its member.
+    let peers = plane
+        .api::<EtcdPeer>()
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(peers.items.len(), 3);
+    let ids: BTreeSet<String> = status.members.iter().map(|m| m.id.clone()).collect();
+    let peers_ready = plane
+        .eventually("peers ready", Duration::from_secs(30), || async {
+            let peers = plane
+                .api::<EtcdPeer>()
+                .list(&ListParams::default())
+                .await
+                .ok()?;
+            peers
+                .items
+                .iter()
+                .all(|p| p.status.as_ref().is_some_and(|s| s.ready))
+                .then_some(peers)
+        })
+        .await;
+    for p in &peers_ready.items {
+        let s = p.status.as_ref().unwrap();
+        assert!(ids.contains(s.member_id.as_ref().unwrap()), "{s:?}");
+        assert_eq!(
+            s.hostname,
+            format!(
+                "{}.trio.{}.svc.cluster.local",
+                p.name_any(),
+                plane.namespace
+            )
+        );
+    }
+    // Data goes in and comes out through the client Service.
+    let mut client = etcd_client(&plane, "trio").await;
+    client.put("greeting", "hello", None).await.unwrap();
+    let got = client.get("greeting", None).await.unwrap();
+    assert_eq!(got.kvs()[0].value(), b"hello");
+    plane.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn scaling_three_five_three_keeps_every_acknowledged_write() {
+    let plane = Plane::start().await;
+    create(&plane, "grow", 3).await;
+    let client = etcd_client(&plane, "grow").await;
+    let acked = Arc::new(Mutex::new(Vec::<String>::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (acked, stop, mut client) = (acked.clone(), stop.clone(), client.clone());
+        tokio::spawn(async move {
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let key = format!("k{i:06}");
+                if client.put(key.clone(), "v", None).await.is_ok() {
+                    acked.lock().await.push(key);
+                }
+                i += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    // Quorum is watched the whole time through the operator's status.
+    let quorum_lost = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (api, lost, stop) = (
+            plane.api::<EtcdCluster>(),
+            quorum_lost.clone(),
+            stop.clone(),
+        );
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(c) = api.get("grow").await
+                    && c.status.and_then(|s| s.quorate) == Some(false)
+                {
+                    lost.store(true, Ordering::Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    scale(&plane, "grow", 5).await;
+    let c = plane
+        .wait_for::<EtcdCluster, _>("5 members", "grow", BOOT, settled(5))
+        .await;
+    let last = c.status.unwrap().common.last_operation.unwrap();
+    assert_eq!(
+        (last.kind, last.phase),
+        (OperationKind::Scale, OperationPhase::Succeeded)
+    );
+    assert_eq!(last.progress, "2/2");
+    scale(&plane, "grow", 3).await;
+    let c = plane
+        .wait_for::<EtcdCluster, _>("back to 3 members", "grow", BOOT, settled(3))
+        .await;
+    let names: Vec<String> = c
+        .status
+        .unwrap()
+        .members
+        .iter()
+        .map(|m| m.name.clone())
+        .collect();
+    assert_eq!(
+        names,
+        ["grow-0", "grow-1", "grow-2"],
+        "the highest ordinals left"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.store(true, Ordering::Relaxed);
+    writer.await.unwrap();
+    watcher.await.unwrap();
+    assert!(
+        !quorum_lost.load(Ordering::Relaxed),
+        "quorum was lost during scaling"
+    );
+    let acked = acked.lock().await.clone();
+    assert!(
+        acked.len() > 50,
+        "the writer made progress: {}",
+        acked.len()
+    );
+    let mut reader = client.clone();
+    let all = reader
+        .get("k", Some(etcd_client::GetOptions::new().with_prefix()))
+        .await
+        .unwrap();
+    let stored: BTreeSet<String> = all
+        .kvs()
+        .iter()
+        .map(|kv| kv.key_str().unwrap().to_owned())
+        .collect();
+    let lost: Vec<&String> = acked.iter().filter(|k| !stored.contains(*k)).collect();
+    assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
+    // Removed members' peers and Pods are gone; their claims are retained (the default).
+    let pods = plane
+        .api::<Pod>()
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(pods.items.len(), 3);
+    let claims = plane
+        .api::<PersistentVolumeClaim>()
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(claims.items.len(), 5);
+    plane.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_deleted_member_pod_comes_back_on_its_claim_and_rejoins() {
+    let plane = Plane::start().await;
+    let c = create(&plane, "phoenix", 3).await;
+    let before = c.status.unwrap().members;
+    let mut client = etcd_client(&plane, "phoenix").await;
+    client.put("survivor", "yes", None).await.unwrap();
+    let pods = plane.api::<Pod>();
+    let old = pods.get("phoenix-1").await.unwrap();
+    pods.delete("phoenix-1", &DeleteParams::default())
+        .await
+        .unwrap();
+    plane
+        .eventually("a new phoenix-1 Pod, ready", BOOT, || async {
+            let p = pods.get_opt("phoenix-1").await.ok()??;
+            (p.uid() != old.uid() && pod_ready(&p)).then_some(())
+        })
+        .await;
+    let c = plane
+        .wait_for::<EtcdCluster, _>("3 healthy members again", "phoenix", BOOT, settled(3))
+        .await;
+    let after = c.status.unwrap().members;
+    let id = |ms: &[steward_api::etcd::EtcdMemberStatus]| {
+        ms.iter()
+            .find(|m| m.name == "phoenix-1")
+            .unwrap()
+            .id
+            .clone()
+    };
+    assert_eq!(
+        id(&before),
+        id(&after),
+        "the same member rejoined, not a new one"
+    );
+    let got = client.get("survivor", None).await.unwrap();
+    assert_eq!(got.kvs()[0].value(), b"yes");
+    plane.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deleting_the_cluster_stops_members_and_keeps_claims() {
+    let plane = Plane::start().await;
+    create(&plane, "brief", 3).await;
+    plane
+        .api::<EtcdCluster>()
+        .delete("brief", &DeleteParams::default())
+        .await
+        .unwrap();
+    plane
+        .eventually(
+            "cluster, peers and Pods gone",
+            Duration::from_secs(60),
+            || async {
+                let c = plane.api::<EtcdCluster>().get_opt("brief").await.ok()?;
+                let peers = plane
+                    .api::<EtcdPeer>()
+                    .list(&ListParams::default())
+                    .await
+                    .ok()?;
+                let pods = plane.api::<Pod>().list(&ListParams::default()).await.ok()?;
+                (c.is_none() && peers.items.is_empty() && pods.items.is_empty()).then_some(())
+            },
+        )
+        .await;
+    let claims = plane
+        .api::<PersistentVolumeClaim>()
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(claims.items.len(), 3, "claims are retained by default");
+    plane.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn invalid_specs_are_refused_and_nothing_is_deleted() {
+    let plane = Plane::start().await;
+    // Rejected by the schema.
+    let err = apply_err(&plane, &manifest("zero", 0)).await;
+    assert!(err.contains("replicas"), "{err}");
+    // Accepted by the schema, refused by validation.
+    plane
+        .apply(&manifest("ancient", 3).replace(VERSION, "3.3.25"))
+        .await;
+    let c = plane
+        .wait_for::<EtcdCluster, _>("InvalidSpec", "ancient", Duration::from_secs(20), |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.common
+                    .conditions
+                    .iter()
+                    .any(|x| x.type_ == "Degraded" && x.reason == "InvalidSpec")
+            })
+        })
+        .await;
+    let message = c
+        .status
+        .unwrap()
+        .common
+        .conditions
+        .into_iter()
+        .find(|x| x.type_ == "Degraded")
+        .unwrap()
+        .message;
+    assert!(message.contains("older than 3.4"), "{message}");
+    assert!(
+        plane
+            .api::<EtcdPeer>()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    // A running cluster asked to skip a minor version refuses and keeps its members.
+    create(&plane, "steady", 3).await;
+    let uids =
+        |pods: Vec<Pod>| -> BTreeSet<String> { pods.iter().filter_map(|p| p.uid()).collect() };
+    let before = uids(
+        plane
+            .api::<Pod>()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items,
+    );
+    let patch = serde_json::json!({"spec": {"version": "3.6.0"}});
+    plane
+        .api::<EtcdCluster>()
+        .patch("steady", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let c = plane
+        .wait_for::<EtcdCluster, _>(
+            "UnsupportedUpgrade",
+            "steady",
+            Duration::from_secs(30),
+            |c| {
+                c.status.as_ref().is_some_and(|s| {
+                    s.common
+                        .conditions
+                        .iter()
+                        .any(|x| x.type_ == "Degraded" && x.reason == "UnsupportedUpgrade")
+                })
+            },
+        )
+        .await;
+    assert_eq!(c.status.unwrap().ready_members, 3);
+    let after = uids(
+        plane
+            .api::<Pod>()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items,
+    );
+    assert_eq!(before, after, "no member was touched");
+    plane.shutdown().await;
+}
+
+async fn apply_err(plane: &Plane, yaml: &str) -> String {
+    match steward_operator::dev::apply_manifests(&plane.client, yaml, &plane.namespace).await {
+        Ok(applied) => panic!("{applied:?} was accepted"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_restarted_operator_finishes_a_scale_it_started() {
+    let mut plane = Plane::start().await;
+    create(&plane, "resume", 3).await;
+    scale(&plane, "resume", 5).await;
+    // Wait until the scale is under way (a fourth member exists), then restart the operator.
+    plane
+        .wait_for::<EtcdCluster, _>("scale under way", "resume", BOOT, |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.members.len() >= 4
+                    && s.common
+                        .operation
+                        .as_ref()
+                        .is_some_and(|o| o.kind == OperationKind::Scale)
+            })
+        })
+        .await;
+    plane.restart_operator().await;
+    let c = plane
+        .wait_for::<EtcdCluster, _>("5 members after restart", "resume", BOOT, settled(5))
+        .await;
+    let last = c.status.unwrap().common.last_operation.unwrap();
+    assert_eq!(
+        (last.kind, last.phase),
+        (OperationKind::Scale, OperationPhase::Succeeded)
+    );
+    plane.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_template_change_restarts_members_one_at_a_time() {
+    let plane = Plane::start().await;
+    create(&plane, "roll", 3).await;
+    let patch = serde_json::json!({"spec": {"podTemplate": {"annotations": {"rollout": "1"}}}});
+    plane
+        .api::<EtcdCluster>()
+        .patch("roll", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    // Never more than one member down while it rolls.
+    let c = plane
+        .wait_for::<EtcdCluster, _>("rolled", "roll", BOOT, |c| {
+            let s = c.status.as_ref();
+            assert!(
+                s.is_none_or(|s| s.ready_members >= 2 || s.quorate.is_none()),
+                "two members down at once: {s:?}"
+            );
+            settled(3)(c)
+                && s.and_then(|s| s.common.last_operation.as_ref())
+                    .is_some_and(|o| o.kind == OperationKind::Restart)
+        })
+        .await;
+    let last = c.status.unwrap().common.last_operation.unwrap();
+    assert_eq!(last.phase, OperationPhase::Succeeded);
+    let pods = plane
+        .api::<Pod>()
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert!(
+        pods.items
+            .iter()
+            .all(|p| p.annotations().get("rollout").map(String::as_str) == Some("1"))
+    );
+    plane.shutdown().await;
+}
