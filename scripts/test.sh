@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/prereqs.sh
+export KUBECTL="${KUBECTL:-${STEWARD_CI_CACHE:-$HOME/.cache/steward-ci}/kubectl-venv/bin/kubectl}"
 
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check

