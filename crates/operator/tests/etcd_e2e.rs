@@ -67,7 +67,9 @@ async fn scale(plane: &Plane, name: &str, replicas: i32) {
         .unwrap();
 }
 
-/// An etcd client through the cluster's `-client` Service (the node agent's ClusterIP proxy).
+/// An etcd client through the cluster's `-client` Service (the node agent's ClusterIP proxy),
+/// once the Service routes: its endpoints follow Pod readiness a moment later, as kube-proxy's
+/// rules do on a real cluster.
 async fn etcd_client(plane: &Plane, name: &str) -> etcd_client::Client {
     let svc = plane
         .api::<Service>()
@@ -78,9 +80,16 @@ async fn etcd_client(plane: &Plane, name: &str) -> etcd_client::Client {
     let options = etcd_client::ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(2))
         .with_timeout(Duration::from_secs(5));
-    etcd_client::Client::connect([format!("http://{ip}:2379")], Some(options))
+    let client = etcd_client::Client::connect([format!("http://{ip}:2379")], Some(options))
         .await
-        .unwrap()
+        .unwrap();
+    plane
+        .eventually("the client Service routes to etcd", Duration::from_secs(20), || {
+            let mut c = client.clone();
+            async move { c.status().await.ok().map(|_| ()) }
+        })
+        .await;
+    client
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
