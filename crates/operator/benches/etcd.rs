@@ -101,7 +101,10 @@ async fn until(api: &Api<EtcdCluster>, name: &str, want: i32) -> Duration {
         {
             return started.elapsed();
         }
-        assert!(started.elapsed() < Duration::from_secs(300), "{name} never settled at {want}");
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "{name} never settled at {want}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -136,9 +139,12 @@ async fn main() {
         let floor = by_hand(run).await;
         let name = format!("bench{run}");
         let started = Instant::now();
-        api.create(&PostParams::default(), &EtcdCluster::new(&name, EtcdClusterSpec::new(3, "3.4.23")))
-            .await
-            .unwrap();
+        api.create(
+            &PostParams::default(),
+            &EtcdCluster::new(&name, EtcdClusterSpec::new(3, "3.4.23")),
+        )
+        .await
+        .unwrap();
         until(&api, &name, 3).await;
         let create = started.elapsed();
         scale(&api, &name, 5).await;

@@ -70,7 +70,14 @@ fn dev_up_kubectl_status_and_down() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("dev");
     let state_arg = state.to_str().unwrap();
-    let up = steward(&["dev", "up", "--state-dir", state_arg, "-f", "examples/etcd-cluster.yaml"]);
+    let up = steward(&[
+        "dev",
+        "up",
+        "--state-dir",
+        state_arg,
+        "-f",
+        "examples/etcd-cluster.yaml",
+    ]);
     let said = text(&up);
     assert!(up.status.success(), "{said}");
     assert!(said.contains("applied EtcdCluster/example"), "{said}");
@@ -82,16 +89,28 @@ fn dev_up_kubectl_status_and_down() {
     loop {
         let ready = kubectl(
             &kubeconfig,
-            &["get", "etcdcluster", "example", "-o", "jsonpath={.status.readyMembers}"],
+            &[
+                "get",
+                "etcdcluster",
+                "example",
+                "-o",
+                "jsonpath={.status.readyMembers}",
+            ],
         );
         if ready.trim() == "3" {
             break;
         }
-        assert!(Instant::now() < deadline, "example never got 3 ready members: {ready:?}");
+        assert!(
+            Instant::now() < deadline,
+            "example never got 3 ready members: {ready:?}"
+        );
         std::thread::sleep(Duration::from_millis(500));
     }
     let table = kubectl(&kubeconfig, &["get", "etcd"]);
-    assert!(table.contains("example") && table.contains("True"), "{table}");
+    assert!(
+        table.contains("example") && table.contains("True"),
+        "{table}"
+    );
     let cm = dir.path().join("cm.yaml");
     std::fs::write(
         &cm,
@@ -99,11 +118,26 @@ fn dev_up_kubectl_status_and_down() {
     )
     .unwrap();
     // No /openapi documents are served: client-side validation must be off, as documented.
-    kubectl(&kubeconfig, &["apply", "--validate=false", "-f", cm.to_str().unwrap()]);
-    let value = kubectl(&kubeconfig, &["get", "configmap", "greeting", "-o", "jsonpath={.data.hello}"]);
+    kubectl(
+        &kubeconfig,
+        &["apply", "--validate=false", "-f", cm.to_str().unwrap()],
+    );
+    let value = kubectl(
+        &kubeconfig,
+        &[
+            "get",
+            "configmap",
+            "greeting",
+            "-o",
+            "jsonpath={.data.hello}",
+        ],
+    );
     assert_eq!(value, "world");
     kubectl(&kubeconfig, &["delete", "configmap", "greeting"]);
-    let gone = kubectl(&kubeconfig, &["get", "configmap", "--no-headers", "-o", "name"]);
+    let gone = kubectl(
+        &kubeconfig,
+        &["get", "configmap", "--no-headers", "-o", "name"],
+    );
     assert!(!gone.contains("greeting"), "{gone}");
     let logs = kubectl(&kubeconfig, &["logs", "example-0", "--tail", "5"]);
     assert!(!logs.is_empty(), "pods/log through the node agent");
@@ -111,11 +145,17 @@ fn dev_up_kubectl_status_and_down() {
     let status = steward(&["dev", "status", "--state-dir", state_arg]);
     let said = text(&status);
     assert!(said.contains("is running"), "{said}");
-    assert!(said.contains("EtcdCluster default/example: 3/3 ready members"), "{said}");
+    assert!(
+        said.contains("EtcdCluster default/example: 3/3 ready members"),
+        "{said}"
+    );
 
     let pids = container_pids(&state);
     assert_eq!(pids.len(), 3, "three etcd containers: {pids:?}");
-    assert!(pids.iter().all(|p| Path::new(&format!("/proc/{p}")).exists()));
+    assert!(
+        pids.iter()
+            .all(|p| Path::new(&format!("/proc/{p}")).exists())
+    );
     let down = steward(&["dev", "down", "--state-dir", state_arg]);
     assert!(down.status.success(), "{}", text(&down));
     for pid in pids {

@@ -84,10 +84,14 @@ async fn etcd_client(plane: &Plane, name: &str) -> etcd_client::Client {
         .await
         .unwrap();
     plane
-        .eventually("the client Service routes to etcd", Duration::from_secs(20), || {
-            let mut c = client.clone();
-            async move { c.status().await.ok().map(|_| ()) }
-        })
+        .eventually(
+            "the client Service routes to etcd",
+            Duration::from_secs(20),
+            || {
+                let mut c = client.clone();
+                async move { c.status().await.ok().map(|_| ()) }
+            },
+        )
         .await;
     client
 }
