@@ -65,11 +65,22 @@ fn container_pids(state: &Path) -> Vec<i32> {
     pids
 }
 
+/// Runs `steward dev down` when the test ends, even by a panic, so a failed assertion never
+/// leaves a control plane running.
+struct Down(String);
+
+impl Drop for Down {
+    fn drop(&mut self) {
+        let _ = steward(&["dev", "down", "--state-dir", &self.0]);
+    }
+}
+
 #[test]
 fn dev_up_kubectl_status_and_down() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("dev");
     let state_arg = state.to_str().unwrap();
+    let _down = Down(state_arg.to_owned());
     let up = steward(&[
         "dev",
         "up",
