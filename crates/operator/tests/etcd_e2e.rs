@@ -10,12 +10,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::e2e::{Plane, pod_ready};
+use common::e2e::Plane;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use steward_api::common::{OperationKind, OperationPhase};
 use steward_api::etcd::{EtcdCluster, EtcdPeer};
+use steward_operator::resources::pods::is_ready as pod_ready;
 use tokio::sync::Mutex;
 
 const VERSION: &str = "3.4.23";

@@ -141,10 +141,7 @@ pub async fn run(
     peer_events: ReflectHandle<EtcdPeer>,
     stop: CancellationToken,
 ) {
-    let clusters: Api<EtcdCluster> = match &ctx.namespace {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    };
+    let clusters: Api<EtcdCluster> = ctx.watched_api();
     let state = Arc::new(State {
         ctx: ctx.clone(),
         stores,

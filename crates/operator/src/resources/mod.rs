@@ -3,6 +3,7 @@
 
 pub mod apply;
 pub mod labels;
+pub mod pods;
 pub mod sweep;
 
 pub use apply::{AppliedSet, Applier};

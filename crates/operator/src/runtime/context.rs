@@ -81,6 +81,18 @@ impl Context {
         }
     }
 
+    /// An `Api` for namespaced kind `K` over what this operator watches: its `--namespace`, or
+    /// every namespace.
+    pub fn watched_api<K>(&self) -> Api<K>
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>,
+    {
+        match &self.namespace {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        }
+    }
+
     /// An `Api` for namespaced kind `K` in `namespace`.
     pub fn api<K>(&self, namespace: &str) -> Api<K>
     where

@@ -30,10 +30,7 @@ where
         + Sync
         + 'static,
 {
-    let api: Api<K> = match &ctx.namespace {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    };
+    let api: Api<K> = ctx.watched_api();
     let (store, writer) = reflector::store_shared::<K>(1024);
     let subscriber = writer.subscribe()?;
     let config = watcher::Config::default().labels(&format!("{MANAGED_BY}={MANAGER}"));

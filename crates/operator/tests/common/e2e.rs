@@ -43,6 +43,21 @@ fn operator_flags(namespace: Option<&str>) -> Vec<String> {
     flags
 }
 
+/// A started operator outside a `DevPlane`: the e2e flags plus what `DevPlane` sets itself.
+async fn start_operator(client: &Client, namespace: Option<&str>) -> OperatorHandle {
+    let mut flags = vec![
+        "--http-addr".to_owned(),
+        "127.0.0.1:0".to_owned(),
+        "--leader-election".to_owned(),
+        "false".to_owned(),
+    ];
+    flags.extend(operator_flags(namespace));
+    let args = steward_operator::config::operator_args_from(flags).unwrap();
+    steward_operator::runtime::start(client.clone(), args)
+        .await
+        .unwrap()
+}
+
 impl Plane {
     /// Starts a fresh plane and namespace.
     pub async fn start() -> Self {
@@ -74,17 +89,7 @@ impl Plane {
             );
             node.restart_backoff_base = Duration::from_secs(1);
             let node = steward_node::start(client.clone(), node).await.unwrap();
-            let mut flags = vec![
-                "--http-addr".to_owned(),
-                "127.0.0.1:0".to_owned(),
-                "--leader-election".to_owned(),
-                "false".to_owned(),
-            ];
-            flags.extend(operator_flags(Some(&namespace)));
-            let args = steward_operator::config::operator_args_from(flags).unwrap();
-            let op = steward_operator::runtime::start(client.clone(), args)
-                .await
-                .unwrap();
+            let op = start_operator(&client, Some(&namespace)).await;
             return Self {
                 client,
                 namespace,
@@ -135,17 +140,7 @@ impl Plane {
     /// Stops the operator and starts a new one (same flags), as a restart would.
     pub async fn restart_operator(&mut self) {
         let scoped = self.real.is_some().then(|| self.namespace.clone());
-        let mut flags = vec![
-            "--http-addr".to_owned(),
-            "127.0.0.1:0".to_owned(),
-            "--leader-election".to_owned(),
-            "false".to_owned(),
-        ];
-        flags.extend(operator_flags(scoped.as_deref()));
-        let args = steward_operator::config::operator_args_from(flags).unwrap();
-        let fresh = steward_operator::runtime::start(self.client.clone(), args)
-            .await
-            .unwrap();
+        let fresh = start_operator(&self.client, scoped.as_deref()).await;
         let old = match (&mut self.embedded, &mut self.real) {
             (Some(p), _) => std::mem::replace(&mut p.operator, fresh),
             (None, Some((_, op))) => std::mem::replace(op, fresh),
@@ -256,12 +251,4 @@ fn rand_suffix() -> String {
         .map(|d| d.subsec_nanos())
         .unwrap_or_default();
     format!("{:05x}", nanos % 0xfffff)
-}
-
-/// Whether a Pod is Ready.
-pub fn pod_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }

@@ -22,6 +22,7 @@ use super::EtcdStores;
 use super::build::member::{SPEC_HASH, claim, pod};
 use super::names::{ClusterNames, claim_name, pod_client_url};
 use crate::error::Error;
+use crate::resources::pods::{has_ended, is_ready};
 use crate::runtime::context::{Context, error_policy};
 
 /// The controller name used in logs.
@@ -30,20 +31,6 @@ pub const CONTROLLER: &str = "etcd-peer";
 struct State {
     ctx: Arc<Context>,
     stores: EtcdStores,
-}
-
-fn ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-fn ended(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .is_some_and(|p| p == "Succeeded" || p == "Failed")
 }
 
 async fn reconcile(peer: Arc<EtcdPeer>, state: Arc<State>) -> Result<Action, Error> {
@@ -91,7 +78,7 @@ async fn reconcile(peer: Arc<EtcdPeer>, state: Arc<State>) -> Result<Action, Err
         Some(current) => {
             let want = desired.annotations().get(SPEC_HASH);
             let stale = current.annotations().get(SPEC_HASH) != want;
-            if stale || ended(&current) {
+            if stale || has_ended(&current) {
                 let params = DeleteParams {
                     preconditions: Some(Preconditions {
                         uid: current.uid(),
@@ -121,7 +108,7 @@ async fn reconcile(peer: Arc<EtcdPeer>, state: Arc<State>) -> Result<Action, Err
             .unwrap_or_default(),
         ..EtcdPeerStatus::default()
     };
-    if let Some(p) = member_pod.as_ref().filter(|p| ready(p))
+    if let Some(p) = member_pod.as_ref().filter(|p| is_ready(p))
         && let Some(ip) = p.status.as_ref().and_then(|s| s.pod_ip.clone())
     {
         let url = pod_client_url(&ip);
@@ -157,10 +144,7 @@ pub async fn run(
     pod_events: ReflectHandle<Pod>,
     stop: CancellationToken,
 ) {
-    let peers: Api<EtcdPeer> = match &ctx.namespace {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    };
+    let peers: Api<EtcdPeer> = ctx.watched_api();
     let state = Arc::new(State {
         ctx: ctx.clone(),
         stores,

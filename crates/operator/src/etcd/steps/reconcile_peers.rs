@@ -12,11 +12,12 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
-use steward_api::common::{GroupReplicas, OperationChange, OperationKind, RetentionPolicy};
+use steward_api::common::{OperationChange, OperationKind, RetentionPolicy};
 use steward_api::etcd::EtcdPeer;
 
 use crate::error::Error;
 use crate::etcd::names::claim_name;
+use crate::etcd::steps::scale_members::group;
 use crate::etcd::topology::{PeerView, plan_peers};
 use crate::etcd::{EtcdPass, build};
 use crate::operation::OperationRequest;
@@ -77,10 +78,7 @@ impl SubReconciler<EtcdPass> for ReconcilePeers {
                 step: "CreatePeers".into(),
                 total: u32::try_from(plan.create.len()).unwrap_or(1),
                 change: OperationChange {
-                    new_replicas: vec![GroupReplicas {
-                        name: "members".into(),
-                        replicas: pass.cluster.spec.replicas,
-                    }],
+                    new_replicas: group(replicas),
                     ..OperationChange::default()
                 },
                 message: format!(

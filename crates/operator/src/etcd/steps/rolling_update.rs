@@ -23,6 +23,7 @@ use crate::etcd::validate::parse_version;
 use crate::etcd::{EtcdPass, names::ClusterNames};
 use crate::operation::{OperationRequest, Started};
 use crate::pipeline::{EventType, Outcome, SubReconciler};
+use crate::resources::pods::is_ready;
 
 /// See the module documentation.
 pub struct RollingUpdate;
@@ -53,13 +54,6 @@ fn pod_current(pod: &Pod, peer: &EtcdPeer, names: &ClusterNames) -> bool {
         .and_then(|a| a.get(SPEC_HASH).cloned());
     let have = pod.annotations().get(SPEC_HASH).cloned();
     want.is_some() && want == have
-}
-
-fn pod_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 #[async_trait]
@@ -241,7 +235,7 @@ fn all_current(pass: &EtcdPass, peers: &[std::sync::Arc<EtcdPeer>]) -> bool {
         pass.stores
             .pods
             .get(&key)
-            .is_some_and(|p| pod_ready(&p) && pod_current(&p, peer, &pass.names))
+            .is_some_and(|p| is_ready(&p) && pod_current(&p, peer, &pass.names))
     })
 }
 

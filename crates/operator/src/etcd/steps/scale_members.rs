@@ -22,7 +22,8 @@ pub struct ScaleMembers;
 
 const SOON: Duration = Duration::from_secs(2);
 
-fn group(replicas: usize) -> Vec<GroupReplicas> {
+/// The operation record's member count (group `members`).
+pub(crate) fn group(replicas: usize) -> Vec<GroupReplicas> {
     vec![GroupReplicas {
         name: "members".into(),
         replicas: i32::try_from(replicas).unwrap_or(i32::MAX),
