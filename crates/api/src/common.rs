@@ -90,11 +90,14 @@ pub enum OperationKind {
     Backup,
     /// Restoring from a backup.
     Restore,
+    /// Replacing members that lost their data: each is removed and a new member is added in
+    /// its place.
+    Recover,
 }
 
 impl OperationKind {
     /// Every kind, in declaration order.
-    pub const ALL: [OperationKind; 7] = [
+    pub const ALL: [OperationKind; 8] = [
         Self::Bootstrap,
         Self::Scale,
         Self::Restart,
@@ -102,6 +105,7 @@ impl OperationKind {
         Self::Failover,
         Self::Backup,
         Self::Restore,
+        Self::Recover,
     ];
 
     /// The lowercase name used in metric labels and webhooks.
@@ -114,6 +118,7 @@ impl OperationKind {
             Self::Failover => "failover",
             Self::Backup => "backup",
             Self::Restore => "restore",
+            Self::Recover => "recover",
         }
     }
 }
@@ -232,7 +237,8 @@ pub struct TimeoutOverrides {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub bootstrap_seconds: Option<u64>,
-    /// Scale deadline (operator default: `SCALING_TIMEOUT`, 3600 s).
+    /// Scale deadline, also for replacing a member that lost its data (operator default:
+    /// `SCALING_TIMEOUT`, 3600 s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub scaling_seconds: Option<u64>,

@@ -199,6 +199,16 @@ pub struct EtcdPeerSpec {
     /// Pod overrides.
     #[serde(default)]
     pub pod_template: PodOverrides,
+    /// The etcd member ID (hex) this peer runs, decided when the peer is created: the ID etcd
+    /// assigned when the member was added, or for the members that bootstrap the cluster the
+    /// ID etcd derives from the peer URL and the cluster token. The member keeps its data in
+    /// `/var/lib/etcd/<memberId>` on its claim, so a later member of the same name on a
+    /// retained claim never starts from a removed member's data. Absent on peers created by
+    /// older Steward versions, which use `/var/lib/etcd/data`. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9a-f]{1,16}$"))]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "memberId is immutable"}]))]
+    pub member_id: Option<String>,
 }
 
 /// Observed state of an `EtcdPeer`.
@@ -211,7 +221,7 @@ pub struct EtcdPeerStatus {
     /// Stable DNS name of the member.
     #[serde(default)]
     pub hostname: String,
-    /// Member ID in hex, once the member answered.
+    /// Member ID in hex, as the member last answered (kept while it does not answer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub member_id: Option<String>,
     /// Whether the Pod is ready and the member answered.
@@ -220,7 +230,12 @@ pub struct EtcdPeerStatus {
     /// Server version it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
-    /// Conditions.
+    /// UID of the claim the member answered ready on. If that claim later disappears, is
+    /// being deleted or is replaced by another claim of the same name, the member's data is
+    /// gone: the peer reports `DataLost=True` and the member is replaced by a new one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_uid: Option<String>,
+    /// Conditions: `DataLost=True` once the member's data is known to be gone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<crate::common::Condition>,
 }

@@ -6,6 +6,7 @@
 
 pub mod common;
 pub mod etcd;
+pub mod postgres;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
@@ -17,5 +18,9 @@ pub const VERSION: &str = "v1alpha1";
 
 /// Every CRD Steward serves, in a stable order (the order of `deploy/crds/steward.dev.yaml`).
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![etcd::EtcdCluster::crd(), etcd::EtcdPeer::crd()]
+    vec![
+        etcd::EtcdCluster::crd(),
+        etcd::EtcdPeer::crd(),
+        postgres::PostgresCluster::crd(),
+    ]
 }

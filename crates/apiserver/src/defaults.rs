@@ -1,12 +1,15 @@
 //! Defaulting and the little validation done for built-in kinds, mirroring the real server's
 //! strategies where clients notice: Namespace phase/finalizer/name label, Pod defaults and
 //! `Pending` phase, Service ClusterIP allocation (see `ipam`) and port defaults, PVC `Pending`
-//! phase, required Pod containers, Job and CronJob defaults (see `batch`). Everything else in built-in specs is
+//! phase and the `kubernetes.io/pvc-protection` finalizer, required Pod containers, Job and CronJob defaults (see `batch`). Everything else in built-in specs is
 //! stored as sent, without schema validation or pruning.
 
 use serde_json::{Value, json};
 
 mod batch;
+
+/// The finalizer every new PersistentVolumeClaim gets (`StorageObjectInUseProtection`).
+pub const PVC_PROTECTION: &str = "kubernetes.io/pvc-protection";
 
 use crate::ipam::Allocator;
 use crate::meta;
@@ -45,6 +48,13 @@ pub fn on_create(def: &ResourceDef, obj: &mut Value, ips: &mut Allocator<'_>) ->
                 meta::set_path(obj, "spec.volumeMode", json!("Filesystem"));
             }
             obj["status"] = json!({"phase": "Pending"});
+            // The StorageObjectInUseProtection admission plugin; the pvc-protection controller
+            // removes the finalizer once no Pod uses the claim.
+            let mut finalizers = meta::finalizers(obj);
+            if !finalizers.iter().any(|f| f == PVC_PROTECTION) {
+                finalizers.push(PVC_PROTECTION.to_owned());
+                meta::set_finalizers(obj, &finalizers);
+            }
             Vec::new()
         }
         _ => Vec::new(),

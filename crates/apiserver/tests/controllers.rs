@@ -1,5 +1,5 @@
 //! The embedded server's built-in controllers (scheduler, Endpoints/EndpointSlice, Job, CronJob,
-//! the PodGC rule on delete). These run only against the embedded server: on a real cluster the
+//! pvc-protection, the PodGC rule on delete). These run only against the embedded server: on a real cluster the
 //! same objects are handled by the real controllers, with real nodes. Tests play the kubelet by
 //! writing `pods/status`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -8,7 +8,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Node, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, Config};
@@ -535,5 +535,84 @@ async fn terminating_pods_of_a_deleted_node_are_removed() {
         .await
         .unwrap();
     assert!(pods.get_opt("nowhere").await.unwrap().is_none());
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn claims_in_use_are_protected_until_no_pod_uses_them() {
+    let (client, server) = client().await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    node(&nodes, "n1", json!({}), json!([])).await;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
+    let claim = |name: &str| -> PersistentVolumeClaim {
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
+        .unwrap()
+    };
+    for name in ["data", "idle"] {
+        let created = claims
+            .create(&PostParams::default(), &claim(name))
+            .await
+            .unwrap();
+        assert_eq!(
+            created.metadata.finalizers.unwrap(),
+            ["kubernetes.io/pvc-protection"]
+        );
+    }
+    let on_claim = |claim: &str| json!({"nodeName": "n1", "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}]});
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("user", on_claim("data")))
+        .await
+        .unwrap();
+    // A Pod that finished does not hold the claim.
+    pods.create(&PostParams::default(), &pod("done", on_claim("data")))
+        .await
+        .unwrap();
+    pods.patch_status(
+        "done",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Succeeded"}})),
+    )
+    .await
+    .unwrap();
+    // An unused claim goes soon after its deletion.
+    claims
+        .delete("idle", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the unused claim removed", || async {
+        claims.get_opt("idle").await.unwrap().is_none()
+    })
+    .await;
+    // A claim in use stays, terminating, while the Pod exists — also while the Pod terminates.
+    claims
+        .delete("data", &DeleteParams::default())
+        .await
+        .unwrap();
+    pods.delete("user", &DeleteParams::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let held = claims.get("data").await.unwrap();
+    assert!(held.metadata.deletion_timestamp.is_some());
+    assert_eq!(
+        held.metadata.finalizers.unwrap(),
+        ["kubernetes.io/pvc-protection"]
+    );
+    assert!(
+        pods.get("user")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some(),
+        "the Pod waits for its kubelet"
+    );
+    // The kubelet's final delete: the Pod is gone, and so is the claim.
+    pods.delete("user", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    eventually("the released claim removed", || async {
+        claims.get_opt("data").await.unwrap().is_none()
+    })
+    .await;
     server.shutdown().await;
 }

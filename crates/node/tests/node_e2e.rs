@@ -6,5 +6,7 @@
 mod common;
 #[path = "node_e2e/databases.rs"]
 mod databases;
+#[path = "node_e2e/identity.rs"]
+mod identity;
 #[path = "node_e2e/pods.rs"]
 mod pods;

@@ -23,7 +23,7 @@ pub struct TimeoutArgs {
     /// Bootstrap deadline.
     #[arg(long, env = "BOOTSTRAP_TIMEOUT", default_value_t = 1800)]
     pub bootstrap_timeout: u64,
-    /// Scale deadline.
+    /// Scale deadline, also for replacing a member that lost its data (`Recover`).
     #[arg(long, env = "SCALING_TIMEOUT", default_value_t = 3600)]
     pub scaling_timeout: u64,
     /// Rolling restart deadline.
@@ -59,7 +59,10 @@ impl TimeoutArgs {
         let o = overrides.cloned().unwrap_or_default();
         let secs = match kind {
             OperationKind::Bootstrap => o.bootstrap_seconds.unwrap_or(self.bootstrap_timeout),
-            OperationKind::Scale => o.scaling_seconds.unwrap_or(self.scaling_timeout),
+            // Replacing a member is a removal and an addition: a scale's deadline.
+            OperationKind::Scale | OperationKind::Recover => {
+                o.scaling_seconds.unwrap_or(self.scaling_timeout)
+            }
             OperationKind::Restart => o.restart_seconds.unwrap_or(self.restart_timeout),
             OperationKind::Upgrade => o.upgrade_seconds.unwrap_or(self.upgrade_timeout),
             OperationKind::Failover => o.failover_seconds.unwrap_or(self.failover_timeout),

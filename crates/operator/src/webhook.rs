@@ -124,7 +124,14 @@ impl WebhookPayload {
                     old_version: c.old_version.clone().unwrap_or_default(),
                 }),
             ),
-            _ => return None,
+            // The seed notifies scale and upgrade only. A `Recover` leaves the member count
+            // as it was (one member replaced by a new one), so it is not a scale either.
+            OperationKind::Bootstrap
+            | OperationKind::Restart
+            | OperationKind::Failover
+            | OperationKind::Backup
+            | OperationKind::Restore
+            | OperationKind::Recover => return None,
         };
         Some(Self {
             cluster: cluster.to_owned(),

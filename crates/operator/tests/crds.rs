@@ -59,3 +59,20 @@ fn the_example_manifest_parses_as_an_etcd_cluster() {
     let cluster: steward_api::etcd::EtcdCluster = serde_saphyr::from_str(&text).unwrap();
     assert_eq!(cluster.spec.replicas, 3);
 }
+
+#[test]
+fn the_example_manifest_holds_a_valid_postgres_cluster() {
+    let text = repo_file("examples/postgres-cluster.yaml");
+    let docs = steward_operator::dev::parse_manifests(&text).unwrap();
+    let cluster = docs
+        .iter()
+        .find(|d| d["kind"] == "PostgresCluster")
+        .expect("a PostgresCluster document");
+    let mut cluster: steward_api::postgres::PostgresCluster =
+        serde_json::from_value(cluster.clone()).unwrap();
+    assert_eq!(cluster.spec.instances, 3);
+    assert_eq!(cluster.spec.users[0].password_secret.name, "app-password");
+    assert!(docs.iter().any(|d| d["kind"] == "Secret"));
+    cluster.metadata.uid = Some("uid".into());
+    steward_operator::postgres::validate::validate(&cluster).unwrap();
+}

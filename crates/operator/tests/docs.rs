@@ -6,15 +6,10 @@ mod common;
 
 use common::repo_file;
 
-#[test]
-fn technical_design_lists_the_etcd_pipeline_in_order() {
+/// The numbered step list and one `### Step` section per step, in pipeline order.
+fn assert_pipeline_documented(heading: &str, names: &[&str]) {
     let doc = repo_file("docs/technical_design.md");
-    let names = steward_operator::etcd::pipeline().step_names();
-    let section = doc
-        .split("## etcd cluster reconciliation")
-        .nth(1)
-        .expect("etcd section");
-    // The numbered list, in order.
+    let section = doc.split(heading).nth(1).expect("engine section");
     for (i, name) in names.iter().enumerate() {
         let last = i + 1 == names.len();
         let item = if last {
@@ -24,10 +19,9 @@ fn technical_design_lists_the_etcd_pipeline_in_order() {
         };
         assert!(
             section.contains(&item),
-            "docs/technical_design.md lacks {item:?}"
+            "docs/technical_design.md {heading:?} lacks {item:?}"
         );
     }
-    // One section per step, in order.
     let mut at = 0;
     for name in &names[..names.len() - 1] {
         let heading = format!("### {name}\n");
@@ -36,6 +30,18 @@ fn technical_design_lists_the_etcd_pipeline_in_order() {
             .unwrap_or_else(|| panic!("no section {heading:?} after offset {at}"));
         at += found + heading.len();
     }
+}
+
+#[test]
+fn technical_design_lists_the_etcd_pipeline_in_order() {
+    let names = steward_operator::etcd::pipeline().step_names();
+    assert_pipeline_documented("## etcd cluster reconciliation", &names);
+}
+
+#[test]
+fn technical_design_lists_the_postgres_pipeline_in_order() {
+    let names = steward_operator::postgres::pipeline().step_names();
+    assert_pipeline_documented("## PostgreSQL cluster reconciliation", &names);
 }
 
 #[test]

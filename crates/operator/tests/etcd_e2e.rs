@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::e2e::Plane;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod, Service};
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use steward_api::common::{OperationKind, OperationPhase};
@@ -137,6 +137,8 @@ async fn three_members_bootstrap_and_report_status() {
     for p in &peers_ready.items {
         let s = p.status.as_ref().unwrap();
         assert!(ids.contains(s.member_id.as_ref().unwrap()), "{s:?}");
+        // The ID Steward derived for each bootstrap member is the one etcd assigned.
+        assert_eq!(s.member_id, p.spec.member_id, "{}", p.name_any());
         assert_eq!(
             s.hostname,
             format!(
@@ -491,5 +493,193 @@ async fn a_template_change_restarts_members_one_at_a_time() {
             .iter()
             .all(|p| p.annotations().get("rollout").map(String::as_str) == Some("1"))
     );
+    plane.shutdown().await;
+}
+
+fn member_id(c: &EtcdCluster, name: &str) -> Option<String> {
+    c.status
+        .as_ref()?
+        .members
+        .iter()
+        .find(|m| m.name == name)
+        .map(|m| m.id.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_whose_claim_is_deleted_is_replaced_by_a_new_member() {
+    let plane = Plane::start().await;
+    let c = create(&plane, "lazarus", 3).await;
+    let old_id = member_id(&c, "lazarus-1").unwrap();
+    let mut client = etcd_client(&plane, "lazarus").await;
+    for i in 0..20 {
+        client
+            .put(format!("key{i:02}"), format!("value{i}"), None)
+            .await
+            .unwrap();
+    }
+    // The peer knows which claim its member's data is on.
+    let peers = plane.api::<EtcdPeer>();
+    plane
+        .eventually(
+            "lazarus-1 records its claim",
+            Duration::from_secs(30),
+            || async {
+                let p = peers.get("lazarus-1").await.ok()?;
+                p.status?.claim_uid.map(|_| ())
+            },
+        )
+        .await;
+    // As kubectl would: the claim is deleted and stays Terminating while its Pod runs; then the
+    // Pod is deleted.
+    let claims = plane.api::<PersistentVolumeClaim>();
+    let old_claim = claims.get("lazarus-1-data").await.unwrap();
+    claims
+        .delete("lazarus-1-data", &DeleteParams::default())
+        .await
+        .unwrap();
+    let terminating = claims.get("lazarus-1-data").await.unwrap();
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    match plane
+        .api::<Pod>()
+        .delete("lazarus-1", &DeleteParams::default())
+        .await
+    {
+        Ok(_) | Err(kube::Error::Api(_)) => {}
+        Err(e) => panic!("deleting the Pod: {e}"),
+    }
+    // The member is removed and a new one (new ID, new claim) takes its place.
+    let c = plane
+        .wait_for::<EtcdCluster, _>(
+            "lazarus-1 replaced, 3 healthy voters",
+            "lazarus",
+            Duration::from_secs(180),
+            |c| {
+                settled(3)(c)
+                    && member_id(c, "lazarus-1").is_some_and(|id| id != old_id)
+                    && c.status
+                        .as_ref()
+                        .and_then(|s| s.common.last_operation.as_ref())
+                        .is_some_and(|o| o.kind == OperationKind::Recover)
+            },
+        )
+        .await;
+    let new_id = member_id(&c, "lazarus-1").unwrap();
+    let last = c.status.unwrap().common.last_operation.unwrap();
+    assert_eq!(last.phase, OperationPhase::Succeeded, "{last:?}");
+    assert_eq!(last.progress, "2/2");
+    let peer = peers.get("lazarus-1").await.unwrap();
+    assert_eq!(peer.spec.member_id.as_deref(), Some(new_id.as_str()));
+    let new_claim = claims.get("lazarus-1-data").await.unwrap();
+    assert_ne!(new_claim.uid(), old_claim.uid(), "a fresh claim");
+    plane
+        .eventually(
+            "the new member records its claim",
+            Duration::from_secs(30),
+            || async {
+                let p = peers.get("lazarus-1").await.ok()?;
+                (p.status?.claim_uid == new_claim.uid()).then_some(())
+            },
+        )
+        .await;
+    // What happened is told through Events.
+    let events = plane
+        .api::<Event>()
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let reasons: BTreeSet<String> = events
+        .items
+        .iter()
+        .filter_map(|e| e.reason.clone())
+        .collect();
+    for reason in [
+        "MemberDataLost",
+        "MemberRemoved",
+        "MemberAdded",
+        "MemberPromoted",
+    ] {
+        assert!(reasons.contains(reason), "no {reason} Event: {reasons:?}");
+    }
+    // Every key written before is still there.
+    let all = client
+        .get("key", Some(etcd_client::GetOptions::new().with_prefix()))
+        .await
+        .unwrap();
+    let kvs: Vec<(String, String)> = all
+        .kvs()
+        .iter()
+        .map(|kv| {
+            (
+                kv.key_str().unwrap().to_owned(),
+                kv.value_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(kvs.len(), 20);
+    for (i, (k, v)) in kvs.iter().enumerate() {
+        assert_eq!(
+            (k.as_str(), v.as_str()),
+            (format!("key{i:02}").as_str(), format!("value{i}").as_str())
+        );
+    }
+    plane.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_re_added_on_its_retained_claim_starts_in_a_new_data_dir() {
+    let plane = Plane::start().await;
+    create(&plane, "cycle", 3).await;
+    let claims = plane.api::<PersistentVolumeClaim>();
+    let peers = plane.api::<EtcdPeer>();
+    let mut client = etcd_client(&plane, "cycle").await;
+    client.put("before", "3", None).await.unwrap();
+    scale(&plane, "cycle", 4).await;
+    let c = plane
+        .wait_for::<EtcdCluster, _>("4 members", "cycle", BOOT, settled(4))
+        .await;
+    let first = member_id(&c, "cycle-3").unwrap();
+    let claim = claims.get("cycle-3-data").await.unwrap();
+    assert_eq!(
+        peers
+            .get("cycle-3")
+            .await
+            .unwrap()
+            .spec
+            .member_id
+            .as_deref(),
+        Some(first.as_str())
+    );
+    scale(&plane, "cycle", 3).await;
+    plane
+        .wait_for::<EtcdCluster, _>("back to 3", "cycle", BOOT, settled(3))
+        .await;
+    // The default Retain policy keeps cycle-3-data with the removed member's data on it.
+    assert_eq!(claims.get("cycle-3-data").await.unwrap().uid(), claim.uid());
+    scale(&plane, "cycle", 4).await;
+    let c = plane
+        .wait_for::<EtcdCluster, _>("4 members again", "cycle", BOOT, settled(4))
+        .await;
+    let second = member_id(&c, "cycle-3").unwrap();
+    assert_ne!(second, first, "a new member under the same name");
+    assert_eq!(
+        claims.get("cycle-3-data").await.unwrap().uid(),
+        claim.uid(),
+        "on the same, retained claim"
+    );
+    assert_eq!(
+        peers
+            .get("cycle-3")
+            .await
+            .unwrap()
+            .spec
+            .member_id
+            .as_deref(),
+        Some(second.as_str())
+    );
+    client.put("after", "4", None).await.unwrap();
+    for key in ["before", "after"] {
+        let got = client.get(key, None).await.unwrap();
+        assert_eq!(got.kvs().len(), 1, "{key}");
+    }
     plane.shutdown().await;
 }

@@ -177,6 +177,12 @@ async fn webhooks_need_all_three_settings() {
         OperationChange::default(),
     );
     assert!(WebhookPayload::for_operation("db", "x", &restart).is_none());
+    let recover = operation(
+        OperationKind::Recover,
+        OperationPhase::Succeeded,
+        OperationChange::default(),
+    );
+    assert!(WebhookPayload::for_operation("db", "x", &recover).is_none());
     let running = operation(
         OperationKind::Scale,
         OperationPhase::Running,

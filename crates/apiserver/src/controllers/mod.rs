@@ -1,14 +1,16 @@
 //! Built-in controllers run inside the server: the scheduler, the Endpoints/EndpointSlice
-//! controller, the Job controller and the CronJob controller. They wake on every change (after a
-//! short debounce), every five seconds, and when a time-based action (a Job deadline or back-off,
-//! a CronJob schedule) is due, and converge the whole store in one pass; their writes go through
-//! the normal write path, so no-op passes write nothing. Deployment, StatefulSet, ReplicaSet,
-//! DaemonSet and PVC-binding controllers do not exist.
+//! controller, the Job controller, the CronJob controller and the pvc-protection controller.
+//! They wake on every change (after a short debounce), every five seconds, and when a
+//! time-based action (a Job deadline or back-off, a CronJob schedule) is due, and converge the
+//! whole store in one pass; their writes go through the normal write path, so no-op passes write
+//! nothing. Deployment, StatefulSet, ReplicaSet, DaemonSet and PVC-binding controllers do not
+//! exist.
 
 pub mod cron;
 pub mod cronjob;
 pub mod endpoints;
 pub mod job;
+pub mod pvc_protection;
 pub mod scheduler;
 
 use std::sync::Arc;
@@ -36,6 +38,7 @@ pub async fn run(server: Arc<Server>) {
         endpoints::reconcile(&mut state);
         let job_due = job::reconcile(&mut state, now, &mut jobs);
         let cron_due = cronjob::reconcile(&mut state, now);
+        pvc_protection::reconcile(&mut state);
         wake = [job_due, cron_due]
             .into_iter()
             .flatten()

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Container, Pod};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::Waiting;
@@ -93,7 +93,11 @@ pub enum Outcome {
 pub struct PodCtx {
     pub shared: Arc<Shared>,
     pub rt: Arc<PodRuntime>,
+    /// The Pod as the worker first saw it (its spec is what runs).
     pub pod: Arc<Pod>,
+    /// The Pod as it is now: the downward API (`fieldRef` on labels and annotations) is
+    /// resolved from it on every container start, as kubelet does.
+    pub current: watch::Receiver<Arc<Pod>>,
     pub cell: Arc<PodCell>,
     pub volumes: Arc<Volumes>,
     pub pod_ip: Ipv4Addr,
@@ -144,7 +148,8 @@ impl PodCtx {
                 message: NEEDS_ROOT.to_string(),
             });
         }
-        let objects = objects::fetch(&self.shared.client, &self.pod)
+        let pod = self.current.borrow().clone();
+        let objects = objects::fetch(&self.shared.client, &pod)
             .await
             .map_err(|e| Waiting {
                 reason: "CreateContainerConfigError",
@@ -159,10 +164,11 @@ impl PodCtx {
             images: &self.shared.cfg.images,
             node: self.shared.node,
             hosts_file: &self.rt.hosts_file(),
+            identity_dir: &self.rt.identity_dir(),
             services: &services,
         };
         spec::build(
-            &self.pod,
+            &pod,
             c,
             &inputs,
             Launcher::error_file(&self.rt, &c.name, instance),

@@ -3,6 +3,7 @@
 pub mod container;
 pub mod envs;
 pub mod fieldref;
+pub mod identity;
 pub mod launch;
 pub mod objects;
 pub mod probe;

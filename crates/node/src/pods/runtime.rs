@@ -64,6 +64,11 @@ impl PodRuntime {
         self.dir.join("hosts")
     }
 
+    /// Emulated `/etc/passwd` and `/etc/group` copies of the pod's containers.
+    pub fn identity_dir(&self) -> PathBuf {
+        self.dir.join("etc")
+    }
+
     pub fn set_running(&self, container: &str, pid: i32, spec: ShimSpec) {
         if let Ok(mut r) = self.running.lock() {
             r.insert(container.to_string(), (pid, spec));

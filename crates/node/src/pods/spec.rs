@@ -1,4 +1,5 @@
-//! The shim spec for a container (pure apart from `/etc/passwd` and PATH lookups): environment,
+//! The shim spec for a container (pure apart from `/etc/passwd` and PATH lookups, subPath
+//! directories and the emulated passwd/group files of [`super::identity`]): environment,
 //! resolved program, `$(VAR)`-expanded arguments, bind mounts, credentials and hostname.
 
 use std::path::{Path, PathBuf};
@@ -7,6 +8,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::Waiting;
 use super::envs::{self, Env, NodeFacts};
+use super::identity;
 use super::objects::Objects;
 use super::volumes::Volumes;
 use crate::expand::expand;
@@ -21,6 +23,8 @@ pub struct SpecInputs<'a> {
     pub images: &'a ImageMap,
     pub node: NodeFacts,
     pub hosts_file: &'a Path,
+    /// Where emulated `/etc/passwd` and `/etc/group` copies are written ([`identity`]).
+    pub identity_dir: &'a Path,
     /// Services for the Service environment variables.
     pub services: &'a [crate::endpoints::ServiceView],
 }
@@ -139,10 +143,25 @@ pub fn build(
             c.name
         )));
     }
+    let image_identity = identity::prepare(
+        &identity::Paths {
+            host_etc: Path::new("/etc"),
+            dir: inputs.identity_dir,
+        },
+        &c.name,
+        &image,
+        uid,
+        gid,
+    )
+    .map_err(|e| config_error(format!("writing the container's /etc/passwd: {e}")))?;
     if !env.contains("HOME") {
-        let home = uid
-            .and_then(passwd)
-            .map(|u| u.dir.to_string_lossy().into_owned())
+        let home = image_identity
+            .home
+            .clone()
+            .or_else(|| {
+                uid.and_then(passwd)
+                    .map(|u| u.dir.to_string_lossy().into_owned())
+            })
             .unwrap_or_else(|| {
                 if uid.unwrap_or(0) == 0 {
                     "/root".into()
@@ -204,6 +223,7 @@ pub fn build(
             read_only: m.read_only.unwrap_or(false) || vol.read_only,
         });
     }
+    mounts.extend(image_identity.mounts);
     let spec = ShimSpec {
         join_pid: None,
         hostname: host,

@@ -1,6 +1,9 @@
-//! Volume directories on the host. `persistentVolumeClaim` → `state_dir/volumes/<ns>/<claim>`
-//! (outlives the Pod; the claim must exist and is marked Bound on first use, as there is no PV
-//! controller), `emptyDir` → a per-pod directory, `secret`/`configMap`/`downwardAPI`/`projected`
+//! Volume directories on the host. `persistentVolumeClaim` →
+//! `state_dir/volumes/<ns>/<claim>-<claim uid>` (outlives the Pod; keyed by the claim's UID, so
+//! a deleted and re-created claim is a new, empty volume as on a real cluster; the claim must
+//! exist and not be being deleted — kubelet does not start a Pod on a claim being deleted — and
+//! is marked Bound on first use, as there is no PV controller), `emptyDir` → a per-pod
+//! directory, `secret`/`configMap`/`downwardAPI`/`projected`
 //! → per-pod directories of rendered files, `hostPath` → the path itself. With `fsGroup`,
 //! writable volumes are group-owned by it with `g+rwx` and the setgid bit, recursively when the
 //! volume's root does not match yet (kubelet's OnRootMismatch).
@@ -160,11 +163,14 @@ async fn prepare_one(ctx: &VolumeCtx<'_>, v: &Volume) -> Result<VolumeDir, Waiti
                     claim.claim_name
                 ))
             })?;
-        let path = ctx
-            .state_dir
-            .join("volumes")
-            .join(&ns)
-            .join(&claim.claim_name);
+        if pvc.metadata.deletion_timestamp.is_some() {
+            // kubelet's volume manager refuses the same way.
+            return Err(waiting(format!(
+                "error processing PVC {ns}/{}: PVC is being deleted",
+                claim.claim_name
+            )));
+        }
+        let path = claim_dir(ctx.state_dir, &ns, &pvc);
         std::fs::create_dir_all(&path).map_err(io_waiting(&path))?;
         apply_fs_group(&path, ctx.fs_group()).map_err(io_waiting(&path))?;
         mark_bound(&api, &pvc).await;
@@ -206,6 +212,17 @@ async fn prepare_one(ctx: &VolumeCtx<'_>, v: &Volume) -> Result<VolumeDir, Waiti
         "volume {:?}: unsupported volume type on steward-node",
         v.name
     )))
+}
+
+/// The host directory of a claim: `state_dir/volumes/<ns>/<claim>-<uid>` (just `<claim>` for
+/// a claim without a UID, which a stored object always has).
+pub fn claim_dir(state_dir: &Path, namespace: &str, pvc: &PersistentVolumeClaim) -> PathBuf {
+    let name = pvc.metadata.name.as_deref().unwrap_or_default();
+    let dir = match pvc.metadata.uid.as_deref().filter(|u| !u.is_empty()) {
+        Some(uid) => format!("{name}-{uid}"),
+        None => name.to_owned(),
+    };
+    state_dir.join("volumes").join(namespace).join(dir)
 }
 
 /// Re-renders secret/configMap/downwardAPI/projected volumes (errors keep the old files).
@@ -289,6 +306,24 @@ fn chgrp_tree(path: &Path, gid: u32) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_claim_directory_is_keyed_by_the_claim_uid() {
+        let mut pvc = PersistentVolumeClaim::default();
+        pvc.metadata.name = Some("data".into());
+        pvc.metadata.uid = Some("u-1".into());
+        let state = Path::new("/state");
+        assert_eq!(
+            claim_dir(state, "ns", &pvc),
+            Path::new("/state/volumes/ns/data-u-1")
+        );
+        pvc.metadata.uid = Some("u-2".into());
+        assert_eq!(
+            claim_dir(state, "ns", &pvc),
+            Path::new("/state/volumes/ns/data-u-2"),
+            "a re-created claim is a new volume"
+        );
+    }
 
     #[test]
     fn fs_group_is_applied_once_on_root_mismatch() {

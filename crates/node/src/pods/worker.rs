@@ -266,6 +266,7 @@ pub async fn run(
         shared.clone(),
         rt.clone(),
         pod.clone(),
+        pod_rx.clone(),
         cell.clone(),
         ip,
         stop.clone(),
@@ -335,6 +336,7 @@ async fn run_containers(
     shared: Arc<Shared>,
     rt: Arc<super::runtime::PodRuntime>,
     pod: Arc<Pod>,
+    current: watch::Receiver<Arc<Pod>>,
     cell: Arc<PodCell>,
     ip: Ipv4Addr,
     stop: Arc<StopSignal>,
@@ -346,6 +348,7 @@ async fn run_containers(
         shared: shared.clone(),
         rt: rt.clone(),
         pod: pod.clone(),
+        current: current.clone(),
         cell: cell.clone(),
         volumes: Arc::new(volumes),
         pod_ip: ip,
@@ -354,7 +357,7 @@ async fn run_containers(
     let refresher = tokio::spawn(refresh_volumes(
         shared.clone(),
         rt.dir.clone(),
-        pod.clone(),
+        current.clone(),
         ip,
         stop.token.clone(),
     ));
@@ -430,10 +433,12 @@ async fn prepare_volumes(
     }
 }
 
+/// Re-renders the pod's secret/configMap/downwardAPI volumes every `volume_refresh`, from the
+/// Pod as it is now (labels and annotations change).
 async fn refresh_volumes(
     shared: Arc<Shared>,
     dir: std::path::PathBuf,
-    pod: Arc<Pod>,
+    current: watch::Receiver<Arc<Pod>>,
     ip: Ipv4Addr,
     stop: CancellationToken,
 ) {
@@ -442,6 +447,7 @@ async fn refresh_volumes(
             () = tokio::time::sleep(shared.cfg.volume_refresh) => {}
             () = stop.cancelled() => return,
         }
+        let pod = current.borrow().clone();
         let Ok(objects) = objects::fetch(&shared.client, &pod).await else {
             continue;
         };

@@ -126,22 +126,73 @@ async fn etcd_pod_serves_through_dns_and_cluster_ip_and_keeps_its_data() {
     let got = http_ok(SocketAddr::from((ip, 2379)), "/v3/kv/range", &range).await;
     assert!(got.contains(&b64("hello")), "{got}");
 
-    // Delete: etcd stops, the claim's data stays; a new pod finds it.
+    // Delete: etcd stops, the claim's data stays (in a directory keyed by the claim's UID); a
+    // new pod finds it.
     let pid = env.container_pid(&pod, "etcd");
     env.delete_pod("etcd-0").await;
     wait_process_gone(pid, T).await;
     env.wait_gone("etcd-0", T).await;
-    assert!(
-        env.dir
-            .path()
-            .join("volumes/t/etcd-data/data/member")
-            .is_dir()
-    );
+    let volume = env.dir.path().join(format!(
+        "volumes/t/etcd-data-{}",
+        pvc.metadata.uid.clone().unwrap()
+    ));
+    assert!(volume.join("data/member").is_dir());
     env.create::<Pod>(etcd_pod()).await;
     let pod = env.wait_ready("etcd-0", T).await;
     assert_ne!(pod_ip(&pod), ip, "a new pod gets a new address");
     let got = http_ok(svc, "/v3/kv/range", &range).await;
     assert!(got.contains(&b64("hello")), "{got}");
+
+    // Deleting the claim while a pod uses it leaves it terminating (pvc-protection); a new pod
+    // on it waits, as kubelet makes it wait.
+    let claims = env.api::<PersistentVolumeClaim>();
+    claims
+        .delete("etcd-data", &Default::default())
+        .await
+        .unwrap();
+    let terminating = claims.get("etcd-data").await.unwrap();
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    let mut late = etcd_pod();
+    late["metadata"] = json!({"name": "late"});
+    late["spec"]["hostname"] = json!("late");
+    env.create::<Pod>(late).await;
+    let waiting = env
+        .wait_pod("late", "a message about the claim", T, |p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|c| c.first())
+                .and_then(|c| c.state.as_ref())
+                .and_then(|s| s.waiting.as_ref())
+                .and_then(|w| w.message.as_ref())
+                .is_some_and(|m| m.contains("is being deleted"))
+        })
+        .await;
+    assert_eq!(phase(&waiting), "Pending");
+    // Once no pod uses it, the claim goes; a claim of the same name is a new, empty volume.
+    env.delete_pod("late").await;
+    env.delete_pod("etcd-0").await;
+    env.wait_gone("late", T).await;
+    env.wait_gone("etcd-0", T).await;
+    let deadline = Instant::now() + T;
+    while claims.get_opt("etcd-data").await.unwrap().is_some() {
+        assert!(Instant::now() < deadline, "the claim was not released");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    env.create::<PersistentVolumeClaim>(json!({"metadata": {"name": "etcd-data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
+        .await;
+    env.create::<Pod>(etcd_pod()).await;
+    env.wait_ready("etcd-0", T).await;
+    let got = http_ok(svc, "/v3/kv/range", &range).await;
+    assert!(
+        !got.contains(&b64("hello")),
+        "a new claim starts empty: {got}"
+    );
+    assert!(
+        volume.join("data/member").is_dir(),
+        "the old volume's directory stays on the host"
+    );
     env.shutdown().await;
 }
 

@@ -92,6 +92,7 @@ pub fn pipeline() -> Pipeline<EtcdPass> {
             Box::new(steps::apply_services::ApplyServices),
             Box::new(steps::apply_budget::ApplyBudget),
             Box::new(steps::observe_cluster::ObserveCluster),
+            Box::new(steps::recover_members::RecoverMembers),
             Box::new(steps::scale_members::ScaleMembers),
             Box::new(steps::reconcile_peers::ReconcilePeers),
             Box::new(steps::rolling_update::RollingUpdate),

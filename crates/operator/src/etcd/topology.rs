@@ -1,10 +1,12 @@
 //! (pure) What the etcd cluster looks like from the operator, and the decisions made from it:
-//! which single membership change to make next ([`plan_members`]) and which `EtcdPeer`
-//! resources to create or delete ([`plan_peers`]). The etcd member list is the truth (seed 003);
-//! these functions never touch the network.
+//! which single membership change to make next ([`plan_members`]), which `EtcdPeer` resources
+//! to create or delete ([`plan_peers`]) and which member that lost its data to replace
+//! ([`plan_recovery`]). The etcd member list is the truth (seed 003); these functions never
+//! touch the network.
 
 use std::collections::BTreeMap;
 
+use sha1::{Digest, Sha1};
 use steward_api::etcd::{Bootstrap, InitialClusterState, InitialMember};
 
 use crate::etcd::admin::{EndpointStatus, Member};
@@ -222,6 +224,31 @@ pub fn plan_members(observed: &Observed, replicas: usize, names: &ClusterNames) 
     MemberAction::Converged
 }
 
+/// The ID etcd 3.4 gives a member that bootstraps a new cluster (`computeMemberId` without a
+/// time, as `--initial-cluster` members get): the first 8 bytes, big endian, of the SHA-1 of
+/// the member's peer URLs, sorted and concatenated, followed by the cluster token
+/// (`--initial-cluster-token`). Knowing it up front lets a bootstrap peer's data directory be
+/// named after its member before etcd ever ran.
+pub fn bootstrap_member_id(peer_urls: &[String], token: &str) -> u64 {
+    let mut urls: Vec<&str> = peer_urls.iter().map(String::as_str).collect();
+    urls.sort_unstable();
+    let mut hasher = Sha1::new();
+    for url in urls {
+        hasher.update(url.as_bytes());
+    }
+    hasher.update(token.as_bytes());
+    let digest = hasher.finalize();
+    digest
+        .get(..8)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map_or(0, u64::from_be_bytes)
+}
+
+/// A member ID as etcd prints it: lowercase hex without leading zeros.
+pub fn member_id_hex(id: u64) -> String {
+    format!("{id:x}")
+}
+
 /// What a peer resource looks like to the planner.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PeerView {
@@ -231,11 +258,23 @@ pub struct PeerView {
     pub bootstrap: Bootstrap,
 }
 
+/// A peer to create.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewPeer {
+    /// Its name.
+    pub name: String,
+    /// Its bootstrap instructions.
+    pub bootstrap: Bootstrap,
+    /// The member ID (hex) it will run: the ID etcd assigned when the member was added, or
+    /// for a bootstrap member the ID etcd will derive ([`bootstrap_member_id`]).
+    pub member_id: String,
+}
+
 /// Peers to create (with their bootstrap) and delete.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PeerPlan {
     /// New peers.
-    pub create: Vec<(String, Bootstrap)>,
+    pub create: Vec<NewPeer>,
     /// Peers to delete.
     pub delete: Vec<String>,
     /// Why nothing was created although peers are missing.
@@ -259,26 +298,29 @@ pub fn plan_peers(
     let has = |n: &str| peers.iter().any(|p| p.name == n);
     match observed {
         Some(obs) if obs.quorate() => {
-            let initial: Vec<InitialMember> = obs
+            let known: Vec<(InitialMember, u64)> = obs
                 .members
                 .iter()
                 .filter_map(|m| {
-                    Some(InitialMember {
+                    let member = InitialMember {
                         name: obs.name_of(m, names)?,
                         peer_url: m.peer_urls.first()?.clone(),
-                    })
+                    };
+                    Some((member, m.id))
                 })
                 .collect();
-            for member in &initial {
+            let initial: Vec<InitialMember> = known.iter().map(|(m, _)| m.clone()).collect();
+            for (member, id) in &known {
                 if !has(&member.name) {
-                    plan.create.push((
-                        member.name.clone(),
-                        Bootstrap {
+                    plan.create.push(NewPeer {
+                        name: member.name.clone(),
+                        bootstrap: Bootstrap {
                             initial_cluster: initial.clone(),
                             initial_cluster_state: InitialClusterState::Existing,
                             initial_cluster_token: token.to_owned(),
                         },
-                    ));
+                        member_id: member_id_hex(*id),
+                    });
                 }
             }
             for p in peers {
@@ -299,14 +341,18 @@ pub fn plan_peers(
                     })
                     .collect();
                 for m in &initial {
-                    plan.create.push((
-                        m.name.clone(),
-                        Bootstrap {
+                    plan.create.push(NewPeer {
+                        name: m.name.clone(),
+                        bootstrap: Bootstrap {
                             initial_cluster: initial.clone(),
                             initial_cluster_state: InitialClusterState::New,
                             initial_cluster_token: token.to_owned(),
                         },
-                    ));
+                        member_id: member_id_hex(bootstrap_member_id(
+                            std::slice::from_ref(&m.peer_url),
+                            token,
+                        )),
+                    });
                 }
             } else if let Some(first_new) = peers
                 .iter()
@@ -318,10 +364,17 @@ pub fn plan_peers(
                 })
             {
                 // Finish an interrupted bootstrap with the very same initial cluster.
-                for m in &first_new.bootstrap.initial_cluster {
+                let boot = &first_new.bootstrap;
+                for m in &boot.initial_cluster {
                     if !has(&m.name) {
-                        plan.create
-                            .push((m.name.clone(), first_new.bootstrap.clone()));
+                        plan.create.push(NewPeer {
+                            name: m.name.clone(),
+                            bootstrap: boot.clone(),
+                            member_id: member_id_hex(bootstrap_member_id(
+                                std::slice::from_ref(&m.peer_url),
+                                &boot.initial_cluster_token,
+                            )),
+                        });
                     }
                 }
             } else if peers.len() < replicas {
@@ -334,6 +387,142 @@ pub fn plan_peers(
         }
     }
     plan
+}
+
+/// A peer whose member lost its data (`DataLost=True`), as [`plan_recovery`] sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LostPeer {
+    /// The peer's (and its member's) name.
+    pub name: String,
+    /// The member ID the peer ran, when known (its spec, else what it last reported).
+    pub member_id: Option<u64>,
+}
+
+/// What to do about members that lost their data; at most one change per pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Recovery {
+    /// No peer lost its data.
+    Idle,
+    /// The lost peer's member is no longer in the member list (removed on an earlier pass, or
+    /// already replaced by a new member of the same name): delete the peer.
+    DeletePeer {
+        /// The peer.
+        name: String,
+    },
+    /// Remove the member; `ScaleMembers` then adds a new one in its place.
+    Remove {
+        /// Member ID.
+        id: u64,
+        /// Its name.
+        name: String,
+    },
+    /// Not now, but it resolves by itself; the reason says what is awaited.
+    Wait(String),
+    /// Steward cannot replace the member; the reason says why and what is needed.
+    Blocked(String),
+}
+
+/// Decides how to replace members that lost their data (`lost`, the peers with
+/// `DataLost=True`; `peers`, how many peers the cluster has). A member is removed only from a
+/// quorate cluster, only when no other membership change is in flight (no member that has not
+/// started, no learner), only when it does not answer, and only if the remaining healthy voters
+/// still form a quorum of the smaller cluster; one member at a time, lowest ordinal first.
+pub fn plan_recovery(
+    observed: Option<&Observed>,
+    lost: &[LostPeer],
+    peers: usize,
+    names: &ClusterNames,
+) -> Recovery {
+    if lost.is_empty() {
+        return Recovery::Idle;
+    }
+    let mut lost: Vec<&LostPeer> = lost.iter().collect();
+    lost.sort_by_key(|p| (names.ordinal(&p.name).unwrap_or(u32::MAX), p.name.clone()));
+    let list = lost
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let Some(obs) = observed.filter(|o| o.quorate()) else {
+        let members = observed.map_or(peers, |o| o.voters().count());
+        if members <= 1 {
+            return Recovery::Blocked(format!(
+                "{list} lost its data and is the cluster's only member: there is no other member \
+                 to copy the data from, so Steward does not replace it (a new member would start \
+                 an empty cluster). Restore the cluster from a backup (an etcd snapshot)"
+            ));
+        }
+        let state = if observed.is_some() {
+            "not quorate"
+        } else {
+            "unreachable or without a leader"
+        };
+        return Recovery::Blocked(format!(
+            "{list} lost {} data and the cluster is {state}: etcd removes members only with a \
+             quorum. They are replaced automatically once a majority of the members answers \
+             again; if that majority is gone for good, restore the cluster from a backup",
+            if lost.len() == 1 { "its" } else { "their" }
+        ));
+    };
+    let member_of = |p: &LostPeer| {
+        obs.members
+            .iter()
+            .find(|m| obs.name_of(m, names).as_deref() == Some(p.name.as_str()))
+    };
+    // Peers whose member is already gone, or is a new member under the same name.
+    for p in &lost {
+        match member_of(p) {
+            None => {
+                return Recovery::DeletePeer {
+                    name: p.name.clone(),
+                };
+            }
+            Some(m) if p.member_id.is_some_and(|id| id != m.id) => {
+                return Recovery::DeletePeer {
+                    name: p.name.clone(),
+                };
+            }
+            Some(_) => {}
+        }
+    }
+    let Some((peer, victim)) = lost
+        .iter()
+        .filter_map(|p| Some((*p, member_of(p)?)))
+        .find(|(_, m)| !obs.healthy(m.id))
+    else {
+        return Recovery::Wait(format!(
+            "{list} lost {} data but still answers; waiting for its Pod to stop",
+            if lost.len() == 1 { "its" } else { "their" }
+        ));
+    };
+    if let Some(other) = obs
+        .members
+        .iter()
+        .find(|m| m.id != victim.id && (!m.is_started() || m.is_learner))
+    {
+        return Recovery::Wait(format!(
+            "{} lost its data; it is replaced once the membership change of {} has finished",
+            peer.name,
+            obs.name_of(other, names)
+                .unwrap_or_else(|| member_id_hex(other.id))
+        ));
+    }
+    if !victim.is_learner {
+        let voters = obs.voters().count();
+        let healthy = obs.healthy_voters();
+        if voters <= 1 || healthy < quorum(voters - 1) {
+            return Recovery::Blocked(format!(
+                "{} lost its data, but removing it would leave {healthy} healthy voting members, \
+                 fewer than a quorum of {}",
+                peer.name,
+                quorum(voters.saturating_sub(1))
+            ));
+        }
+    }
+    Recovery::Remove {
+        id: victim.id,
+        name: peer.name.clone(),
+    }
 }
 
 #[cfg(test)]
@@ -511,12 +700,18 @@ mod tests {
     fn bootstrap_creates_all_peers_as_a_new_cluster() {
         let plan = plan_peers(None, &[], 3, &names(), "t");
         assert_eq!(plan.create.len(), 3);
-        assert!(
-            plan.create
-                .iter()
-                .all(|(_, b)| b.initial_cluster_state == InitialClusterState::New
-                    && b.initial_cluster.len() == 3)
-        );
+        assert!(plan.create.iter().all(|p| p.bootstrap.initial_cluster_state
+            == InitialClusterState::New
+            && p.bootstrap.initial_cluster.len() == 3));
+        // Each bootstrap peer knows the ID etcd will give its member.
+        let n = names();
+        for p in &plan.create {
+            let id = bootstrap_member_id(&[n.peer_url(&p.name)], "t");
+            assert_eq!(p.member_id, member_id_hex(id));
+        }
+        let ids: std::collections::BTreeSet<&str> =
+            plan.create.iter().map(|p| p.member_id.as_str()).collect();
+        assert_eq!(ids.len(), 3);
         // Interrupted after one peer: the same initial cluster completes it.
         let one = [view(
             "demo-0",
@@ -524,8 +719,12 @@ mod tests {
             &["demo-0", "demo-1", "demo-2"],
         )];
         let plan = plan_peers(None, &one, 5, &names(), "t");
-        let created: Vec<&str> = plan.create.iter().map(|(n, _)| n.as_str()).collect();
+        let created: Vec<&str> = plan.create.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(created, ["demo-1", "demo-2"]);
+        assert_eq!(
+            plan.create[0].member_id,
+            member_id_hex(bootstrap_member_id(&[names().peer_url("demo-1")], "t"))
+        );
     }
 
     #[test]
@@ -572,8 +771,13 @@ mod tests {
         let plan = plan_peers(Some(&obs), &peers, 4, &names(), "t");
         assert_eq!(plan.delete, ["demo-7"]);
         assert_eq!(plan.create.len(), 1);
-        let (name, boot) = &plan.create[0];
+        let NewPeer {
+            name,
+            bootstrap: boot,
+            member_id,
+        } = &plan.create[0];
         assert_eq!(name, "demo-3");
+        assert_eq!(member_id, "9", "a joining peer runs the member etcd added");
         assert_eq!(boot.initial_cluster_state, InitialClusterState::Existing);
         let initial: Vec<&str> = boot
             .initial_cluster
@@ -581,5 +785,157 @@ mod tests {
             .map(|m| m.name.as_str())
             .collect();
         assert_eq!(initial, ["demo-0", "demo-1", "demo-2", "demo-3"]);
+    }
+
+    #[test]
+    fn bootstrap_member_ids_match_etcd() {
+        // Read from etcd 3.4.23 started with `--initial-cluster
+        // demo-0=http://demo-0.demo.db.svc.cluster.local:2380 --initial-cluster-token uid-1`
+        // (`etcdctl member list`: 14131045141145053370).
+        let url = names().peer_url("demo-0");
+        assert_eq!(
+            bootstrap_member_id(std::slice::from_ref(&url), "uid-1"),
+            14_131_045_141_145_053_370
+        );
+        assert_eq!(
+            member_id_hex(bootstrap_member_id(std::slice::from_ref(&url), "uid-1")),
+            "c41b8eafb6f5e8ba"
+        );
+        // The token separates clusters; the URLs are sorted first.
+        assert_ne!(
+            bootstrap_member_id(std::slice::from_ref(&url), "uid-2"),
+            bootstrap_member_id(std::slice::from_ref(&url), "uid-1")
+        );
+        let (a, b) = ("http://a:2380".to_owned(), "http://b:2380".to_owned());
+        assert_eq!(
+            bootstrap_member_id(&[a.clone(), b.clone()], "t"),
+            bootstrap_member_id(&[b, a], "t")
+        );
+    }
+
+    fn lost(name: &str, id: u64) -> LostPeer {
+        LostPeer {
+            name: name.into(),
+            member_id: Some(id),
+        }
+    }
+
+    #[test]
+    fn nothing_lost_nothing_to_do() {
+        assert_eq!(
+            plan_recovery(Some(&cluster(3, 1, &[])), &[], 3, &names()),
+            Recovery::Idle
+        );
+    }
+
+    #[test]
+    fn a_lost_member_that_no_longer_answers_is_removed() {
+        let obs = cluster(3, 1, &[2]);
+        assert_eq!(
+            plan_recovery(Some(&obs), &[lost("demo-1", 2)], 3, &names()),
+            Recovery::Remove {
+                id: 2,
+                name: "demo-1".into()
+            }
+        );
+        // Still answering (its Pod has not stopped yet): wait.
+        let obs = cluster(3, 1, &[]);
+        assert!(matches!(
+            plan_recovery(Some(&obs), &[lost("demo-1", 2)], 3, &names()),
+            Recovery::Wait(m) if m.contains("still answers")
+        ));
+    }
+
+    #[test]
+    fn one_member_at_a_time_lowest_ordinal_first() {
+        let obs = cluster(5, 1, &[3, 5]);
+        let plan = plan_recovery(
+            Some(&obs),
+            &[lost("demo-4", 5), lost("demo-2", 3)],
+            5,
+            &names(),
+        );
+        assert_eq!(
+            plan,
+            Recovery::Remove {
+                id: 3,
+                name: "demo-2".into()
+            }
+        );
+    }
+
+    #[test]
+    fn no_removal_while_another_membership_change_is_in_flight() {
+        let mut obs = cluster(3, 1, &[2]);
+        obs.members.push(member(9, 3, true, false));
+        assert!(matches!(
+            plan_recovery(Some(&obs), &[lost("demo-1", 2)], 4, &names()),
+            Recovery::Wait(m) if m.contains("demo-3")
+        ));
+        // A started learner too.
+        obs.members[3] = member(9, 3, true, true);
+        assert!(matches!(
+            plan_recovery(Some(&obs), &[lost("demo-1", 2)], 4, &names()),
+            Recovery::Wait(_)
+        ));
+        // But a learner that itself lost its data goes (learners never count for quorum).
+        let mut obs = cluster(3, 1, &[]);
+        obs.members.push(member(9, 3, true, true));
+        assert_eq!(
+            plan_recovery(Some(&obs), &[lost("demo-3", 9)], 4, &names()),
+            Recovery::Remove {
+                id: 9,
+                name: "demo-3".into()
+            }
+        );
+    }
+
+    #[test]
+    fn without_quorum_or_with_a_single_member_steward_cannot_act() {
+        // Two of three lost: no quorum, nothing can be removed.
+        let obs = cluster(3, 1, &[2, 3]);
+        let plan = plan_recovery(
+            Some(&obs),
+            &[lost("demo-1", 2), lost("demo-2", 3)],
+            3,
+            &names(),
+        );
+        assert!(
+            matches!(&plan, Recovery::Blocked(m) if m.contains("demo-1, demo-2") && m.contains("not quorate")),
+            "{plan:?}"
+        );
+        // Unreachable.
+        assert!(matches!(
+            plan_recovery(None, &[lost("demo-1", 2)], 3, &names()),
+            Recovery::Blocked(m) if m.contains("unreachable")
+        ));
+        // The only member: a restore is needed.
+        let obs = cluster(1, 1, &[1]);
+        for observed in [Some(&obs), None] {
+            assert!(matches!(
+                plan_recovery(observed, &[lost("demo-0", 1)], 1, &names()),
+                Recovery::Blocked(m) if m.contains("only member") && m.contains("backup")
+            ));
+        }
+    }
+
+    #[test]
+    fn a_lost_peer_whose_member_is_gone_or_replaced_is_deleted() {
+        let obs = cluster(2, 1, &[]);
+        assert_eq!(
+            plan_recovery(Some(&obs), &[lost("demo-2", 3)], 3, &names()),
+            Recovery::DeletePeer {
+                name: "demo-2".into()
+            }
+        );
+        // demo-1 was removed and re-added (new ID 9, not started yet); the old peer goes.
+        let mut obs = cluster(3, 1, &[]);
+        obs.members[1] = member(9, 1, true, false);
+        assert_eq!(
+            plan_recovery(Some(&obs), &[lost("demo-1", 2)], 3, &names()),
+            Recovery::DeletePeer {
+                name: "demo-1".into()
+            }
+        );
     }
 }

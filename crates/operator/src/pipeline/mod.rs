@@ -269,6 +269,7 @@ fn kind_action(kind: steward_api::common::OperationKind) -> &'static str {
         K::Failover => "Failover",
         K::Backup => "Backup",
         K::Restore => "Restore",
+        K::Recover => "Recover",
     }
 }
 

@@ -1,5 +1,160 @@
-//! The PostgreSQL engine. Only its database seam exists so far: [`admin`], what the engine will
-//! ask of a PostgreSQL instance (server state, WAL positions, replication, promotion, roles and
-//! databases). The engine itself (validate, build, steps, the pipeline) is not implemented yet.
+//! The PostgreSQL engine (seed 004, with the user/password and restart concepts of seed 000):
+//! `PostgresCluster` reconciled by an ordered pipeline — one primary and streaming replicas
+//! as Pods the operator manages directly, a `-primary` Service that follows the primary,
+//! users from labelled Secrets, automatic fail-over with fencing, rolling restarts.
+//! [`admin`] is the database seam; [`topology`] holds the pure decisions; [`build`] the pure
+//! builders of desired objects.
 
 pub mod admin;
+pub mod build;
+pub mod controller;
+pub mod names;
+pub mod steps;
+pub mod topology;
+pub mod validate;
+
+use std::fmt;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use kube::runtime::reflector::Store;
+use steward_api::postgres::{PostgresCluster, PostgresClusterStatus};
+
+use crate::pipeline::{Pass, PassCore, Pipeline};
+use crate::resources::{AppliedSet, Applier};
+use crate::runtime::context::Context;
+use admin::{ConnectionTarget, PgAdminError, PostgresAdmin};
+use names::{ClusterNames, PORT, SUPERUSER};
+use topology::InstanceView;
+use validate::ValidatedPostgresCluster;
+
+/// The controller name used in metrics, logs and field managers.
+pub const CONTROLLER: &str = "postgres";
+
+/// The shared caches the PostgreSQL controller reads (objects labelled `managed-by=steward`).
+#[derive(Clone)]
+pub struct PostgresStores {
+    /// Services.
+    pub services: Store<Service>,
+    /// Instance Pods.
+    pub pods: Store<Pod>,
+    /// Instance claims.
+    pub claims: Store<PersistentVolumeClaim>,
+}
+
+/// The generated passwords of the operator's superuser and the replication user. `Debug`
+/// shows neither.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// The `steward` superuser's password.
+    pub superuser: String,
+    /// The `replicator` user's password.
+    pub replication: String,
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Credentials { <redacted> }")
+    }
+}
+
+/// One reconcile pass over a `PostgresCluster`.
+pub struct PostgresPass {
+    /// Shared pass state.
+    pub core: PassCore,
+    /// The cluster as read from the cache.
+    pub cluster: Arc<PostgresCluster>,
+    /// The validated spec, once `ValidateSpec` ran.
+    pub validated: Option<ValidatedPostgresCluster>,
+    /// Engine status fields being computed (the shared part lives in `core.status`).
+    pub status: PostgresClusterStatus,
+    /// Shared caches.
+    pub stores: PostgresStores,
+    /// Names of this cluster's children.
+    pub names: ClusterNames,
+    /// Passwords, once `EnsureSecrets` read them.
+    pub credentials: Option<Credentials>,
+    /// Hash of the ConfigMap's content, once `ApplyConfig` ran.
+    pub config_hash: Option<String>,
+    /// Instances as observed on this pass.
+    pub instances: Vec<InstanceView>,
+    /// Whether `ObserveInstances` ran on this pass.
+    pub observed: bool,
+    /// Applies children.
+    pub applier: Applier,
+    /// What this pass applied.
+    pub applied: AppliedSet,
+    /// Shared context.
+    pub ctx: Arc<Context>,
+}
+
+impl Pass for PostgresPass {
+    fn core(&self) -> &PassCore {
+        &self.core
+    }
+    fn core_mut(&mut self) -> &mut PassCore {
+        &mut self.core
+    }
+}
+
+impl PostgresPass {
+    /// `namespace/name`, for messages.
+    pub fn object(&self) -> String {
+        format!("{}/{}", self.core.namespace, self.core.name)
+    }
+
+    /// The current primary's name, as recorded in status.
+    pub fn primary(&self) -> Option<String> {
+        self.status.current_primary.clone()
+    }
+
+    /// The observed instance of this name.
+    pub fn instance(&self, name: &str) -> Option<&InstanceView> {
+        self.instances.iter().find(|i| i.name == name)
+    }
+
+    /// The superuser connection target of an instance (by Pod IP), once credentials are known.
+    pub fn target(&self, ip: &str) -> Option<ConnectionTarget> {
+        let creds = self.credentials.as_ref()?;
+        Some(ConnectionTarget::new(
+            ip,
+            u16::try_from(PORT).unwrap_or(5432),
+            SUPERUSER,
+            creds.superuser.clone(),
+        ))
+    }
+
+    /// Opens a superuser session on the named instance.
+    pub async fn admin(&self, instance: &str) -> Result<Box<dyn PostgresAdmin>, PgAdminError> {
+        let ip = self
+            .instance(instance)
+            .and_then(|i| i.ip.clone())
+            .ok_or_else(|| PgAdminError::Unavailable(format!("{instance} has no Pod IP")))?;
+        let target = self
+            .target(&ip)
+            .ok_or_else(|| PgAdminError::Unavailable("credentials not read yet".into()))?;
+        self.ctx
+            .postgres
+            .connect(&target, self.ctx.database_timeout)
+            .await
+    }
+}
+
+/// The pipeline, in order. `UpdateStatus` runs first and last.
+pub fn pipeline() -> Pipeline<PostgresPass> {
+    Pipeline::new(
+        CONTROLLER,
+        Box::new(steps::update_status::UpdateStatus),
+        vec![
+            Box::new(steps::validate_spec::ValidateSpec),
+            Box::new(steps::ensure_secrets::EnsureSecrets),
+            Box::new(steps::apply_config::ApplyConfig),
+            Box::new(steps::apply_services::ApplyServices),
+            Box::new(steps::observe_instances::ObserveInstances),
+            Box::new(steps::failover::Failover),
+            Box::new(steps::provision_instances::ProvisionInstances),
+            Box::new(steps::reconcile_users::ReconcileUsers),
+            Box::new(steps::rolling_restart::RollingRestart),
+        ],
+    )
+}

@@ -17,6 +17,8 @@ use crate::error::{Error, Result};
 use crate::etcd::admin::EtcdConnector;
 use crate::etcd::admin::client::GrpcConnector;
 use crate::metrics::Metrics;
+use crate::postgres::admin::PostgresConnector;
+use crate::postgres::admin::client::PgConnector;
 use crate::pipeline::{Effect, EventType, PassReport};
 use crate::webhook::WebhookSender;
 
@@ -48,6 +50,8 @@ pub struct Context {
     pub database_timeout: Duration,
     /// Opens etcd admin sessions (real gRPC, or the model in tests).
     pub etcd: Arc<dyn EtcdConnector>,
+    /// Opens PostgreSQL admin sessions (real `tokio-postgres`, or the model in tests).
+    pub postgres: Arc<dyn PostgresConnector>,
 }
 
 impl Context {
@@ -78,6 +82,7 @@ impl Context {
             cluster_domain: "cluster.local".into(),
             database_timeout: Duration::from_secs(3),
             etcd: Arc::new(GrpcConnector),
+            postgres: Arc::new(PgConnector),
         }
     }
 

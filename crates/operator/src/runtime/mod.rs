@@ -256,8 +256,20 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         claims: claims.0,
         peers: peers.0,
     };
+    let postgres = crate::postgres::PostgresStores {
+        services: etcd.services.clone(),
+        pods: etcd.pods.clone(),
+        claims: etcd.claims.clone(),
+    };
     tokio::join!(
-        crate::etcd::controller::run(ctx.clone(), etcd.clone(), services.1, peers.1, stop.clone()),
-        crate::etcd::peer::run(ctx, etcd, pods.1, stop),
+        crate::etcd::controller::run(
+            ctx.clone(),
+            etcd.clone(),
+            services.1.clone(),
+            peers.1,
+            stop.clone()
+        ),
+        crate::etcd::peer::run(ctx.clone(), etcd, pods.1.clone(), stop.clone()),
+        crate::postgres::controller::run(ctx, postgres, services.1, pods.1, stop),
     );
 }

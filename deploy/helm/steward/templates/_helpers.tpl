@@ -40,7 +40,7 @@ Plurals of Steward's custom resources: one per CRD in crds/steward.dev.yaml.
 .ci/check-deploy.sh fails when a CRD is missing here or in deploy/rbac.yaml.
 */}}
 {{- define "steward.customResources" -}}
-{{- list "etcdclusters" "etcdpeers" | toJson -}}
+{{- list "etcdclusters" "etcdpeers" "postgresclusters" | toJson -}}
 {{- end -}}
 
 {{/*
@@ -73,10 +73,20 @@ Rules for Steward's resources and the children it manages. Rendered into a Clust
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
   verbs: ["list", "watch", "create", "delete"]
-# Member Pods: cached, created by the peer controller, deleted to replace them.
+# Member and instance Pods: cached, created, deleted to replace or fence them; patched to move
+# the PostgreSQL primary's role label.
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list", "watch", "create", "delete"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
+# PostgreSQL: generated credential Secrets (created once), users' password Secrets (read,
+# labelled, watched by label), the applied-passwords record. Never deleted by the operator.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+# PostgreSQL configuration, server-side applied.
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["patch"]
 # The members' disruption budget, server-side applied.
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]

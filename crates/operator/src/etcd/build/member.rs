@@ -26,11 +26,33 @@ use crate::resources::{Labels, child_meta};
 pub const SPEC_HASH: &str = "steward.dev/spec-hash";
 /// Where the data volume is mounted.
 pub const DATA_MOUNT: &str = "/var/lib/etcd";
-/// etcd's data directory inside the volume.
-pub const DATA_DIR: &str = "/var/lib/etcd/data";
+/// etcd's data directory inside the volume for peers without a member ID (created by Steward
+/// versions before member-scoped data directories).
+pub const LEGACY_DATA_DIR: &str = "/var/lib/etcd/data";
 
-/// The `EtcdPeer` for member `name` of `cluster`. `None` when the cluster was never stored.
-pub fn peer(cluster: &EtcdCluster, name: &str, bootstrap: Bootstrap) -> Option<EtcdPeer> {
+/// etcd's data directory: `/var/lib/etcd/<memberId>`, so that a member only ever starts from
+/// its own data — a later member of the same name on a retained claim gets a new, empty
+/// directory next to the old one. Peers without a (valid, hex) member ID use
+/// [`LEGACY_DATA_DIR`].
+pub fn data_dir(member_id: Option<&str>) -> String {
+    match member_id {
+        Some(id)
+            if !id.is_empty() && id.len() <= 16 && id.bytes().all(|b| b.is_ascii_hexdigit()) =>
+        {
+            format!("{DATA_MOUNT}/{id}")
+        }
+        _ => LEGACY_DATA_DIR.to_owned(),
+    }
+}
+
+/// The `EtcdPeer` for member `name` of `cluster`, running member `member_id` (hex). `None`
+/// when the cluster was never stored.
+pub fn peer(
+    cluster: &EtcdCluster,
+    name: &str,
+    bootstrap: Bootstrap,
+    member_id: Option<String>,
+) -> Option<EtcdPeer> {
     let labels = Labels::new("etcd", cluster.name_any(), "peer");
     let metadata = child_meta(cluster, name, &labels, &BTreeMap::new())?;
     let spec = EtcdPeerSpec {
@@ -40,6 +62,7 @@ pub fn peer(cluster: &EtcdCluster, name: &str, bootstrap: Bootstrap) -> Option<E
         repository: cluster.spec.repository.clone(),
         storage: cluster.spec.storage.clone(),
         pod_template: cluster.spec.pod_template.clone(),
+        member_id,
     };
     Some(EtcdPeer {
         metadata,
@@ -84,8 +107,13 @@ pub fn claim(peer: &EtcdPeer) -> PersistentVolumeClaim {
     }
 }
 
-/// etcd's command line for a member.
-pub fn etcd_args(peer: &str, names: &ClusterNames, bootstrap: &Bootstrap) -> Vec<String> {
+/// etcd's command line for a member (`member_id`: see [`data_dir`]).
+pub fn etcd_args(
+    peer: &str,
+    names: &ClusterNames,
+    bootstrap: &Bootstrap,
+    member_id: Option<&str>,
+) -> Vec<String> {
     let initial = bootstrap
         .initial_cluster
         .iter()
@@ -98,7 +126,7 @@ pub fn etcd_args(peer: &str, names: &ClusterNames, bootstrap: &Bootstrap) -> Vec
     };
     vec![
         format!("--name={peer}"),
-        format!("--data-dir={DATA_DIR}"),
+        format!("--data-dir={}", data_dir(member_id)),
         // Listen on the Pod's own address (from the downward API): no wildcard, so members
         // sharing a host network (the embedded node agent) never collide.
         format!("--listen-peer-urls=http://$(POD_IP):{PEER_PORT}"),
@@ -126,7 +154,12 @@ pub fn pod(peer: &EtcdPeer, names: &ClusterNames) -> Option<Pod> {
         name: "etcd".into(),
         image: Some(format!("{}:v{}", peer.spec.repository, peer.spec.version)),
         command: Some(vec!["etcd".into()]),
-        args: Some(etcd_args(&name, names, &peer.spec.bootstrap)),
+        args: Some(etcd_args(
+            &name,
+            names,
+            &peer.spec.bootstrap,
+            peer.spec.member_id.as_deref(),
+        )),
         env: Some(vec![EnvVar {
             name: "POD_IP".into(),
             value_from: Some(EnvVarSource {
@@ -251,7 +284,7 @@ mod tests {
     }
 
     fn stored_peer() -> EtcdPeer {
-        let mut p = peer(&cluster(), "demo-1", bootstrap()).unwrap();
+        let mut p = peer(&cluster(), "demo-1", bootstrap(), Some("9".into())).unwrap();
         p.metadata.uid = Some("peer-uid".into());
         p
     }
@@ -269,6 +302,7 @@ mod tests {
         assert!(args.contains(&"--initial-cluster-state=existing".to_owned()));
         assert!(args.contains(&"--initial-cluster=demo-0=http://demo-0.demo.db.svc.cluster.local:2380,demo-1=http://demo-1.demo.db.svc.cluster.local:2380".to_owned()));
         assert!(args.contains(&"--listen-client-urls=http://$(POD_IP):2379".to_owned()));
+        assert!(args.contains(&"--data-dir=/var/lib/etcd/9".to_owned()));
         let claim_ref = spec.volumes.as_ref().unwrap()[0]
             .persistent_volume_claim
             .as_ref()
@@ -306,5 +340,28 @@ mod tests {
         assert!(c.metadata.owner_references.is_none());
         let req = c.spec.unwrap().resources.unwrap().requests.unwrap();
         assert_eq!(req["storage"].0, "1Gi");
+    }
+
+    #[test]
+    fn the_data_dir_is_scoped_to_the_member() {
+        assert_eq!(
+            data_dir(Some("c41b8eafb6f5e8ba")),
+            "/var/lib/etcd/c41b8eafb6f5e8ba"
+        );
+        assert_eq!(
+            data_dir(None),
+            "/var/lib/etcd/data",
+            "peers of older versions"
+        );
+        assert_eq!(data_dir(Some("../x")), "/var/lib/etcd/data", "never a path");
+        // A peer without a member ID keeps the command line (so the Pod spec) it had.
+        let names = ClusterNames::new("demo", "db", "cluster.local");
+        let mut old = stored_peer();
+        old.spec.member_id = None;
+        let args = pod(&old, &names).unwrap().spec.unwrap().containers[0]
+            .args
+            .clone()
+            .unwrap();
+        assert!(args.contains(&"--data-dir=/var/lib/etcd/data".to_owned()));
     }
 }

@@ -3,7 +3,17 @@
 //! (always passed; etcd ignores it once a data dir exists), replaces the Pod when the peer's
 //! spec changed (Pod specs are immutable) or the Pod ended, and reports the member in the
 //! peer's status: its host name, and — once the Pod is ready and answers over gRPC — its member
-//! ID and version. Deleting a peer removes its Pod (owner reference) and keeps its claim.
+//! ID and version, and the UID of the claim it answered on (`claimUid`). Deleting a peer
+//! removes its Pod (owner reference) and keeps its claim.
+//!
+//! Data loss: once a member answered on a claim, that claim holds its data. If the claim later
+//! disappears, is being deleted or is replaced by another claim of the same name, the member's
+//! data is gone and etcd must not see the member again under its old identity (an empty data
+//! dir would either fail to join or, for a bootstrap member, found a new empty cluster). The
+//! controller then sets `DataLost=True` on the peer, deletes the member Pod and creates neither
+//! a claim nor a Pod any more; the cluster's `RecoverMembers` step removes the member and
+//! deletes the peer, and a new member takes its place. The cache's view of a lost claim is
+//! confirmed with a direct (list) read before anything is deleted.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +21,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, ReflectHandle};
 use kube::runtime::watcher;
@@ -21,12 +31,69 @@ use tokio_util::sync::CancellationToken;
 use super::EtcdStores;
 use super::build::member::{SPEC_HASH, claim, pod};
 use super::names::{ClusterNames, claim_name, pod_client_url};
+use crate::conditions::{self, Status};
 use crate::error::Error;
 use crate::resources::pods::{has_ended, is_ready};
 use crate::runtime::context::{Context, error_policy};
 
 /// The controller name used in logs.
 pub const CONTROLLER: &str = "etcd-peer";
+
+/// The peer condition set once the member's data is known to be gone.
+pub const DATA_LOST: &str = "DataLost";
+
+/// Why a member's data is gone: the condition's reason and message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lost {
+    /// `ClaimDeleted`, `ClaimDeleting` or `ClaimReplaced` (or the recorded reason).
+    pub reason: String,
+    /// For humans.
+    pub message: String,
+}
+
+/// (pure) Whether the member's data is gone, judged from the peer's last status and its claim
+/// as it is now (`None`: no such claim). Once `DataLost=True` it stays so: the peer is only
+/// ever deleted after that. A peer whose member never answered (no `claimUid`) has no data to
+/// lose.
+pub fn data_lost(
+    status: &EtcdPeerStatus,
+    claim: Option<&PersistentVolumeClaim>,
+    claim_name: &str,
+) -> Option<Lost> {
+    if let Some(c) = conditions::get(&status.conditions, DATA_LOST).filter(|c| c.status == "True") {
+        return Some(Lost {
+            reason: c.reason.clone(),
+            message: c.message.clone(),
+        });
+    }
+    let recorded = status.claim_uid.as_deref()?;
+    let (reason, why) = match claim {
+        None => (
+            "ClaimDeleted",
+            format!("its claim {claim_name} (uid {recorded}) was deleted"),
+        ),
+        Some(c) if c.metadata.deletion_timestamp.is_some() => (
+            "ClaimDeleting",
+            format!("its claim {claim_name} (uid {recorded}) is being deleted"),
+        ),
+        Some(c) if c.metadata.uid.as_deref() != Some(recorded) => (
+            "ClaimReplaced",
+            format!(
+                "its claim {claim_name} was replaced: the member ran on uid {recorded}, the claim \
+                 now has uid {}",
+                c.metadata.uid.as_deref().unwrap_or("none")
+            ),
+        ),
+        Some(_) => return None,
+    };
+    Some(Lost {
+        reason: reason.to_owned(),
+        message: format!(
+            "the member's data is lost: {why}. Its Pod is not started again; the cluster removes \
+             the member and adds a new one in its place while it keeps a quorum"
+        ),
+    })
+}
 
 struct State {
     ctx: Arc<Context>,
@@ -47,9 +114,46 @@ async fn reconcile(peer: Arc<EtcdPeer>, state: Arc<State>) -> Result<Action, Err
         ctx.cluster_domain.clone(),
     );
 
+    let claim_name = claim_name(&name);
+    let claim_ref = ObjectRef::<PersistentVolumeClaim>::new(&claim_name).within(&namespace);
+    let cached_claim = state.stores.claims.get(&claim_ref);
+    let previous = peer.status.clone().unwrap_or_default();
+    let pods: Api<Pod> = ctx.api(&namespace);
+    let current_pod = state
+        .stores
+        .pods
+        .get(&ObjectRef::<Pod>::new(&name).within(&namespace));
+
+    // 0. Data loss, judged from the cache and confirmed with a read of the claim.
+    let lost = match data_lost(&previous, cached_claim.as_deref(), &claim_name) {
+        None => None,
+        Some(_) => {
+            // A list by name is a consistent read and needs no `get` permission (the operator
+            // lists and watches claims).
+            let claims: Api<PersistentVolumeClaim> = ctx.api(&namespace);
+            let by_name = ListParams::default().fields(&format!("metadata.name={claim_name}"));
+            let live = claims
+                .list(&by_name)
+                .await
+                .map_err(|source| Error::kube("list PersistentVolumeClaims", &object, source))?;
+            data_lost(&previous, live.items.first(), &claim_name)
+        }
+    };
+    if let Some(lost) = lost {
+        return keep_down(
+            ctx,
+            &peer,
+            &names,
+            &pods,
+            current_pod.as_deref(),
+            previous,
+            lost,
+        )
+        .await;
+    }
+
     // 1. The claim: created when missing, never modified.
-    let claim_ref = ObjectRef::<PersistentVolumeClaim>::new(&claim_name(&name)).within(&namespace);
-    if state.stores.claims.get(&claim_ref).is_none() {
+    if cached_claim.is_none() {
         let claims: Api<PersistentVolumeClaim> = ctx.api(&namespace);
         match claims.create(&PostParams::default(), &claim(&peer)).await {
             Ok(_) => tracing::info!(%object, "created member claim"),
@@ -62,13 +166,8 @@ async fn reconcile(peer: Arc<EtcdPeer>, state: Arc<State>) -> Result<Action, Err
     let Some(desired) = pod(&peer, &names) else {
         return Ok(Action::requeue(Duration::from_secs(5)));
     };
-    let pods: Api<Pod> = ctx.api(&namespace);
-    let existing = state
-        .stores
-        .pods
-        .get(&ObjectRef::<Pod>::new(&name).within(&namespace));
     let mut member_pod = None;
-    match existing {
+    match current_pod {
         None => match pods.create(&PostParams::default(), &desired).await {
             Ok(_) => tracing::info!(%object, "created member Pod"),
             Err(kube::Error::Api(e)) if e.code == 409 => {}
@@ -97,15 +196,14 @@ async fn reconcile(peer: Arc<EtcdPeer>, state: Arc<State>) -> Result<Action, Err
         }
     }
 
-    // 3. Status.
+    // 3. Status. The member ID and the claim the member answered on are kept while it does
+    // not answer.
     let mut status = EtcdPeerStatus {
         observed_generation: peer.metadata.generation,
         hostname: names.fqdn(&name),
-        conditions: peer
-            .status
-            .as_ref()
-            .map(|s| s.conditions.clone())
-            .unwrap_or_default(),
+        member_id: previous.member_id.clone(),
+        claim_uid: previous.claim_uid.clone(),
+        conditions: previous.conditions.clone(),
         ..EtcdPeerStatus::default()
     };
     if let Some(p) = member_pod.as_ref().filter(|p| is_ready(p))
@@ -121,6 +219,13 @@ async fn reconcile(peer: Arc<EtcdPeer>, state: Arc<State>) -> Result<Action, Err
             status.ready = true;
             status.member_id = Some(format!("{:x}", answer.member_id));
             status.version = Some(answer.version);
+            // The member answered on this claim: from now on it holds the member's data.
+            if let Some(c) = cached_claim
+                .as_ref()
+                .filter(|c| c.metadata.deletion_timestamp.is_none())
+            {
+                status.claim_uid = c.uid();
+            }
         }
     }
     if peer.status.as_ref() != Some(&status) {
@@ -135,6 +240,63 @@ async fn reconcile(peer: Arc<EtcdPeer>, state: Arc<State>) -> Result<Action, Err
     } else {
         Duration::from_secs(3)
     }))
+}
+
+/// A peer whose data is lost: `DataLost=True` in its status, its Pod deleted (with its UID as
+/// precondition), no claim and no Pod created. `RecoverMembers` takes it from there.
+async fn keep_down(
+    ctx: &Context,
+    peer: &EtcdPeer,
+    names: &ClusterNames,
+    pods: &Api<Pod>,
+    current_pod: Option<&Pod>,
+    previous: EtcdPeerStatus,
+    lost: Lost,
+) -> Result<Action, Error> {
+    let name = peer.name_any();
+    let object = format!("{}/{name}", peer.namespace().unwrap_or_default());
+    if let Some(current) = current_pod.filter(|p| p.metadata.deletion_timestamp.is_none()) {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: current.uid(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match pods.delete(&name, &params).await {
+            Ok(_) => {
+                tracing::warn!(%object, reason = %lost.reason, "member data lost; deleted its Pod")
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+            Err(source) => return Err(Error::kube("delete Pod", object, source)),
+        }
+    }
+    let mut status = EtcdPeerStatus {
+        observed_generation: peer.metadata.generation,
+        hostname: names.fqdn(&name),
+        ready: false,
+        ..previous
+    };
+    let flipped = conditions::set(
+        &mut status.conditions,
+        DATA_LOST,
+        Status::True,
+        &lost.reason,
+        lost.message.clone(),
+        peer.metadata.generation,
+        ctx.clock.now(),
+    );
+    if flipped {
+        tracing::warn!(%object, reason = %lost.reason, message = %lost.message, "member data lost");
+    }
+    if peer.status.as_ref() != Some(&status) {
+        let api: Api<EtcdPeer> = ctx.api(&peer.namespace().unwrap_or_default());
+        let body = serde_json::json!({ "status": status });
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+            .map_err(|source| Error::kube("patch EtcdPeer status", object, source))?;
+    }
+    Ok(Action::requeue(Duration::from_secs(30)))
 }
 
 /// Runs the peer controller until `stop` is cancelled; member Pods trigger their peer.
@@ -163,4 +325,80 @@ pub async fn run(
             }
         })
         .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(uid: &str, deleting: bool) -> PersistentVolumeClaim {
+        let mut c = PersistentVolumeClaim::default();
+        c.metadata.name = Some("demo-1-data".into());
+        c.metadata.uid = Some(uid.into());
+        if deleting {
+            c.metadata.deletion_timestamp = Some(
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
+            );
+        }
+        c
+    }
+
+    fn answered_on(uid: &str) -> EtcdPeerStatus {
+        EtcdPeerStatus {
+            ready: true,
+            member_id: Some("9".into()),
+            claim_uid: Some(uid.into()),
+            ..EtcdPeerStatus::default()
+        }
+    }
+
+    #[test]
+    fn a_member_that_never_answered_has_nothing_to_lose() {
+        let fresh = EtcdPeerStatus::default();
+        assert_eq!(data_lost(&fresh, None, "demo-1-data"), None);
+        assert_eq!(
+            data_lost(&fresh, Some(&claim("a", true)), "demo-1-data"),
+            None
+        );
+    }
+
+    #[test]
+    fn its_claim_deleted_deleting_or_replaced_means_the_data_is_lost() {
+        let status = answered_on("a");
+        assert_eq!(
+            data_lost(&status, Some(&claim("a", false)), "demo-1-data"),
+            None
+        );
+        let reason = |c: Option<&PersistentVolumeClaim>| {
+            data_lost(&status, c, "demo-1-data").map(|l| l.reason)
+        };
+        assert_eq!(reason(None).as_deref(), Some("ClaimDeleted"));
+        assert_eq!(
+            reason(Some(&claim("a", true))).as_deref(),
+            Some("ClaimDeleting")
+        );
+        let replaced = data_lost(&status, Some(&claim("b", false)), "demo-1-data").unwrap();
+        assert_eq!(replaced.reason, "ClaimReplaced");
+        assert!(replaced.message.contains("uid a") && replaced.message.contains("uid b"));
+    }
+
+    #[test]
+    fn once_lost_always_lost() {
+        let mut status = answered_on("a");
+        conditions::set(
+            &mut status.conditions,
+            DATA_LOST,
+            Status::True,
+            "ClaimDeleted",
+            "gone",
+            None,
+            jiff::Timestamp::UNIX_EPOCH,
+        );
+        // Even a claim with the recorded UID (a stale cache) does not bring it back.
+        let lost = data_lost(&status, Some(&claim("a", false)), "demo-1-data").unwrap();
+        assert_eq!(
+            (lost.reason.as_str(), lost.message.as_str()),
+            ("ClaimDeleted", "gone")
+        );
+    }
 }

@@ -4,6 +4,7 @@ pub mod apply_budget;
 pub mod apply_services;
 pub mod observe_cluster;
 pub mod reconcile_peers;
+pub mod recover_members;
 pub mod rolling_update;
 pub mod scale_members;
 pub mod sweep_orphans;

@@ -3,8 +3,9 @@
 //! (its claim too when `storage.retainOnScaleDown` is `Delete`). Without a quorate cluster,
 //! peers are created only to complete the initial bootstrap set — the first pass of a new
 //! cluster creates all `replicas` peers with `initial-cluster-state: new` (a `Bootstrap`
-//! operation). Peers are created, never re-applied: a peer's spec changes only through
-//! `RollingUpdate`, one member at a time.
+//! operation). Every new peer carries the ID of the member it runs (`spec.memberId`), which
+//! names its data directory. Peers are created, never re-applied: a peer's spec changes only
+//! through `RollingUpdate`, one member at a time.
 
 use std::time::Duration;
 
@@ -89,8 +90,14 @@ impl SubReconciler<EtcdPass> for ReconcilePeers {
         }
         let api: Api<EtcdPeer> = pass.ctx.api(&pass.core.namespace);
         let object = format!("{}/{}", pass.core.namespace, pass.core.name);
-        for (name, bootstrap) in &plan.create {
-            let Some(peer) = build::member::peer(&pass.cluster, name, bootstrap.clone()) else {
+        for new in &plan.create {
+            let name = &new.name;
+            let Some(peer) = build::member::peer(
+                &pass.cluster,
+                name,
+                new.bootstrap.clone(),
+                Some(new.member_id.clone()),
+            ) else {
                 return Err(Error::Internal {
                     message: "cluster has no UID or namespace".into(),
                 });
@@ -100,7 +107,7 @@ impl SubReconciler<EtcdPass> for ReconcilePeers {
                     EventType::Normal,
                     "PeerCreated",
                     "ReconcilePeers",
-                    format!("created peer {name}"),
+                    format!("created peer {name} (member {})", new.member_id),
                 ),
                 Err(kube::Error::Api(e)) if e.code == 409 => {}
                 Err(source) => return Err(Error::kube("create EtcdPeer", object, source)),

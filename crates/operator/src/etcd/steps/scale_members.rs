@@ -3,7 +3,9 @@
 //! says it caught up; a member leaves only if the remaining healthy voters still form a quorum,
 //! the highest ordinal first and never the leader (leadership moves away first). The whole run
 //! is a `Scale` operation with progress and the `SCALING_TIMEOUT` deadline; removals stop
-//! while a failed operation blocks destructive work.
+//! while a failed operation blocks destructive work. While a `Recover` operation runs (a member
+//! that lost its data was removed by `RecoverMembers`), the new member is added under that
+//! operation instead, which this step finishes once membership matches `replicas` again.
 
 use std::time::Duration;
 
@@ -30,7 +32,8 @@ pub(crate) fn group(replicas: usize) -> Vec<GroupReplicas> {
     }]
 }
 
-fn database(pass: &EtcdPass, err: &AdminError) -> Error {
+/// A database error on this cluster.
+pub(crate) fn database(pass: &EtcdPass, err: &AdminError) -> Error {
     Error::Database {
         cluster: format!("{}/{}", pass.core.namespace, pass.core.name),
         message: err.to_string(),
@@ -50,21 +53,36 @@ impl SubReconciler<EtcdPass> for ScaleMembers {
         let replicas = usize::try_from(pass.cluster.spec.replicas.max(1)).unwrap_or(1);
         let voters = observed.voters().count();
         let action = plan_members(&observed, replicas, &pass.names);
+        let running = pass
+            .core
+            .status
+            .operation
+            .as_ref()
+            .map(|op| (op.kind, op.done));
         if action == MemberAction::Converged {
-            if pass
-                .core
-                .status
-                .operation
-                .as_ref()
-                .is_some_and(|op| op.kind == OperationKind::Scale)
-            {
-                pass.core.finish_operation(
+            match running {
+                Some((OperationKind::Scale, _)) => pass.core.finish_operation(
                     OperationKind::Scale,
                     OperationPhase::Succeeded,
                     format!("{voters} voting members"),
-                );
+                ),
+                Some((OperationKind::Recover, _)) => pass.core.finish_operation(
+                    OperationKind::Recover,
+                    OperationPhase::Succeeded,
+                    format!("{voters} voting members; the replacement members joined"),
+                ),
+                _ => {}
             }
             return Ok(Outcome::Continue);
+        }
+        if let Some((OperationKind::Recover, done)) = running {
+            // Re-adding replaced members is part of the recovery.
+            let Some(admin) = pass.admin.take() else {
+                return Ok(Outcome::requeue(SOON, "no admin session"));
+            };
+            let result = execute(pass, admin.as_ref(), action, OperationKind::Recover, done).await;
+            pass.admin = Some(admin);
+            return result;
         }
         let started = pass.core.start_operation(OperationRequest {
             kind: OperationKind::Scale,
@@ -101,16 +119,18 @@ impl SubReconciler<EtcdPass> for ScaleMembers {
         let Some(admin) = pass.admin.take() else {
             return Ok(Outcome::requeue(SOON, "no admin session"));
         };
-        let result = execute(pass, admin.as_ref(), action, done).await;
+        let result = execute(pass, admin.as_ref(), action, OperationKind::Scale, done).await;
         pass.admin = Some(admin);
         result
     }
 }
 
+/// Makes the change, recording progress in the running operation of `kind`.
 async fn execute(
     pass: &mut EtcdPass,
     admin: &dyn crate::etcd::admin::EtcdAdmin,
     action: MemberAction,
+    kind: OperationKind,
     done: u32,
 ) -> Result<Outcome, Error> {
     let step = |a: &MemberAction| match a {
@@ -126,7 +146,7 @@ async fn execute(
         MemberAction::Converged => Ok(Outcome::Continue),
         MemberAction::WaitForStart { name: member } => {
             pass.core.advance_operation(
-                OperationKind::Scale,
+                kind,
                 name,
                 done,
                 format!("waiting for new member {member} to start"),
@@ -137,8 +157,7 @@ async fn execute(
             ))
         }
         MemberAction::Wait(why) => {
-            pass.core
-                .advance_operation(OperationKind::Scale, name, done, why.clone());
+            pass.core.advance_operation(kind, name, done, why.clone());
             Ok(Outcome::requeue(Duration::from_secs(5), why))
         }
         MemberAction::Promote { id, name: member } => match admin.member_promote(id).await {
@@ -149,12 +168,8 @@ async fn execute(
                     "ScaleMembers",
                     format!("learner {member} caught up and became a voting member"),
                 );
-                pass.core.advance_operation(
-                    OperationKind::Scale,
-                    name,
-                    done + 1,
-                    format!("promoted {member}"),
-                );
+                pass.core
+                    .advance_operation(kind, name, done + 1, format!("promoted {member}"));
                 if let Some(m) = pass
                     .observed
                     .as_mut()
@@ -166,7 +181,7 @@ async fn execute(
             }
             Err(AdminError::LearnerNotReady(_)) => {
                 pass.core.advance_operation(
-                    OperationKind::Scale,
+                    kind,
                     name,
                     done,
                     format!("learner {member} is catching up"),
@@ -191,7 +206,7 @@ async fn execute(
                     format!("added {member} as a learner"),
                 );
                 pass.core.advance_operation(
-                    OperationKind::Scale,
+                    kind,
                     name,
                     done,
                     format!("added {member} as a learner; waiting for it to start"),
@@ -225,7 +240,7 @@ async fn execute(
                         format!("moved leadership from {from_name} to {to_name} before removing {from_name}"),
                     );
                     pass.core.advance_operation(
-                        OperationKind::Scale,
+                        kind,
                         name,
                         done,
                         format!("leadership moved to {to_name}"),
@@ -248,12 +263,8 @@ async fn execute(
                         "ScaleMembers",
                         format!("removed {member} from the cluster"),
                     );
-                    pass.core.advance_operation(
-                        OperationKind::Scale,
-                        name,
-                        done + 1,
-                        format!("removed {member}"),
-                    );
+                    pass.core
+                        .advance_operation(kind, name, done + 1, format!("removed {member}"));
                     // Its peer is deleted from this member list later in the same pass.
                     if let Some(obs) = pass.observed.as_mut() {
                         obs.members.retain(|m| m.id != id);

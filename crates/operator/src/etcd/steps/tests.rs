@@ -1,23 +1,34 @@
-//! Step tests: `ScaleMembers` and `ReconcilePeers`' planning driven against the in-memory etcd
-//! model, pass after pass, the way the controller would run them.
+//! Step tests: `ScaleMembers`, `RecoverMembers` and `ReconcilePeers`' planning driven against
+//! the in-memory etcd model, pass after pass, the way the controller would run them. Steps that
+//! write Kubernetes objects (`RecoverMembers` deletes peers) run against the embedded API
+//! server, with the peer cache filled from it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::runtime::reflector;
-use steward_api::common::{OperationKind, OperationPhase};
-use steward_api::etcd::{EtcdCluster, EtcdClusterSpec};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher;
+use steward_api::common::{Condition, OperationKind, OperationPhase};
+use steward_api::etcd::{
+    Bootstrap, EtcdCluster, EtcdClusterSpec, EtcdPeer, EtcdPeerStatus, InitialClusterState,
+};
 
 use crate::clock::{Clock, ManualClock};
 use crate::config::{TimeoutArgs, WebhookArgs};
+use crate::embedded::Embedded;
+use crate::etcd::admin::AdminError;
 use crate::etcd::admin::EtcdConnector;
-use crate::etcd::admin::model::{Call, EtcdModel, InitialMember};
+use crate::etcd::admin::model::{Call, CallKind, EtcdModel, InitialMember};
 use crate::etcd::names::ClusterNames;
+use crate::etcd::peer::DATA_LOST;
 use crate::etcd::steps::observe_cluster::observe;
+use crate::etcd::steps::recover_members::RecoverMembers;
 use crate::etcd::steps::scale_members::ScaleMembers;
 use crate::etcd::{EtcdPass, EtcdStores};
 use crate::metrics::Metrics;
+use crate::pipeline::{Effect, Outcome};
 use crate::pipeline::{PassCore, SubReconciler};
 use crate::resources::{AppliedSet, Applier};
 use crate::runtime::context::Context;
@@ -42,9 +53,27 @@ fn model(n: u32) -> EtcdModel {
     EtcdModel::bootstrap(&initial)
 }
 
+/// A client that reaches nothing, for steps that only talk to etcd.
+fn no_client() -> kube::Client {
+    kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap()
+}
+
 async fn pass(model: &EtcdModel, replicas: i32, clock: &ManualClock) -> EtcdPass {
-    let client =
-        kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
+    let mut cluster = EtcdCluster::new("demo", EtcdClusterSpec::new(replicas, "3.4.23"));
+    cluster.metadata.namespace = Some("db".into());
+    cluster.metadata.uid = Some("uid-1".into());
+    cluster.metadata.generation = Some(1);
+    pass_with(model, clock, no_client(), cluster, reflector::store().0).await
+}
+
+/// A pass over `cluster` (as stored) with `client` and a peer cache.
+async fn pass_with(
+    model: &EtcdModel,
+    clock: &ManualClock,
+    client: kube::Client,
+    cluster: EtcdCluster,
+    peers: Store<EtcdPeer>,
+) -> EtcdPass {
     let metrics = Metrics::new();
     let webhooks = WebhookSender::new(&WebhookArgs::default(), metrics.clone()).unwrap();
     let ctx = Arc::new(Context::new(
@@ -56,16 +85,20 @@ async fn pass(model: &EtcdModel, replicas: i32, clock: &ManualClock) -> EtcdPass
         None,
         "test".into(),
     ));
-    let mut cluster = EtcdCluster::new("demo", EtcdClusterSpec::new(replicas, "3.4.23"));
-    cluster.metadata.namespace = Some("db".into());
-    cluster.metadata.uid = Some("uid-1".into());
-    cluster.metadata.generation = Some(1);
-    let core = PassCore::new("etcd", "db", "demo", 1, clock.now(), Default::default());
+    let generation = cluster.metadata.generation.unwrap_or(1);
+    let core = PassCore::new(
+        "etcd",
+        "db",
+        "demo",
+        generation,
+        clock.now(),
+        Default::default(),
+    );
     let stores = EtcdStores {
         services: reflector::store().0,
         pods: reflector::store().0,
         claims: reflector::store().0,
-        peers: reflector::store().0,
+        peers,
     };
     let mut pass = EtcdPass {
         core,
@@ -259,4 +292,289 @@ async fn a_down_member_blocks_growth_but_is_removed_first_on_shrink() {
         })
         .collect();
     assert_eq!(removed, [id1], "the dead member goes first");
+}
+
+/// Event reasons a pass queued.
+fn events(p: &EtcdPass) -> Vec<String> {
+    p.core
+        .effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Event { reason, .. } => Some(reason.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `DataLost=True`, as the peer controller reports it.
+fn lost_status(member_id: u64) -> EtcdPeerStatus {
+    EtcdPeerStatus {
+        member_id: Some(format!("{member_id:x}")),
+        claim_uid: Some("claim-1".into()),
+        conditions: vec![Condition {
+            type_: DATA_LOST.into(),
+            status: "True".into(),
+            reason: "ClaimDeleted".into(),
+            message: "the member's data is lost: its claim demo-1-data was deleted".into(),
+            last_transition_time: "1970-01-01T00:00:00Z".into(),
+            observed_generation: Some(1),
+        }],
+        ..EtcdPeerStatus::default()
+    }
+}
+
+/// The peers of the model's members, as `ReconcilePeers` would have created them.
+fn peers_of(model: &EtcdModel, cluster: &EtcdCluster) -> Vec<EtcdPeer> {
+    let names = names();
+    let initial: Vec<steward_api::etcd::InitialMember> = model
+        .members()
+        .iter()
+        .map(|m| steward_api::etcd::InitialMember {
+            name: m.name.clone(),
+            peer_url: m.peer_urls[0].clone(),
+        })
+        .collect();
+    model
+        .members()
+        .iter()
+        .map(|m| {
+            let boot = Bootstrap {
+                initial_cluster: initial.clone(),
+                initial_cluster_state: InitialClusterState::New,
+                initial_cluster_token: "uid-1".into(),
+            };
+            let mut peer = crate::etcd::build::member::peer(
+                cluster,
+                &m.name,
+                boot,
+                Some(format!("{:x}", m.id)),
+            )
+            .unwrap();
+            peer.metadata.uid = Some(format!("peer-{}", names.ordinal(&m.name).unwrap()));
+            peer
+        })
+        .collect()
+}
+
+fn cache(peers: &[EtcdPeer]) -> Store<EtcdPeer> {
+    let (store, mut writer) = reflector::store();
+    for p in peers {
+        writer.apply_watcher_event(&watcher::Event::Apply(p.clone()));
+    }
+    store
+}
+
+/// The peers stored in the API server, as the cache would hold them.
+async fn cache_from(client: &kube::Client) -> Store<EtcdPeer> {
+    let api: Api<EtcdPeer> = Api::namespaced(client.clone(), "db");
+    cache(&api.list(&ListParams::default()).await.unwrap().items)
+}
+
+#[tokio::test]
+async fn a_member_that_lost_its_data_is_removed_and_replaced_by_a_new_member() {
+    let plane = Embedded::start(&["db"]).await.unwrap();
+    let client = plane.client.clone();
+    let clusters: Api<EtcdCluster> = Api::namespaced(client.clone(), "db");
+    let cluster = clusters
+        .create(
+            &PostParams::default(),
+            &EtcdCluster::new("demo", EtcdClusterSpec::new(3, "3.4.23")),
+        )
+        .await
+        .unwrap();
+    let model = model(3);
+    let peers: Api<EtcdPeer> = Api::namespaced(client.clone(), "db");
+    for mut p in peers_of(&model, &cluster) {
+        p.metadata.uid = None;
+        peers.create(&PostParams::default(), &p).await.unwrap();
+    }
+    // demo-1's claim is gone: its peer says so, its Pod is down.
+    let old_id = model.id_of("demo-1").unwrap();
+    model.wipe(old_id).unwrap();
+    model.elect();
+    peers
+        .patch_status(
+            "demo-1",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({ "status": lost_status(old_id) })),
+        )
+        .await
+        .unwrap();
+    let clock = ManualClock::new(jiff::Timestamp::UNIX_EPOCH);
+    model.clear_calls();
+
+    // A removal that fails for now is retried later, and starts no operation.
+    model.fail_next_call(
+        CallKind::MemberRemove,
+        AdminError::NoQuorum("timed out".into()),
+    );
+    let mut p = pass_with(
+        &model,
+        &clock,
+        client.clone(),
+        cluster.clone(),
+        cache_from(&client).await,
+    )
+    .await;
+    let outcome = RecoverMembers.reconcile(&mut p).await.unwrap();
+    assert!(matches!(outcome, Outcome::ContinueThenRequeue { .. }));
+    assert!(model.changes().is_empty() && p.core.status.operation.is_none());
+    assert!(peers.get_opt("demo-1").await.unwrap().is_some());
+    model.clear_calls();
+
+    // One pass: the member is removed, its peer deleted, and a new member added as a learner.
+    let mut p = pass_with(
+        &model,
+        &clock,
+        client.clone(),
+        cluster.clone(),
+        cache_from(&client).await,
+    )
+    .await;
+    let outcome = RecoverMembers.reconcile(&mut p).await.unwrap();
+    assert!(
+        matches!(outcome, Outcome::ContinueThenRequeue { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(model.changes(), [Call::MemberRemove { id: old_id }]);
+    assert!(
+        peers.get_opt("demo-1").await.unwrap().is_none(),
+        "the lost peer is deleted"
+    );
+    let op = p.core.status.operation.clone().unwrap();
+    assert_eq!(
+        (op.kind, op.progress.as_str()),
+        (OperationKind::Recover, "1/2")
+    );
+    assert_eq!(
+        events(&p),
+        [
+            "MemberDataLost",
+            "OperationStarted",
+            "MemberRemoved",
+            "PeerDeleted"
+        ]
+    );
+    ScaleMembers.reconcile(&mut p).await.unwrap();
+    assert!(
+        matches!(
+            model.changes().last(),
+            Some(Call::MemberAdd { learner: true, .. })
+        ),
+        "{:?}",
+        model.changes()
+    );
+    assert_eq!(
+        p.core.status.operation.as_ref().unwrap().kind,
+        OperationKind::Recover
+    );
+
+    // Later passes: the new member starts, catches up and is promoted; the recovery finishes.
+    let mut status = p.core.status.clone();
+    for _ in 0..10 {
+        start_added(&model);
+        let mut p = pass_with(
+            &model,
+            &clock,
+            client.clone(),
+            cluster.clone(),
+            cache_from(&client).await,
+        )
+        .await;
+        p.core.status = status;
+        assert_eq!(
+            RecoverMembers.reconcile(&mut p).await.unwrap(),
+            Outcome::Continue,
+            "nothing else is lost"
+        );
+        ScaleMembers.reconcile(&mut p).await.unwrap();
+        status = p.core.status.clone();
+        if status.operation.is_none() {
+            break;
+        }
+    }
+    let last = status.last_operation.unwrap();
+    assert_eq!(
+        (last.kind, last.phase, last.progress.as_str()),
+        (OperationKind::Recover, OperationPhase::Succeeded, "2/2")
+    );
+    assert_eq!(voters(&model), ["demo-0", "demo-1", "demo-2"]);
+    let new_id = model.id_of("demo-1").unwrap();
+    assert_ne!(new_id, old_id, "a new member, not the old one");
+    let promoted = model
+        .changes()
+        .iter()
+        .filter(|c| matches!(c, Call::MemberPromote { id } if *id == new_id))
+        .count();
+    assert_eq!(promoted, 1);
+    plane.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn lost_data_without_quorum_is_reported_and_nothing_is_removed() {
+    let model = model(3);
+    let clock = ManualClock::new(jiff::Timestamp::UNIX_EPOCH);
+    let mut p = pass(&model, 3, &clock).await;
+    let mut peers = peers_of(&model, &p.cluster);
+    for name in ["demo-1", "demo-2"] {
+        let id = model.id_of(name).unwrap();
+        model.wipe(id).unwrap();
+        let peer = peers
+            .iter_mut()
+            .find(|x| x.metadata.name.as_deref() == Some(name))
+            .unwrap();
+        peer.status = Some(lost_status(id));
+    }
+    p.stores.peers = cache(&peers);
+    // What ObserveCluster sees: the member list needs a leader, which there is not.
+    p.observed = None;
+    model.clear_calls();
+    let outcome = RecoverMembers.reconcile(&mut p).await.unwrap();
+    let Outcome::ContinueThenRequeue { reason, .. } = outcome else {
+        panic!("{outcome:?}");
+    };
+    assert!(
+        reason.contains("demo-1, demo-2") && reason.contains("quorum"),
+        "{reason}"
+    );
+    assert!(model.changes().is_empty());
+    assert!(p.core.status.operation.is_none());
+    // With a quorum but while another member is joining, the step waits too.
+    let model = model_with_learner();
+    let mut p = pass(&model, 4, &clock).await;
+    let mut peers = peers_of(&model, &p.cluster);
+    let id1 = model.id_of("demo-1").unwrap();
+    model.wipe(id1).unwrap();
+    model.elect();
+    observe_into(&mut p, &model).await;
+    peers[1].status = Some(lost_status(id1));
+    p.stores.peers = cache(&peers);
+    model.clear_calls();
+    let outcome = RecoverMembers.reconcile(&mut p).await.unwrap();
+    assert!(
+        matches!(&outcome, Outcome::ContinueThenRequeue { reason, .. } if reason.contains("demo-3")),
+        "{outcome:?}"
+    );
+    assert!(model.changes().is_empty());
+}
+
+/// Three voters and a learner `demo-3` that has not caught up.
+fn model_with_learner() -> EtcdModel {
+    let model = model(3);
+    let names = names();
+    let added = futures::executor::block_on(async {
+        let admin = model
+            .connector()
+            .connect(&[names.client_url("demo-0")], Duration::from_secs(1))
+            .await
+            .unwrap();
+        admin
+            .member_add(&[names.peer_url("demo-3")], true)
+            .await
+            .unwrap()
+    });
+    model
+        .start_member(added.member.id, "demo-3", &names.client_url("demo-3"))
+        .unwrap();
+    model
 }

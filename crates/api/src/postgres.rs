@@ -1,0 +1,441 @@
+//! `PostgresCluster`: one primary and N−1 streaming replicas, after the Crunchy PostgreSQL
+//! Operator design (seed 004), with the user/password and restart concepts of seed 000.
+
+use std::collections::BTreeMap;
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::{CommonStatus, PodOverrides, StorageSpec, TimeoutOverrides};
+
+/// A PostgreSQL cluster managed by Steward: a primary, streaming replicas, Services that follow
+/// the primary, users from Secrets, automatic fail-over.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "steward.dev",
+    version = "v1alpha1",
+    kind = "PostgresCluster",
+    plural = "postgresclusters",
+    shortname = "pg",
+    shortname = "pgc",
+    namespaced,
+    status = "PostgresClusterStatus",
+    scale(
+        spec_replicas_path = ".spec.instances",
+        status_replicas_path = ".status.replicas",
+        label_selector_path = ".status.selector"
+    ),
+    printcolumn = r#"{"name":"Instances","type":"integer","jsonPath":".spec.instances"}"#,
+    printcolumn = r#"{"name":"Ready","type":"integer","jsonPath":".status.readyInstances"}"#,
+    printcolumn = r#"{"name":"Primary","type":"string","jsonPath":".status.currentPrimary"}"#,
+    printcolumn = r#"{"name":"Version","type":"string","jsonPath":".spec.version"}"#,
+    printcolumn = r#"{"name":"Available","type":"string","jsonPath":".status.conditions[?(@.type==\"Available\")].status"}"#,
+    printcolumn = r#"{"name":"Operation","type":"string","jsonPath":".status.operation.kind"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "!has(oldSelf.storage) || !has(oldSelf.storage.storageClassName) || (has(self.storage) && has(self.storage.storageClassName) && self.storage.storageClassName == oldSelf.storage.storageClassName)",
+     "message": "storage.storageClassName is immutable"},
+    {"rule": "self.version == oldSelf.version || int(self.version) == int(oldSelf.version)",
+     "message": "version is the PostgreSQL major version and cannot change (major upgrades need pg_upgrade, which Steward does not run)"}
+]))]
+pub struct PostgresClusterSpec {
+    /// PostgreSQL major version, e.g. `15`. The image tag is the version unless `image` is set.
+    #[schemars(regex(pattern = r"^(1[0-9]|[2-9][0-9])$"))]
+    pub version: String,
+    /// Container image; default `postgres:<version>` (the image must contain `initdb`,
+    /// `pg_basebackup`, `pg_rewind` and `postgres` on its PATH, and `sh`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Number of instances: one primary and `instances − 1` streaming replicas.
+    #[schemars(range(min = 1, max = 9))]
+    pub instances: i32,
+    /// Storage of every instance (one claim each).
+    #[serde(default)]
+    pub storage: StorageSpec,
+    /// Per-instance storage overrides, by instance ordinal (e.g. a larger volume or another
+    /// StorageClass for one instance).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instance_storage: Vec<InstanceStorage>,
+    /// Overrides applied to every instance Pod: resources, affinity, tolerations, node
+    /// selector, annotations, labels.
+    #[serde(default)]
+    pub pod_template: PodOverrides,
+    /// Prefer nodes with this label (seed: "node label"): a *preferred* node affinity rule,
+    /// so Pods still schedule elsewhere when no such node is available. Replicas added later
+    /// inherit it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_label: Option<NodeLabel>,
+    /// Spread instances over nodes: `Preferred` (default), `Required` or `None`.
+    #[serde(default)]
+    pub anti_affinity: AntiAffinity,
+    /// `postgresql.conf` parameters. Settings Steward owns (`listen_addresses`, `port`,
+    /// `hba_file`, `data_directory`, `primary_conninfo`, ...) are refused.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub parameters: BTreeMap<String, String>,
+    /// Database users, each with its password in a Secret.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub users: Vec<PostgresUser>,
+    /// Fail-over settings.
+    #[serde(default)]
+    pub failover: FailoverSpec,
+    /// A manual switchover or fail-over request; acted on once per `id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switchover: Option<SwitchoverRequest>,
+    /// When a restarted instance counts as back: ready and streaming on this many consecutive
+    /// checks, this far apart (seed 001: 3 checks, 30 s apart).
+    #[serde(default)]
+    pub health_gate: HealthGate,
+    /// Stop changing the cluster: no Pods created or deleted, no fail-over, no user changes.
+    /// Status is still reported.
+    #[serde(default)]
+    pub paused: bool,
+    /// The optional metrics sidecar (seed: "the metrics container").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<MetricsSpec>,
+    /// Per-cluster overrides of the operator's operation deadlines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeouts: Option<TimeoutOverrides>,
+}
+
+impl PostgresClusterSpec {
+    /// A spec with `instances` instances of PostgreSQL `version`, everything else defaulted.
+    pub fn new(instances: i32, version: impl Into<String>) -> Self {
+        Self {
+            version: version.into(),
+            image: None,
+            instances,
+            storage: StorageSpec::default(),
+            instance_storage: Vec::new(),
+            pod_template: PodOverrides::default(),
+            node_label: None,
+            anti_affinity: AntiAffinity::default(),
+            parameters: BTreeMap::new(),
+            users: Vec::new(),
+            failover: FailoverSpec::default(),
+            switchover: None,
+            health_gate: HealthGate::default(),
+            paused: false,
+            metrics: None,
+            timeouts: None,
+        }
+    }
+
+    /// The image instances run.
+    pub fn image(&self) -> String {
+        self.image
+            .clone()
+            .unwrap_or_else(|| format!("postgres:{}", self.version))
+    }
+}
+
+/// Storage for one instance.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceStorage {
+    /// Instance ordinal (`0` is `<cluster>-0`).
+    #[schemars(range(min = 0, max = 8))]
+    pub ordinal: i32,
+    /// Its storage.
+    pub storage: StorageSpec,
+}
+
+/// A node label the instances prefer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct NodeLabel {
+    /// Label key, e.g. `kubernetes.io/hostname`.
+    pub key: String,
+    /// Label value, e.g. `node-2`.
+    pub value: String,
+}
+
+/// How instances are spread over nodes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum AntiAffinity {
+    /// Try to place instances on different nodes.
+    #[default]
+    Preferred,
+    /// Never place two instances on one node.
+    Required,
+    /// No rule.
+    None,
+}
+
+/// A database user, created and kept in step with its Secret.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PostgresUser {
+    /// Role name.
+    #[schemars(regex(pattern = r"^[a-z_][a-z0-9_]{0,62}$"))]
+    pub name: String,
+    /// Databases created (owned by this user) if missing, with all privileges granted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub databases: Vec<String>,
+    /// The Secret key holding the password. Steward labels the Secret
+    /// `steward.dev/user-password` and follows changes to it.
+    pub password_secret: SecretKeyRef,
+    /// Role attributes.
+    #[serde(default)]
+    pub options: UserOptions,
+}
+
+/// A key in a Secret of the cluster's namespace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SecretKeyRef {
+    /// Secret name.
+    pub name: String,
+    /// Key; default `password`.
+    #[serde(default = "default_password_key")]
+    pub key: String,
+}
+
+fn default_password_key() -> String {
+    "password".to_owned()
+}
+
+/// Role attributes of a user.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UserOptions {
+    /// `SUPERUSER`.
+    #[serde(default)]
+    pub superuser: bool,
+    /// `CREATEDB`.
+    #[serde(default)]
+    pub createdb: bool,
+    /// `CONNECTION LIMIT`; unlimited when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub connection_limit: Option<u32>,
+}
+
+/// Fail-over settings.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailoverSpec {
+    /// Promote a replica automatically when the primary stays not ready for
+    /// `detectionDelaySeconds` (seed: "autofail").
+    #[serde(default = "default_true")]
+    pub automatic: bool,
+    /// How long the primary must stay not ready before an automatic fail-over.
+    #[serde(default = "default_detection_delay")]
+    #[schemars(range(min = 1, max = 3600))]
+    pub detection_delay_seconds: u32,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_detection_delay() -> u32 {
+    10
+}
+
+impl Default for FailoverSpec {
+    fn default() -> Self {
+        Self {
+            automatic: true,
+            detection_delay_seconds: default_detection_delay(),
+        }
+    }
+}
+
+/// A manual switchover (graceful, when the primary is healthy) or fail-over (when it is not).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SwitchoverRequest {
+    /// Identifies the request: a new value asks for a new switchover. The last handled one is
+    /// `status.lastSwitchover`.
+    #[schemars(length(min = 1, max = 63))]
+    pub id: String,
+    /// The instance to promote, e.g. `demo-2`; the operator picks the most up-to-date replica
+    /// when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+}
+
+/// When a restarted instance counts as back in service.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthGate {
+    /// Consecutive healthy checks required.
+    #[serde(default = "default_checks")]
+    #[schemars(range(min = 1, max = 20))]
+    pub checks: u32,
+    /// Seconds between checks.
+    #[serde(default = "default_interval")]
+    #[schemars(range(min = 1, max = 600))]
+    pub interval_seconds: u32,
+}
+
+fn default_checks() -> u32 {
+    3
+}
+
+fn default_interval() -> u32 {
+    30
+}
+
+impl Default for HealthGate {
+    fn default() -> Self {
+        Self {
+            checks: default_checks(),
+            interval_seconds: default_interval(),
+        }
+    }
+}
+
+/// The metrics sidecar.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricsSpec {
+    /// Exporter image; default `quay.io/prometheuscommunity/postgres-exporter:v0.15.0`.
+    #[serde(default = "default_metrics_image")]
+    pub image: String,
+    /// Port the exporter listens on.
+    #[serde(default = "default_metrics_port")]
+    pub port: i32,
+}
+
+fn default_metrics_image() -> String {
+    "quay.io/prometheuscommunity/postgres-exporter:v0.15.0".to_owned()
+}
+
+fn default_metrics_port() -> i32 {
+    9187
+}
+
+/// Observed state of a `PostgresCluster`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PostgresClusterStatus {
+    /// Conditions, generations and the operation record.
+    #[serde(flatten)]
+    pub common: CommonStatus,
+    /// The instance the `-primary` Service selects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_primary: Option<String>,
+    /// Instances, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instances: Vec<InstanceStatus>,
+    /// Users and whether their password is in step with their Secret.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub users: Vec<UserStatus>,
+    /// Ready instances.
+    #[serde(default)]
+    pub ready_instances: i32,
+    /// Instances that exist (for the scale subresource).
+    #[serde(default)]
+    pub replicas: i32,
+    /// Label selector of instance Pods (for the scale subresource).
+    #[serde(default)]
+    pub selector: String,
+    /// When the primary was first seen not ready (RFC 3339); cleared when it is ready again.
+    /// Kept in status so that the detection delay survives an operator restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary_unready_since: Option<String>,
+    /// The last switchover request handled (its `id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_switchover: Option<String>,
+    /// The system identifier shared by every instance (from `initdb`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_identifier: Option<String>,
+    /// A fail-over or switchover in progress: kept in status so that a restarted operator
+    /// continues it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_failover: Option<FailoverProgress>,
+    /// The health gate of the instance a rolling restart is waiting for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_gate: Option<GateProgress>,
+}
+
+/// A fail-over or switchover in progress.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailoverProgress {
+    /// The primary being replaced.
+    pub from: String,
+    /// The replica being promoted.
+    pub target: String,
+    /// `true` for a graceful switchover (the old primary was healthy), `false` for a fail-over.
+    pub switchover: bool,
+    /// The old primary's WAL position when it was demoted (switchover); the target is promoted
+    /// once it has replayed this far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demoted_at_lsn: Option<String>,
+    /// The switchover request being handled, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
+    /// Why: `automatic`, `request` or `restart`.
+    pub reason: String,
+}
+
+/// The health gate of one restarted instance (seed 001: healthy N times, an interval apart).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GateProgress {
+    /// The instance.
+    pub instance: String,
+    /// Consecutive healthy checks so far.
+    pub passed: u32,
+    /// When it was last checked (RFC 3339).
+    pub last_check: String,
+}
+
+/// The role of an instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum InstanceRole {
+    /// Accepts writes.
+    Primary,
+    /// Streams from the primary; read-only.
+    Replica,
+}
+
+/// One instance.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceStatus {
+    /// Instance (and Pod) name.
+    pub name: String,
+    /// Its role.
+    pub role: InstanceRole,
+    /// Pod ready and the server answered.
+    #[serde(default)]
+    pub ready: bool,
+    /// Timeline it writes or replays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<u32>,
+    /// Current LSN (primary) or replay LSN (replica).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lsn: Option<String>,
+    /// Bytes of WAL a replica has not replayed yet, compared with the primary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag_bytes: Option<u64>,
+    /// Whether a replica is streaming from the primary.
+    #[serde(default)]
+    pub streaming: bool,
+}
+
+/// One user.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UserStatus {
+    /// Role name.
+    pub name: String,
+    /// The Secret holding its password.
+    pub secret: String,
+    /// The role exists and its password matches the Secret.
+    #[serde(default)]
+    pub ready: bool,
+    /// The Secret's `resourceVersion` last handled: its password is in the database (`ready`),
+    /// or applying it failed for the reason in `message` and is not retried until the Secret
+    /// changes again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_version: Option<String>,
+    /// Why the user is not ready.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}

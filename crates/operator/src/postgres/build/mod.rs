@@ -1,0 +1,8 @@
+//! (pure) Desired children of a PostgreSQL cluster.
+
+pub mod config;
+pub mod instance;
+pub mod pdb;
+pub mod script;
+pub mod secrets;
+pub mod service;

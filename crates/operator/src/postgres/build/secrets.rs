@@ -1,0 +1,269 @@
+//! (pure, except [`generate_password`]) The two Secrets Steward generates for a cluster: its
+//! superuser `steward` (`<cluster>-superuser`) and the streaming replication user `replicator`
+//! (`<cluster>-replication`), each with the keys `username` and `password`
+//! (`kubernetes.io/basic-auth`).
+//!
+//! **Created once.** The engine creates each Secret when it is missing, with a freshly
+//! [generated](generate_password) password, and never applies it again: the password is also in
+//! the database (written by `initdb`/the entrypoint), so a new one in the Secret would lock the
+//! operator and the replicas out. The builders therefore take the password as an argument
+//! rather than making one, and mark the Secret `immutable`, so the API server refuses any later
+//! change of its data; only a delete (and a new cluster) gives a new password.
+//!
+//! Passwords never show in `Debug` output: [`Password`] and [`CredentialSecret`] redact them.
+//! (A bare `k8s_openapi` `Secret` prints its data as bytes: do not log one with `{:?}`.)
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use rand::Rng;
+use rand::distr::Alphanumeric;
+use steward_api::postgres::PostgresCluster;
+
+use crate::postgres::names::{ENGINE, REPLICATION_USER, SUPERUSER};
+use crate::postgres::validate::ValidatedPostgresCluster;
+use crate::resources::{Labels, child_meta};
+
+/// Length of a generated password.
+pub const PASSWORD_LEN: usize = 32;
+/// The key holding the user name.
+pub const USERNAME_KEY: &str = "username";
+/// The key holding the password.
+pub const PASSWORD_KEY: &str = "password";
+/// The type of both Secrets: Kubernetes checks that they have `username` or `password`.
+pub const SECRET_TYPE: &str = "kubernetes.io/basic-auth";
+
+/// A fresh password: [`PASSWORD_LEN`] ASCII letters and digits (about 190 bits) from the
+/// thread-local CSPRNG (ChaCha, seeded and periodically reseeded from the operating system).
+/// Letters and digits only, so it needs no quoting in a connection string or shell.
+pub fn generate_password() -> String {
+    rand::rng()
+        .sample_iter(Alphanumeric)
+        .take(PASSWORD_LEN)
+        .map(char::from)
+        .collect()
+}
+
+/// A password. `Debug` shows `Password(<redacted>)`; there is no `Display`, so it cannot end up
+/// in a message by accident: use [`Password::expose`] where the clear text is needed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Password(String);
+
+impl Password {
+    /// Wraps a clear-text password.
+    pub fn new(clear: impl Into<String>) -> Self {
+        Self(clear.into())
+    }
+
+    /// A fresh password from [`generate_password`].
+    pub fn generate() -> Self {
+        Self(generate_password())
+    }
+
+    /// The clear text.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Password {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Password(<redacted>)")
+    }
+}
+
+/// A generated credential Secret. `Debug` shows its name and keys, never the values; take the
+/// Secret out with [`CredentialSecret::secret`] or [`CredentialSecret::into_secret`] to create
+/// it.
+#[derive(Clone, PartialEq)]
+pub struct CredentialSecret(Secret);
+
+impl CredentialSecret {
+    /// The Secret.
+    pub fn secret(&self) -> &Secret {
+        &self.0
+    }
+
+    /// The Secret, by value.
+    pub fn into_secret(self) -> Secret {
+        self.0
+    }
+}
+
+impl fmt::Debug for CredentialSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let keys: Vec<&String> = self.0.data.iter().flat_map(|d| d.keys()).collect();
+        f.debug_struct("CredentialSecret")
+            .field("name", &self.0.metadata.name)
+            .field("namespace", &self.0.metadata.namespace)
+            .field("keys", &keys)
+            .finish_non_exhaustive()
+    }
+}
+
+fn credential_secret(
+    owner: &PostgresCluster,
+    cluster: &ValidatedPostgresCluster,
+    name: String,
+    component: &str,
+    username: &str,
+    password: &Password,
+) -> Option<CredentialSecret> {
+    let labels = Labels::new(ENGINE, &cluster.name, component);
+    let metadata = child_meta(owner, name, &labels, &BTreeMap::new())?;
+    Some(CredentialSecret(Secret {
+        metadata,
+        type_: Some(SECRET_TYPE.to_owned()),
+        immutable: Some(true),
+        data: Some(BTreeMap::from([
+            (
+                USERNAME_KEY.to_owned(),
+                ByteString(username.as_bytes().to_vec()),
+            ),
+            (
+                PASSWORD_KEY.to_owned(),
+                ByteString(password.expose().as_bytes().to_vec()),
+            ),
+        ])),
+        string_data: None,
+    }))
+}
+
+/// The superuser Secret `<cluster>-superuser` (`username: steward`). `None` when the owner was
+/// never stored. Create it once; never apply it again (see the module documentation).
+pub fn superuser_secret(
+    owner: &PostgresCluster,
+    cluster: &ValidatedPostgresCluster,
+    password: &Password,
+) -> Option<CredentialSecret> {
+    let name = cluster.names().superuser_secret();
+    credential_secret(owner, cluster, name, "superuser", SUPERUSER, password)
+}
+
+/// The replication Secret `<cluster>-replication` (`username: replicator`). `None` when the
+/// owner was never stored. Create it once; never apply it again (see the module documentation).
+pub fn replication_secret(
+    owner: &PostgresCluster,
+    cluster: &ValidatedPostgresCluster,
+    password: &Password,
+) -> Option<CredentialSecret> {
+    let name = cluster.names().replication_secret();
+    credential_secret(
+        owner,
+        cluster,
+        name,
+        "replication",
+        REPLICATION_USER,
+        password,
+    )
+}
+
+/// The password in a credential Secret read back from the API (`data`, or `stringData` of a
+/// Secret not yet stored). `None` when it is missing, empty or not UTF-8.
+pub fn password_of(secret: &Secret) -> Option<Password> {
+    let from_data = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(PASSWORD_KEY))
+        .and_then(|b| String::from_utf8(b.0.clone()).ok());
+    let from_string_data = || {
+        secret
+            .string_data
+            .as_ref()
+            .and_then(|d| d.get(PASSWORD_KEY))
+            .cloned()
+    };
+    from_data
+        .or_else(from_string_data)
+        .filter(|p| !p.is_empty())
+        .map(Password)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::postgres::validate::tests::{cluster, validated};
+
+    #[test]
+    fn generated_passwords_are_long_alphanumeric_and_different() {
+        let a = generate_password();
+        let b = generate_password();
+        assert_eq!(a.len(), PASSWORD_LEN);
+        assert!(a.chars().all(|c| c.is_ascii_alphanumeric()), "{a}");
+        assert_ne!(a, b);
+        assert_ne!(Password::generate(), Password::generate());
+    }
+
+    #[test]
+    fn the_secrets_carry_the_user_and_the_given_password() {
+        let owner = cluster("demo", 3, "16");
+        let v = validated(&owner);
+        let password = Password::new("s3cret-value");
+        let superuser = superuser_secret(&owner, &v, &password)
+            .unwrap()
+            .into_secret();
+        assert_eq!(superuser.metadata.name.as_deref(), Some("demo-superuser"));
+        assert_eq!(superuser.metadata.namespace.as_deref(), Some("db"));
+        assert_eq!(superuser.type_.as_deref(), Some(SECRET_TYPE));
+        assert_eq!(superuser.immutable, Some(true), "created once");
+        let data = superuser.data.clone().unwrap();
+        assert_eq!(data[USERNAME_KEY].0, b"steward");
+        assert_eq!(password_of(&superuser), Some(password.clone()));
+        let owner_ref = &superuser.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner_ref.kind.as_str(), owner_ref.controller),
+            ("PostgresCluster", Some(true))
+        );
+        let labels = superuser.metadata.labels.unwrap();
+        assert_eq!(labels["app.kubernetes.io/name"], "postgres");
+        assert_eq!(labels["app.kubernetes.io/instance"], "demo");
+
+        let replication = replication_secret(&owner, &v, &password)
+            .unwrap()
+            .into_secret();
+        assert_eq!(
+            replication.metadata.name.as_deref(),
+            Some("demo-replication")
+        );
+        assert_eq!(replication.data.unwrap()[USERNAME_KEY].0, b"replicator");
+    }
+
+    #[test]
+    fn passwords_never_appear_in_debug_output() {
+        let owner = cluster("demo", 1, "16");
+        let v = validated(&owner);
+        let password = Password::generate();
+        let clear = password.expose().to_owned();
+        let secret = superuser_secret(&owner, &v, &password).unwrap();
+        for text in [
+            format!("{password:?}"),
+            format!("{secret:?}"),
+            format!("{secret:#?}"),
+        ] {
+            assert!(!text.contains(&clear), "{text}");
+            assert!(!text.contains(&format!("{:?}", clear.as_bytes())), "{text}");
+        }
+        assert!(format!("{secret:?}").contains("demo-superuser"));
+        assert!(format!("{secret:?}").contains("password"), "keys are shown");
+    }
+
+    #[test]
+    fn unsaved_owners_and_missing_passwords() {
+        let mut owner = cluster("demo", 1, "16");
+        let v = validated(&owner);
+        owner.metadata.uid = None;
+        assert!(superuser_secret(&owner, &v, &Password::new("x")).is_none());
+        assert!(replication_secret(&owner, &v, &Password::new("x")).is_none());
+        let mut secret = Secret::default();
+        assert_eq!(password_of(&secret), None);
+        secret.string_data = Some(BTreeMap::from([(PASSWORD_KEY.to_owned(), "pw".to_owned())]));
+        assert_eq!(
+            password_of(&secret).map(|p| p.expose().to_owned()),
+            Some("pw".into())
+        );
+        secret.string_data = Some(BTreeMap::from([(PASSWORD_KEY.to_owned(), String::new())]));
+        assert_eq!(password_of(&secret), None);
+    }
+}

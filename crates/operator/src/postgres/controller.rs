@@ -1,0 +1,173 @@
+//! Wires the PostgreSQL pipeline into a kube-runtime `Controller`: the cluster kind is the
+//! trigger; instance Pods and Services come from the shared caches; Secrets labelled
+//! `steward.dev/user-password` (and only those) wake every cluster whose users reference them,
+//! which is how a password change reaches the database within seconds.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
+use kube::api::ListParams;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
+use kube::runtime::reflector::{ObjectRef, ReflectHandle};
+use kube::runtime::watcher;
+use kube::{Api, ResourceExt};
+use steward_api::common::RetentionPolicy;
+use steward_api::postgres::PostgresCluster;
+use tokio_util::sync::CancellationToken;
+
+use super::names::{ClusterNames, ENGINE, USER_PASSWORD_LABEL};
+use super::{CONTROLLER, PostgresPass, PostgresStores, pipeline};
+use crate::error::Error;
+use crate::pipeline::{Pass, PassCore};
+use crate::resources::{AppliedSet, Applier, Labels};
+use crate::runtime::context::{Context, error_policy};
+
+/// How often a converged cluster is looked at again (the database changes without API events).
+pub const RESYNC: Duration = Duration::from_secs(15);
+
+/// Steward's finalizer on cluster resources.
+pub const FINALIZER: &str = "steward.dev/cleanup";
+
+struct State {
+    ctx: Arc<Context>,
+    stores: PostgresStores,
+    pipeline: crate::pipeline::Pipeline<PostgresPass>,
+}
+
+async fn reconcile(cluster: Arc<PostgresCluster>, state: Arc<State>) -> Result<Action, Error> {
+    let namespace = cluster.namespace().unwrap_or_default();
+    let object = format!("{namespace}/{}", cluster.name_any());
+    let api: Api<PostgresCluster> = Api::namespaced(state.ctx.client.clone(), &namespace);
+    finalizer(&api, FINALIZER, cluster, |event| async {
+        match event {
+            FinalizerEvent::Apply(cluster) => apply(cluster, &state).await,
+            FinalizerEvent::Cleanup(cluster) => cleanup(cluster, &state).await,
+        }
+    })
+    .await
+    .map_err(|err| Error::from_finalizer(object, err))
+}
+
+/// Runs before the cluster disappears. Pods, Services, the ConfigMap and the generated Secrets
+/// are owned by the cluster and garbage-collected; instance claims are deleted only when
+/// `storage.retainOnDelete` is `Delete`.
+async fn cleanup(cluster: Arc<PostgresCluster>, state: &State) -> Result<Action, Error> {
+    let namespace = cluster.namespace().unwrap_or_default();
+    if cluster.spec.storage.retain_on_delete == RetentionPolicy::Delete {
+        let selector = Labels::cluster_selector(ENGINE, &cluster.name_any());
+        let claims: Api<PersistentVolumeClaim> = state.ctx.api(&namespace);
+        let object = format!("{namespace}/{}", cluster.name_any());
+        let list = claims
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(|source| Error::kube("list claims", object, source))?;
+        let names: Vec<String> = list.items.iter().map(|c| c.name_any()).collect();
+        crate::resources::sweep::delete_named::<PersistentVolumeClaim>(
+            &state.ctx.client,
+            &namespace,
+            names,
+        )
+        .await?;
+    }
+    Ok(Action::await_change())
+}
+
+async fn apply(cluster: Arc<PostgresCluster>, state: &State) -> Result<Action, Error> {
+    let ctx = &state.ctx;
+    let stored = cluster.status.clone();
+    let stored_common = stored.as_ref().map(|s| s.common.clone()).unwrap_or_default();
+    let mut core = PassCore::new(
+        CONTROLLER,
+        cluster.namespace().unwrap_or_default(),
+        cluster.name_any(),
+        cluster.metadata.generation.unwrap_or_default(),
+        ctx.clock.now(),
+        stored_common,
+    );
+    core.timeouts = ctx.timeouts.clone();
+    core.timeout_overrides = cluster.spec.timeouts.clone();
+    let mut pass = PostgresPass {
+        core,
+        cluster: cluster.clone(),
+        validated: None,
+        status: stored.clone().unwrap_or_default(),
+        stores: state.stores.clone(),
+        names: ClusterNames::new(cluster.name_any(), cluster.namespace().unwrap_or_default()),
+        credentials: None,
+        config_hash: None,
+        instances: Vec::new(),
+        observed: false,
+        applier: Applier::new(ctx.client.clone(), CONTROLLER),
+        applied: AppliedSet::default(),
+        ctx: ctx.clone(),
+    };
+    let report = state.pipeline.run(&mut pass, &ctx.metrics).await;
+    tracing::info!(
+        controller = CONTROLLER, namespace = %pass.core().namespace, name = %pass.core().name,
+        result = report.result.label(), "reconcile pass finished"
+    );
+    let mut status = pass.status;
+    status.common = pass.core.status;
+    let effects = std::mem::take(&mut pass.core.effects);
+    ctx.finish_pass(cluster.as_ref(), stored.as_ref(), &status, effects, &report, RESYNC)
+        .await
+}
+
+/// Whether a cluster's users reference this Secret.
+fn references(cluster: &PostgresCluster, secret: &Secret) -> bool {
+    cluster.namespace() == secret.namespace()
+        && cluster
+            .spec
+            .users
+            .iter()
+            .any(|u| u.password_secret.name == secret.name_any())
+}
+
+/// Runs the PostgreSQL controller until `stop` is cancelled.
+pub async fn run(
+    ctx: Arc<Context>,
+    stores: PostgresStores,
+    service_events: ReflectHandle<Service>,
+    pod_events: ReflectHandle<Pod>,
+    stop: CancellationToken,
+) {
+    let clusters: Api<PostgresCluster> = ctx.watched_api();
+    let secrets: Api<Secret> = ctx.watched_api();
+    let state = Arc::new(State {
+        ctx: ctx.clone(),
+        stores,
+        pipeline: pipeline(),
+    });
+    let controller = Controller::new(clusters, watcher::Config::default());
+    let cache = controller.store();
+    controller
+        .owns_shared_stream(service_events)
+        .owns_shared_stream(pod_events)
+        .watches(
+            secrets,
+            watcher::Config::default().labels(USER_PASSWORD_LABEL),
+            move |secret: Secret| {
+                cache
+                    .state()
+                    .into_iter()
+                    .filter(|c| references(c, &secret))
+                    .map(|c| ObjectRef::from_obj(c.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .graceful_shutdown_on(async move { stop.cancelled().await })
+        .run(
+            reconcile,
+            |obj, err, state: Arc<State>| error_policy(obj, err, state.ctx.clone()),
+            state,
+        )
+        .for_each(|result| async move {
+            if let Err(err) = result {
+                tracing::debug!(controller = CONTROLLER, error = %err, "controller event");
+            }
+        })
+        .await;
+}

@@ -1,0 +1,34 @@
+//! ApplyConfig — server-side applies the `<cluster>-config` ConfigMap (postgresql.conf from
+//! the defaults and `spec.parameters`, pg_hba.conf, the instance entrypoint) and remembers the
+//! hash of its content: instance Pods carry it in their spec hash, so a parameter change
+//! makes them stale and `RollingRestart` restarts them one at a time.
+
+use async_trait::async_trait;
+
+use crate::error::Error;
+use crate::pipeline::{Outcome, SubReconciler};
+use crate::postgres::PostgresPass;
+use crate::postgres::build::config;
+use crate::postgres::steps::validated;
+
+/// See the module documentation.
+pub struct ApplyConfig;
+
+#[async_trait]
+impl SubReconciler<PostgresPass> for ApplyConfig {
+    fn name(&self) -> &'static str {
+        "ApplyConfig"
+    }
+
+    async fn reconcile(&self, pass: &mut PostgresPass) -> Result<Outcome, Error> {
+        let valid = validated(pass)?;
+        let Some(map) = config::config_map(&pass.cluster, &valid) else {
+            return Err(Error::Internal {
+                message: "cluster has no UID or namespace".into(),
+            });
+        };
+        pass.applier.apply(&map, &mut pass.applied).await?;
+        pass.config_hash = Some(config::config_hash(&map));
+        Ok(Outcome::Continue)
+    }
+}

@@ -1,0 +1,39 @@
+//! ApplyServices — server-side applies the `<cluster>-primary` Service (selects the Pod
+//! labelled `steward.dev/role=primary`: it follows the primary through fail-overs), the
+//! `<cluster>-replicas` Service (ready replicas, read-only) and the PodDisruptionBudget of the
+//! replicas. Identical applies are no-ops.
+
+use async_trait::async_trait;
+
+use crate::error::Error;
+use crate::pipeline::{Outcome, SubReconciler};
+use crate::postgres::PostgresPass;
+use crate::postgres::build::{pdb, service};
+use crate::postgres::steps::validated;
+
+/// See the module documentation.
+pub struct ApplyServices;
+
+#[async_trait]
+impl SubReconciler<PostgresPass> for ApplyServices {
+    fn name(&self) -> &'static str {
+        "ApplyServices"
+    }
+
+    async fn reconcile(&self, pass: &mut PostgresPass) -> Result<Outcome, Error> {
+        let valid = validated(pass)?;
+        let missing = || Error::Internal {
+            message: "cluster has no UID or namespace".into(),
+        };
+        for svc in [
+            service::primary_service(&pass.cluster, &valid),
+            service::replicas_service(&pass.cluster, &valid),
+        ] {
+            let svc = svc.ok_or_else(missing)?;
+            pass.applier.apply(&svc, &mut pass.applied).await?;
+        }
+        let budget = pdb::budget(&pass.cluster, &valid).ok_or_else(missing)?;
+        pass.applier.apply(&budget, &mut pass.applied).await?;
+        Ok(Outcome::Continue)
+    }
+}

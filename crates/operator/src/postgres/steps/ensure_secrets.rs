@@ -1,0 +1,101 @@
+//! EnsureSecrets — creates the Secrets of the operator's `steward` superuser and of the
+//! `replicator` replication user when they are missing, each with a generated password, and
+//! reads both passwords for later steps. A Secret that exists is never rewritten: its password
+//! is what the database has. The passwords go into no log, Event, status or message.
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PostParams};
+
+use crate::error::Error;
+use crate::pipeline::{EventType, Outcome, SubReconciler};
+use crate::postgres::build::secrets;
+use crate::postgres::steps::{SOON, validated};
+use crate::postgres::{Credentials, PostgresPass};
+
+/// See the module documentation.
+pub struct EnsureSecrets;
+
+/// The `password` key of a Secret, if present and UTF-8.
+pub fn password_of(secret: &Secret, key: &str) -> Option<String> {
+    if let Some(bytes) = secret.data.as_ref().and_then(|d| d.get(key)) {
+        return String::from_utf8(bytes.0.clone()).ok();
+    }
+    secret.string_data.as_ref().and_then(|d| d.get(key)).cloned()
+}
+
+async fn ensure(pass: &mut PostgresPass, name: &str, build: Option<Secret>) -> Result<Option<String>, Error> {
+    let api: Api<Secret> = pass.ctx.api(&pass.core.namespace);
+    let object = format!("{}/{name}", pass.core.namespace);
+    let existing = api
+        .get_opt(name)
+        .await
+        .map_err(|source| Error::kube("get Secret", object.clone(), source))?;
+    let secret = match existing {
+        Some(s) => s,
+        None => {
+            let Some(desired) = build else {
+                return Err(Error::Internal {
+                    message: "cluster has no UID or namespace".into(),
+                });
+            };
+            match api.create(&PostParams::default(), &desired).await {
+                Ok(created) => {
+                    pass.core.event(
+                        EventType::Normal,
+                        "SecretCreated",
+                        "EnsureSecrets",
+                        format!("created Secret {name} with a generated password"),
+                    );
+                    created
+                }
+                Err(kube::Error::Api(e)) if e.code == 409 => return Ok(None),
+                Err(source) => return Err(Error::kube("create Secret", object, source)),
+            }
+        }
+    };
+    Ok(password_of(&secret, "password"))
+}
+
+#[async_trait]
+impl SubReconciler<PostgresPass> for EnsureSecrets {
+    fn name(&self) -> &'static str {
+        "EnsureSecrets"
+    }
+
+    async fn reconcile(&self, pass: &mut PostgresPass) -> Result<Outcome, Error> {
+        let superuser_name = pass.names.superuser_secret();
+        let replication_name = pass.names.replication_secret();
+        let valid = validated(pass)?;
+        let superuser = ensure(
+            pass,
+            &superuser_name,
+            secrets::superuser_secret(&pass.cluster, &valid, &secrets::Password::generate())
+                .map(secrets::CredentialSecret::into_secret),
+        )
+        .await?;
+        let replication = ensure(
+            pass,
+            &replication_name,
+            secrets::replication_secret(&pass.cluster, &valid, &secrets::Password::generate())
+                .map(secrets::CredentialSecret::into_secret),
+        )
+        .await?;
+        match (superuser, replication) {
+            (Some(superuser), Some(replication)) => {
+                pass.credentials = Some(Credentials {
+                    superuser,
+                    replication,
+                });
+                Ok(Outcome::Continue)
+            }
+            _ => {
+                let why = format!(
+                    "Secrets {superuser_name} and {replication_name} must hold a UTF-8 `password` key"
+                );
+                pass.core.degrade("InvalidSecret", why.clone());
+                Ok(Outcome::stop(SOON * 10, why))
+            }
+        }
+    }
+}

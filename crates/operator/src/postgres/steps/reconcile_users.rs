@@ -1,0 +1,305 @@
+//! ReconcileUsers — with a writable primary: makes sure the `replicator` role exists with the
+//! replication Secret's password, then brings every `spec.users` entry in step with its
+//! Secret (seed 000, "User Passwords", for PostgreSQL):
+//!
+//! - the Secret gets the `steward.dev/user-password` label (also Secrets of clusters created
+//!   before Steward labelled them), so the controller is woken when it changes;
+//! - a missing role is created with the Secret's password and role attributes, and its
+//!   databases are created (owned by it) and granted;
+//! - when the Secret's `resourceVersion` differs from the one last handled
+//!   (`status.users[].appliedVersion`) and the password changed, Steward logs in **as the
+//!   user with the old password** and runs `ALTER USER … PASSWORD`. The old password comes
+//!   from the cluster's `<cluster>-applied-passwords` Secret, Steward's record of what the
+//!   database holds. If the old password no longer logs in (it was changed inside the
+//!   database), the user is reported not ready with the reason and the version is marked
+//!   handled: nothing loops until the Secret changes again.
+//!
+//! Roles of users removed from the spec are left in the database (dropping them could break
+//! applications and lose ownership of data); docs/technical_design.md says so.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use steward_api::postgres::{PostgresUser, UserStatus};
+
+use crate::error::Error;
+use crate::pipeline::{EventType, Outcome, SubReconciler};
+use crate::postgres::PostgresPass;
+use crate::postgres::admin::{PgAdminError, PostgresAdmin, RoleOptions};
+use crate::postgres::names::{REPLICATION_USER, USER_PASSWORD_LABEL};
+use crate::postgres::steps::ensure_secrets::password_of;
+use crate::postgres::steps::{SOON, database, validated};
+use crate::resources::{Labels, child_meta};
+
+/// See the module documentation.
+pub struct ReconcileUsers;
+
+#[async_trait]
+impl SubReconciler<PostgresPass> for ReconcileUsers {
+    fn name(&self) -> &'static str {
+        "ReconcileUsers"
+    }
+
+    async fn reconcile(&self, pass: &mut PostgresPass) -> Result<Outcome, Error> {
+        let valid = validated(pass)?;
+        let Some(primary) = pass.primary() else {
+            return Ok(Outcome::Continue);
+        };
+        if valid.paused || !pass.instance(&primary).is_some_and(|v| v.writable()) {
+            return Ok(Outcome::Continue);
+        }
+        let admin = match pass.admin(&primary).await {
+            Ok(a) => a,
+            Err(e) if e.is_transient() => return Ok(Outcome::requeue(SOON, e.to_string())),
+            Err(e) => return Err(database(pass, &e)),
+        };
+        ensure_replicator(pass, admin.as_ref()).await?;
+        let mut applied = read_applied(pass).await?;
+        let before = applied.clone();
+        let mut statuses = Vec::new();
+        let users = pass.cluster.spec.users.clone();
+        for user in &users {
+            let previous = pass.status.users.iter().find(|u| u.name == user.name).cloned();
+            let status = reconcile_user(pass, admin.as_ref(), user, previous, &mut applied).await?;
+            statuses.push(status);
+        }
+        if applied != before {
+            write_applied(pass, &applied).await?;
+        }
+        let waiting = statuses.iter().any(|s| !s.ready && s.applied_version.is_none());
+        pass.status.users = statuses;
+        if waiting {
+            Ok(Outcome::requeue(SOON * 5, "users waiting for their Secrets"))
+        } else {
+            Ok(Outcome::Continue)
+        }
+    }
+}
+
+async fn ensure_replicator(pass: &mut PostgresPass, admin: &dyn PostgresAdmin) -> Result<(), Error> {
+    let Some(password) = pass.credentials.as_ref().map(|c| c.replication.clone()) else {
+        return Ok(());
+    };
+    let exists = admin.role_exists(REPLICATION_USER).await.map_err(|e| database(pass, &e))?;
+    if !exists {
+        let options = RoleOptions {
+            replication: true,
+            ..RoleOptions::default()
+        };
+        match admin.create_role(REPLICATION_USER, &password, &options).await {
+            Ok(()) | Err(PgAdminError::AlreadyExists(_)) => {}
+            Err(e) => return Err(database(pass, &e)),
+        }
+        pass.core.event(
+            EventType::Normal,
+            "RoleCreated",
+            "ReconcileUsers",
+            format!("created the {REPLICATION_USER} role for streaming replication"),
+        );
+    }
+    Ok(())
+}
+
+/// One user: label its Secret, create or rotate its role, create its databases.
+async fn reconcile_user(
+    pass: &mut PostgresPass,
+    admin: &dyn PostgresAdmin,
+    user: &PostgresUser,
+    previous: Option<UserStatus>,
+    applied: &mut BTreeMap<String, String>,
+) -> Result<UserStatus, Error> {
+    let mut status = UserStatus {
+        name: user.name.clone(),
+        secret: user.password_secret.name.clone(),
+        ready: false,
+        applied_version: previous.as_ref().and_then(|p| p.applied_version.clone()),
+        message: String::new(),
+    };
+    let api: Api<Secret> = pass.ctx.api(&pass.core.namespace);
+    let secret_object = format!("{}/{}", pass.core.namespace, user.password_secret.name);
+    let secret = match api.get_opt(&user.password_secret.name).await {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            status.message = format!("Secret {} not found", user.password_secret.name);
+            pass.core.degrade("UserSecretMissing", format!("user {}: {}", user.name, status.message));
+            return Ok(status);
+        }
+        Err(source) => return Err(Error::kube("get Secret", secret_object, source)),
+    };
+    if !secret.labels().contains_key(USER_PASSWORD_LABEL) {
+        let body = serde_json::json!({"metadata": {"labels": {USER_PASSWORD_LABEL: "true"}}});
+        api.patch(&user.password_secret.name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+            .map_err(|source| Error::kube("label Secret", secret_object.clone(), source))?;
+    }
+    let version = secret.resource_version();
+    let Some(new_password) = password_of(&secret, &user.password_secret.key).filter(|p| !p.is_empty()) else {
+        status.message = format!(
+            "Secret {} has no non-empty UTF-8 key {:?}",
+            user.password_secret.name, user.password_secret.key
+        );
+        pass.core.degrade("UserSecretInvalid", format!("user {}: {}", user.name, status.message));
+        return Ok(status);
+    };
+    let exists = admin.role_exists(&user.name).await.map_err(|e| database(pass, &e))?;
+    if !exists {
+        let options = RoleOptions {
+            superuser: user.options.superuser,
+            createdb: user.options.createdb,
+            connection_limit: user.options.connection_limit,
+            ..RoleOptions::default()
+        };
+        match admin.create_role(&user.name, &new_password, &options).await {
+            Ok(()) | Err(PgAdminError::AlreadyExists(_)) => {}
+            Err(e) => return Err(database(pass, &e)),
+        }
+        applied.insert(user.name.clone(), new_password.clone());
+        pass.core.event(EventType::Normal, "UserCreated", "ReconcileUsers", format!("created user {}", user.name));
+        status.applied_version = version.clone();
+    } else if status.applied_version != version || !applied.contains_key(&user.name) {
+        let old = applied.get(&user.name).cloned();
+        match rotate(pass, user, old.as_deref(), &new_password).await? {
+            Ok(()) => {
+                applied.insert(user.name.clone(), new_password.clone());
+                if old.as_deref().is_some_and(|o| o != new_password) {
+                    pass.core.event(
+                        EventType::Normal,
+                        "PasswordRotated",
+                        "ReconcileUsers",
+                        format!("changed the password of user {} from Secret {}", user.name, user.password_secret.name),
+                    );
+                }
+            }
+            Err(why) => {
+                status.message = why.clone();
+                status.applied_version = version;
+                pass.core.event(EventType::Warning, "PasswordRotationFailed", "ReconcileUsers", why);
+                return Ok(status);
+            }
+        }
+        status.applied_version = version.clone();
+    } else if previous.as_ref().is_some_and(|p| !p.ready && !p.message.is_empty()) {
+        // Handled before and failed: stay failed until the Secret changes.
+        status.message = previous.map(|p| p.message).unwrap_or_default();
+        return Ok(status);
+    }
+    for db in &user.databases {
+        match admin.create_database(db, &user.name).await {
+            Ok(true) => pass.core.event(
+                EventType::Normal,
+                "DatabaseCreated",
+                "ReconcileUsers",
+                format!("created database {db} owned by {}", user.name),
+            ),
+            Ok(false) => {}
+            Err(e) => return Err(database(pass, &e)),
+        }
+        admin.grant_database(&user.name, db).await.map_err(|e| database(pass, &e))?;
+    }
+    status.ready = true;
+    Ok(status)
+}
+
+/// Changes a user's password by logging in as the user with the old one. The inner error is
+/// the reason it cannot be done (never containing a password).
+async fn rotate(
+    pass: &PostgresPass,
+    user: &PostgresUser,
+    old: Option<&str>,
+    new: &str,
+) -> Result<Result<(), String>, Error> {
+    let Some(primary) = pass.primary() else {
+        return Ok(Err("no primary".into()));
+    };
+    let Some(ip) = pass.instance(&primary).and_then(|v| v.ip.clone()) else {
+        return Ok(Err("the primary has no IP".into()));
+    };
+    let Some(base) = pass.target(&ip) else {
+        return Ok(Err("credentials not read yet".into()));
+    };
+    let timeout = pass.ctx.database_timeout;
+    // Already in place (first sight of an existing role, or a Secret rewritten unchanged)?
+    match pass.ctx.postgres.check_login(&base.as_user(&user.name, new), timeout).await {
+        Ok(true) => return Ok(Ok(())),
+        Ok(false) => {}
+        Err(e) if e.is_transient() => return Err(database(pass, &e)),
+        Err(e) => return Ok(Err(format!("user {}: {e}", user.name))),
+    }
+    let Some(old) = old else {
+        return Ok(Err(format!(
+            "user {} exists but Steward does not know its current password and the Secret's does \
+             not log in; set the password in the database to the Secret's value by hand",
+            user.name
+        )));
+    };
+    let session = match pass.ctx.postgres.connect(&base.as_user(&user.name, old), timeout).await {
+        Ok(s) => s,
+        Err(PgAdminError::AuthFailed(_)) => {
+            return Ok(Err(format!(
+                "user {}: the previous password no longer logs in (was it changed inside the \
+                 database?); Steward cannot rotate it — set it to the Secret's value by hand",
+                user.name
+            )));
+        }
+        Err(e) if e.is_transient() => return Err(database(pass, &e)),
+        Err(e) => return Ok(Err(format!("user {}: {e}", user.name))),
+    };
+    match session.alter_password(&user.name, new).await {
+        Ok(()) => Ok(Ok(())),
+        Err(e) if e.is_transient() => Err(database(pass, &e)),
+        Err(e) => Ok(Err(format!("user {}: {e}", user.name))),
+    }
+}
+
+async fn read_applied(pass: &PostgresPass) -> Result<BTreeMap<String, String>, Error> {
+    let api: Api<Secret> = pass.ctx.api(&pass.core.namespace);
+    let name = pass.names.applied_passwords_secret();
+    let secret = api
+        .get_opt(&name)
+        .await
+        .map_err(|source| Error::kube("get Secret", format!("{}/{name}", pass.core.namespace), source))?;
+    Ok(secret
+        .and_then(|s| s.data)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(k, v)| String::from_utf8(v.0).ok().map(|v| (k, v)))
+        .collect())
+}
+
+async fn write_applied(pass: &PostgresPass, applied: &BTreeMap<String, String>) -> Result<(), Error> {
+    let name = pass.names.applied_passwords_secret();
+    let labels = Labels::new(crate::postgres::names::ENGINE, &pass.core.name, "applied-passwords");
+    let Some(metadata) = child_meta(pass.cluster.as_ref(), name.clone(), &labels, &BTreeMap::new()) else {
+        return Err(Error::Internal {
+            message: "cluster has no UID or namespace".into(),
+        });
+    };
+    let secret = Secret {
+        metadata,
+        data: Some(
+            applied
+                .iter()
+                .map(|(k, v)| (k.clone(), ByteString(v.clone().into_bytes())))
+                .collect(),
+        ),
+        type_: Some("Opaque".into()),
+        ..Secret::default()
+    };
+    let api: Api<Secret> = pass.ctx.api(&pass.core.namespace);
+    let object = format!("{}/{name}", pass.core.namespace);
+    match api.create(&PostParams::default(), &secret).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            let body = serde_json::json!({"data": secret.data});
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&body))
+                .await
+                .map(|_| ())
+                .map_err(|source| Error::kube("update Secret", object, source))
+        }
+        Err(source) => Err(Error::kube("create Secret", object, source)),
+    }
+}

@@ -1,0 +1,124 @@
+//! UpdateStatus — runs first and last. Computes the engine's status from what
+//! `ObserveInstances` saw: every instance's role, readiness, timeline, LSN and lag behind the
+//! primary, whether it streams; `readyInstances`, `replicas` (for the scale subresource), the
+//! selector, the system identifier; the `Available` condition (a writable primary) and
+//! `Replicating` (every replica streams). Finishes the `Bootstrap` operation once the primary
+//! and every wanted replica are up. Never writes; the runtime writes status once per pass.
+
+use async_trait::async_trait;
+use steward_api::common::{OperationKind, OperationPhase, condition_types};
+use steward_api::postgres::{InstanceRole, InstanceStatus};
+
+use crate::conditions::Status;
+use crate::error::Error;
+use crate::pipeline::{Outcome, SubReconciler};
+use crate::postgres::PostgresPass;
+use crate::postgres::admin::WalPosition;
+use crate::resources::Labels;
+
+/// See the module documentation.
+pub struct UpdateStatus;
+
+#[async_trait]
+impl SubReconciler<PostgresPass> for UpdateStatus {
+    fn name(&self) -> &'static str {
+        "UpdateStatus"
+    }
+
+    async fn reconcile(&self, pass: &mut PostgresPass) -> Result<Outcome, Error> {
+        pass.status.selector = format!(
+            "{},app.kubernetes.io/component=instance",
+            Labels::cluster_selector("postgres", &pass.core.name)
+        );
+        let generation = pass.core.generation;
+        let wanted = pass.cluster.spec.instances;
+        if !pass.observed {
+            pass.core.status.generations.needs_scale = (pass.status.replicas != wanted).then_some(generation);
+            return Ok(Outcome::Continue);
+        }
+        let primary = pass.primary();
+        let primary_lsn = primary
+            .as_deref()
+            .and_then(|p| pass.instance(p))
+            .and_then(|v| match v.wal {
+                Some(WalPosition::Primary { current }) => Some(current),
+                _ => None,
+            });
+        let members: Vec<String> = pass.status.instances.iter().map(|i| i.name.clone()).collect();
+        let mut instances = Vec::new();
+        for name in members {
+            let view = pass.instance(&name);
+            let role = if primary.as_deref() == Some(name.as_str()) {
+                InstanceRole::Primary
+            } else {
+                InstanceRole::Replica
+            };
+            let ready = view.is_some_and(|v| match role {
+                InstanceRole::Primary => v.writable(),
+                InstanceRole::Replica => v.standby(),
+            });
+            let lsn = view.and_then(|v| v.replayed());
+            let lag = match (role, lsn, primary_lsn) {
+                (InstanceRole::Replica, Some(l), Some(p)) => Some(l.bytes_behind(p)),
+                _ => None,
+            };
+            instances.push(InstanceStatus {
+                name: name.clone(),
+                role,
+                ready,
+                timeline: view.and_then(|v| v.info).map(|i| i.timeline),
+                lsn: lsn.map(|l| l.to_string()),
+                lag_bytes: lag,
+                streaming: view.is_some_and(|v| v.streaming),
+            });
+        }
+        instances.sort_by_key(|i| pass.names.ordinal(&i.name));
+        let ready = instances.iter().filter(|i| i.ready).count();
+        let replicas_total = instances.iter().filter(|i| i.role == InstanceRole::Replica).count();
+        let streaming = instances.iter().filter(|i| i.streaming).count();
+        pass.status.ready_instances = i32::try_from(ready).unwrap_or(i32::MAX);
+        pass.status.replicas = i32::try_from(instances.len()).unwrap_or(i32::MAX);
+        let primary_view = primary.as_deref().and_then(|p| pass.instance(p)).cloned();
+        if let Some(info) = primary_view.as_ref().and_then(|v| v.info) {
+            pass.status.system_identifier = Some(info.system_identifier.to_string());
+        }
+        let writable = primary_view.is_some_and(|v| v.writable());
+        match (&primary, writable) {
+            (Some(p), true) => pass.core.set_condition(
+                condition_types::AVAILABLE,
+                Status::True,
+                "PrimaryWritable",
+                format!("primary {p} accepts writes; {ready} of {} instances ready", instances.len()),
+            ),
+            (Some(p), false) => pass.core.set_condition(
+                condition_types::AVAILABLE,
+                Status::False,
+                "PrimaryNotReady",
+                format!("primary {p} does not accept writes"),
+            ),
+            (None, _) => pass.core.set_condition(
+                condition_types::AVAILABLE,
+                Status::False,
+                "NoPrimary",
+                "no primary yet",
+            ),
+        }
+        if streaming == replicas_total {
+            pass.core.set_condition("Replicating", Status::True, "AllStreaming", format!("{streaming} of {replicas_total} replicas streaming"));
+        } else {
+            pass.core.set_condition("Replicating", Status::False, "NotStreaming", format!("{streaming} of {replicas_total} replicas streaming"));
+        }
+        let bootstrapping = pass.core.status.operation.as_ref().is_some_and(|op| op.kind == OperationKind::Bootstrap);
+        if bootstrapping && writable && i32::try_from(ready).unwrap_or(0) >= wanted && streaming == replicas_total {
+            pass.core.finish_operation(
+                OperationKind::Bootstrap,
+                OperationPhase::Succeeded,
+                format!("primary and {replicas_total} streaming replicas ready"),
+            );
+        }
+        pass.status.instances = instances;
+        pass.core.status.generations.needs_scale =
+            (pass.status.replicas != wanted).then_some(generation);
+        Ok(Outcome::Continue)
+    }
+}
