@@ -124,14 +124,19 @@ impl PostgresPass {
         ))
     }
 
-    /// Opens a superuser session on the named instance.
+    /// Opens a superuser session on the named (observed) instance.
     pub async fn admin(&self, instance: &str) -> Result<Box<dyn PostgresAdmin>, PgAdminError> {
         let ip = self
             .instance(instance)
             .and_then(|i| i.ip.clone())
             .ok_or_else(|| PgAdminError::Unavailable(format!("{instance} has no Pod IP")))?;
+        self.admin_at(&ip).await
+    }
+
+    /// Opens a superuser session on the instance at this Pod IP.
+    pub async fn admin_at(&self, ip: &str) -> Result<Box<dyn PostgresAdmin>, PgAdminError> {
         let target = self
-            .target(&ip)
+            .target(ip)
             .ok_or_else(|| PgAdminError::Unavailable("credentials not read yet".into()))?;
         self.ctx
             .postgres

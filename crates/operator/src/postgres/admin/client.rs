@@ -126,6 +126,11 @@ impl PgClient {
             .password(target.password.as_bytes())
             .dbname(&target.dbname)
             .application_name("steward")
+            // The operator's own DDL (roles, databases) must not wait for a synchronous standby:
+            // replicas clone with the replication role it creates, so with
+            // `synchronous_standby_names` set and no standby yet, waiting would deadlock the
+            // bootstrap. It is re-applied on every pass, so a role lost in a fail-over comes back.
+            .options("-c synchronous_commit=local")
             .connect_timeout(timeout);
         let (client, connection) = tokio::time::timeout(timeout, config.connect(NoTls))
             .await

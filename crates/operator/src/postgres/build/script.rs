@@ -28,8 +28,15 @@
 //! data volume, which libpq reads through `PGPASSFILE` / `passfile=`; the passfile is rewritten
 //! every 10 s so rotated passwords reach reconnecting standbys). `postgres` runs in the
 //! background so that SIGTERM (and SIGINT) to the script become SIGINT to `postgres`, its *fast*
-//! shutdown (SIGTERM would be a *smart* shutdown waiting for every client); the script exits
-//! with `postgres`'s status.
+//! shutdown (SIGTERM would be a *smart* shutdown waiting for every client), repeated every
+//! second until it is gone (a shell starts background commands with SIGINT ignored, so one sent
+//! before `postgres` installs its handlers would be lost); the script exits with `postgres`'s
+//! status.
+//!
+//! Besides `PGDATA`, the data volume holds `.pgpass`, `run/` (the Unix socket directory),
+//! `pgdata.init` and `pgdata.clone` (temporary), `pgdata.diverged` (a former primary's data
+//! replaced by a clone) and `pgdata.incomplete` (whatever stood at `PGDATA` without
+//! `PG_VERSION`).
 //!
 //! [`postgresql_conf`] and [`pg_hba_conf`] are the two configuration files next to it.
 
@@ -297,6 +304,9 @@ wait_for_primary() {
 rejoin() {
   log "data of a former primary, role replica: rejoining $PRIMARY_HOST with pg_rewind"
   wait_for_primary || die "$PRIMARY_HOST does not answer; not starting this data"
+  # A just-promoted primary writes its new timeline to pg_control only at its next checkpoint;
+  # until then pg_rewind compares the wrong timelines and wrongly finds nothing to rewind.
+  psql "$SOURCE_CONNINFO" -qAtc CHECKPOINT >/dev/null 2>&1 || log "CHECKPOINT on $PRIMARY_HOST failed; trying pg_rewind anyway"
   if pg_rewind --target-pgdata="$PGDATA" --source-server="$SOURCE_CONNINFO"; then
     touch "$PGDATA/standby.signal"
     log "pg_rewind succeeded; starting as a standby"
@@ -333,14 +343,34 @@ fi
 if [ -f "$PGDATA/standby.signal" ]; then mode=standby; else mode=primary; fi
 log "starting postgres as a $mode (role $PGROLE)"
 
+# The passfile is rewritten every 10 s, so that rotated passwords reach reconnecting standbys.
+# The loop ends with the script (it is killed, and it checks that the script still runs).
+main=$$
+(
+  trap - INT TERM
+  while sleep 10 && kill -0 "$main" 2>/dev/null; do write_passfile || :; done
+) </dev/null >/dev/null 2>&1 &
+refresher=$!
+
+# SIGTERM or SIGINT to the script: SIGINT to postgres, its fast shutdown. Repeated every second
+# until postgres is gone: a shell starts background commands with SIGINT ignored, so a SIGINT
+# in the instant before postgres installs its own handlers would be lost.
 pid=
+stopping=
 trapped=
+interrupt() {
+  log "stopping postgres (fast shutdown)"
+  (
+    trap - INT TERM
+    while kill -INT "$pid" 2>/dev/null; do sleep 1; done
+  ) </dev/null >/dev/null 2>&1 &
+}
 # shellcheck disable=SC2317 # called by the trap
 stop() {
-  [ -n "$pid" ] || exit 143
   trapped=1
-  log "stopping postgres (fast shutdown)"
-  kill -INT "$pid" 2>/dev/null || :
+  [ -z "$stopping" ] || return 0
+  stopping=1
+  [ -z "$pid" ] || interrupt
 }
 trap stop INT TERM
 postgres -D "$PGDATA" \
@@ -352,11 +382,8 @@ postgres -D "$PGDATA" \
   -c cluster_name="$INSTANCE" \
   -c primary_conninfo="$PRIMARY_CONNINFO" &
 pid=$!
-(
-  trap - INT TERM
-  while sleep 10; do write_passfile || :; done
-) </dev/null >/dev/null 2>&1 &
-refresher=$!
+# A signal that came before $pid was known.
+[ -z "$stopping" ] || interrupt
 
 # `wait` returns early (> 128) when a trapped signal arrives; wait again for the real status,
 # which the shell keeps until it is waited for.
@@ -366,7 +393,7 @@ while :; do
   wait "$pid" && status=0 || status=$?
   if [ -z "$trapped" ] || [ "$status" -le 128 ]; then break; fi
 done
-kill "$refresher" 2>/dev/null || :
+kill -KILL "$refresher" 2>/dev/null || :
 log "postgres exited with status $status"
 exit "$status"
 "#;

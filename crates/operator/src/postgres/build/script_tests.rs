@@ -3,11 +3,16 @@
 //! (the fake `postgres` is Perl, because a shell started as an asynchronous command cannot
 //! catch the SIGINT the entrypoint sends; real `postgres` installs its own handlers).
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
 
 use super::*;
 
@@ -139,6 +144,18 @@ fn pg_hba_uses_scram_everywhere() {
 /// A temporary Pod filesystem: mounts, fake binaries, and a call log.
 struct Fake {
     root: tempfile::TempDir,
+    /// Process groups of the entrypoints started.
+    groups: RefCell<Vec<u32>>,
+}
+
+impl Drop for Fake {
+    fn drop(&mut self) {
+        for pgid in self.groups.borrow().iter() {
+            if let Ok(pgid) = i32::try_from(*pgid) {
+                let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+            }
+        }
+    }
 }
 
 const FAKE_INITDB: &str = r#"#!/bin/sh
@@ -166,6 +183,7 @@ const FAKE_POSTGRES: &str = r#"#!/usr/bin/perl
 my $fake = $ENV{FAKE};
 sub note { open(my $f, '>>', "$fake/calls"); print $f "$_[0]\n"; close($f); }
 note("postgres " . join(' ', @ARGV));
+select(undef, undef, undef, 0.3) if -e "$fake/slow-start";
 $SIG{INT} = sub { note("postgres got SIGINT"); exit 0; };
 $SIG{TERM} = sub { note("postgres got SIGTERM"); exit 7; };
 open(my $p, '>', "$fake/postgres.pid"); print $p "$$\n"; close($p);
@@ -175,7 +193,10 @@ while (1) { exit 3 if -e "$fake/crash"; select(undef, undef, undef, 0.02); }
 impl Fake {
     fn new() -> Self {
         let root = tempfile::tempdir().unwrap();
-        let fake = Self { root };
+        let fake = Self {
+            root,
+            groups: RefCell::new(Vec::new()),
+        };
         for dir in ["data", "config", "su", "repl", "bin"] {
             std::fs::create_dir_all(fake.path(dir)).unwrap();
         }
@@ -230,13 +251,17 @@ impl Fake {
         std::fs::write(self.path(name), value).unwrap();
     }
 
+    /// Starts the entrypoint in its own process group (killed when the test ends), its output
+    /// going to the file `output` (a pipe would stay open while a background loop of the
+    /// script outlives it).
     fn start(&self, role: &str) -> Child {
         let path = format!(
             "{}:{}",
             self.path("bin").display(),
             std::env::var("PATH").unwrap_or_default()
         );
-        Command::new("sh")
+        let output = std::fs::File::create(self.path("output")).unwrap();
+        let child = Command::new("sh")
             .arg(self.path("entrypoint.sh"))
             .env_clear()
             .env("PATH", path)
@@ -246,15 +271,40 @@ impl Fake {
             .env("POD_IP", "127.1.0.7")
             .env("INSTANCE", "demo-1")
             .env("PRIMARY_HOST", "demo-primary.db.svc")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stdin(Stdio::null())
+            .stdout(output.try_clone().unwrap())
+            .stderr(output)
+            .process_group(0)
             .spawn()
-            .unwrap()
+            .unwrap();
+        self.groups.borrow_mut().push(child.id());
+        child
+    }
+
+    /// Waits for the entrypoint to exit; returns its exit code.
+    fn wait(&self, child: &mut Child) -> i32 {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status.code().unwrap_or(-1);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the entrypoint does not exit: {}",
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn output(&self) -> String {
+        std::fs::read_to_string(self.path("output")).unwrap_or_default()
     }
 
     /// Runs the entrypoint until `postgres` runs, then sends SIGTERM; or until it exits by
     /// itself. Returns the exit code and the output.
     fn run(&self, role: &str) -> (i32, String) {
+        let _ = std::fs::remove_file(self.path("postgres.pid"));
         let mut child = self.start(role);
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -262,23 +312,19 @@ impl Fake {
                 break;
             }
             if self.path("postgres.pid").exists() {
-                let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
-                nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+                let pid = Pid::from_raw(i32::try_from(child.id()).unwrap());
+                kill(pid, Signal::SIGTERM).unwrap();
                 break;
             }
             assert!(Instant::now() < deadline, "the entrypoint hangs");
             std::thread::sleep(Duration::from_millis(10));
         }
-        let out = child.wait_with_output().unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let code = self.wait(&mut child);
+        let text = self.output();
         for secret in [SU_PASSWORD, REPL_PASSWORD, "Su9pw"] {
             assert!(!text.contains(secret), "a password was printed: {text}");
         }
-        (out.status.code().unwrap_or(-1), text)
+        (code, text)
     }
 
     fn calls(&self) -> Vec<String> {
@@ -518,8 +564,31 @@ fn the_entrypoint_exits_with_the_status_of_postgres() {
     f.existing_data("data/pgdata", "old", false);
     f.set("crash", "");
     let mut child = f.start("primary");
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(3));
+    assert_eq!(f.wait(&mut child), 3, "{}", f.output());
+}
+
+#[test]
+fn a_stop_before_postgres_handles_signals_is_repeated_until_it_stops() {
+    if !has_perl() {
+        return;
+    }
+    let f = Fake::new();
+    f.existing_data("data/pgdata", "old", false);
+    f.set("slow-start", "");
+    let mut child = f.start("primary");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !f.programs().contains(&"postgres".to_owned()) {
+        assert!(Instant::now() < deadline, "postgres never started");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // postgres runs but ignores SIGINT for another 0.3 s (inherited from the shell).
+    let pid = Pid::from_raw(i32::try_from(child.id()).unwrap());
+    kill(pid, Signal::SIGTERM).unwrap();
+    assert_eq!(f.wait(&mut child), 0, "{}", f.output());
+    assert_eq!(
+        f.calls().last().map(String::as_str),
+        Some("postgres got SIGINT")
+    );
 }
 
 #[test]

@@ -98,7 +98,6 @@ impl SubReconciler<PostgresPass> for ObserveInstances {
                 view.pod = !view.terminating;
                 view.labelled = role_label(pod);
                 view.pod_ready = view.pod && is_ready(pod);
-                tracing::debug!(pod = %name, conditions = ?pod.status.as_ref().map(|s| (&s.conditions, &s.container_statuses)), "pod");
                 view.ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone());
                 let role = view.labelled.unwrap_or(InstanceRole::Replica);
                 let want = instance::pod(&pass.cluster, &valid, ordinal, role, &hash)
@@ -111,12 +110,13 @@ impl SubReconciler<PostgresPass> for ObserveInstances {
         let asks = views.iter().map(|v| {
             let ready = v.pod_ready;
             let name = v.name.clone();
+            let ip = v.ip.clone().unwrap_or_default();
             let pass_ref = &*pass;
             async move {
                 if !ready {
                     return (name, None);
                 }
-                let admin = match pass_ref.admin(&name).await {
+                let admin = match pass_ref.admin_at(&ip).await {
                     Ok(a) => a,
                     Err(e) => {
                         tracing::debug!(instance = %name, error = %e, "instance does not answer");
