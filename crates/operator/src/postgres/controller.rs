@@ -78,7 +78,10 @@ async fn cleanup(cluster: Arc<PostgresCluster>, state: &State) -> Result<Action,
 async fn apply(cluster: Arc<PostgresCluster>, state: &State) -> Result<Action, Error> {
     let ctx = &state.ctx;
     let stored = cluster.status.clone();
-    let stored_common = stored.as_ref().map(|s| s.common.clone()).unwrap_or_default();
+    let stored_common = stored
+        .as_ref()
+        .map(|s| s.common.clone())
+        .unwrap_or_default();
     let mut core = PassCore::new(
         CONTROLLER,
         cluster.namespace().unwrap_or_default(),
@@ -112,8 +115,15 @@ async fn apply(cluster: Arc<PostgresCluster>, state: &State) -> Result<Action, E
     let mut status = pass.status;
     status.common = pass.core.status;
     let effects = std::mem::take(&mut pass.core.effects);
-    ctx.finish_pass(cluster.as_ref(), stored.as_ref(), &status, effects, &report, RESYNC)
-        .await
+    ctx.finish_pass(
+        cluster.as_ref(),
+        stored.as_ref(),
+        &status,
+        effects,
+        &report,
+        RESYNC,
+    )
+    .await
 }
 
 /// Whether a cluster's users reference this Secret.

@@ -6,8 +6,8 @@
 
 use steward_api::postgres::InstanceRole;
 
-use jiff::Timestamp;
 use crate::postgres::admin::{Lsn, ServerInfo, WalPosition};
+use jiff::Timestamp;
 
 /// One instance as observed on this pass.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -85,7 +85,9 @@ pub fn choose_target(
         .collect();
     if let Some(want) = requested {
         return match instances.iter().find(|i| i.name == want) {
-            None => Err(format!("switchover target {want} is not an instance of this cluster")),
+            None => Err(format!(
+                "switchover target {want} is not an instance of this cluster"
+            )),
             Some(_) if want == primary => Err(format!("{want} is already the primary")),
             Some(i) if !i.standby() => Err(format!(
                 "switchover target {want} is not a ready, answering replica"
@@ -106,7 +108,8 @@ pub fn choose_target(
 
 /// Whether the primary has been not ready long enough for an automatic fail-over.
 pub fn failover_due(unready_since: Option<Timestamp>, now: Timestamp, delay_seconds: u32) -> bool {
-    unready_since.is_some_and(|since| now.as_second() - since.as_second() >= i64::from(delay_seconds))
+    unready_since
+        .is_some_and(|since| now.as_second() - since.as_second() >= i64::from(delay_seconds))
 }
 
 /// The next instance to create or remove.
@@ -122,7 +125,12 @@ pub enum ScaleAction {
 
 /// Adds the lowest free ordinal while fewer than `wanted` instances exist; removes the
 /// highest-ordinal replica (never the primary) while more do. One change per pass.
-pub fn plan_scale(existing: &[u32], primary_ordinal: Option<u32>, wanted: u32, cluster: &str) -> ScaleAction {
+pub fn plan_scale(
+    existing: &[u32],
+    primary_ordinal: Option<u32>,
+    wanted: u32,
+    cluster: &str,
+) -> ScaleAction {
     let count = u32::try_from(existing.len()).unwrap_or(u32::MAX);
     if count < wanted {
         let free = (0..).find(|o| !existing.contains(o)).unwrap_or(count);
@@ -162,7 +170,10 @@ pub enum RestartAction {
 pub fn plan_restart(instances: &[InstanceView], primary: &str) -> RestartAction {
     let mut replicas: Vec<&InstanceView> = instances.iter().filter(|i| i.name != primary).collect();
     replicas.sort_by_key(|i| i.ordinal);
-    if let Some(down) = replicas.iter().find(|i| !(i.stale || (i.standby() && i.streaming))) {
+    if let Some(down) = replicas
+        .iter()
+        .find(|i| !(i.stale || (i.standby() && i.streaming)))
+    {
         return RestartAction::Wait(format!("{} is not back and streaming yet", down.name));
     }
     if let Some(next) = replicas.iter().find(|i| i.stale) {
@@ -237,9 +248,20 @@ mod tests {
     fn a_requested_target_must_be_an_answering_replica() {
         let mut lagging = standby(2, 1);
         let all = [primary(0), standby(1, 80), lagging.clone()];
-        assert_eq!(choose_target(&all, "demo-0", Some("demo-2")), Ok("demo-2".into()));
-        assert!(choose_target(&all, "demo-0", Some("demo-0")).unwrap_err().contains("already"));
-        assert!(choose_target(&all, "demo-0", Some("demo-9")).unwrap_err().contains("not an instance"));
+        assert_eq!(
+            choose_target(&all, "demo-0", Some("demo-2")),
+            Ok("demo-2".into())
+        );
+        assert!(
+            choose_target(&all, "demo-0", Some("demo-0"))
+                .unwrap_err()
+                .contains("already")
+        );
+        assert!(
+            choose_target(&all, "demo-0", Some("demo-9"))
+                .unwrap_err()
+                .contains("not an instance")
+        );
         lagging.info = None;
         let all = [primary(0), standby(1, 80), lagging];
         assert!(choose_target(&all, "demo-0", Some("demo-2")).is_err());
@@ -261,10 +283,19 @@ mod tests {
     fn scaling_adds_the_lowest_free_ordinal_and_never_removes_the_primary() {
         assert_eq!(plan_scale(&[0, 1], Some(0), 3, "demo"), ScaleAction::Add(2));
         assert_eq!(plan_scale(&[0, 2], Some(0), 3, "demo"), ScaleAction::Add(1));
-        assert_eq!(plan_scale(&[0, 1, 2], Some(0), 2, "demo"), ScaleAction::Remove("demo-2".into()));
-        assert_eq!(plan_scale(&[0, 1, 2], Some(2), 2, "demo"), ScaleAction::Remove("demo-1".into()));
+        assert_eq!(
+            plan_scale(&[0, 1, 2], Some(0), 2, "demo"),
+            ScaleAction::Remove("demo-2".into())
+        );
+        assert_eq!(
+            plan_scale(&[0, 1, 2], Some(2), 2, "demo"),
+            ScaleAction::Remove("demo-1".into())
+        );
         assert_eq!(plan_scale(&[2], Some(2), 1, "demo"), ScaleAction::Converged);
-        assert_eq!(plan_scale(&[0, 1], Some(0), 2, "demo"), ScaleAction::Converged);
+        assert_eq!(
+            plan_scale(&[0, 1], Some(0), 2, "demo"),
+            ScaleAction::Converged
+        );
     }
 
     #[test]
@@ -273,18 +304,29 @@ mod tests {
         for i in &mut all {
             i.stale = true;
         }
-        assert_eq!(plan_restart(&all, "demo-0"), RestartAction::RestartReplica("demo-1".into()));
+        assert_eq!(
+            plan_restart(&all, "demo-0"),
+            RestartAction::RestartReplica("demo-1".into())
+        );
         all[1].stale = false;
         all[1].streaming = false;
-        assert!(matches!(plan_restart(&all, "demo-0"), RestartAction::Wait(w) if w.contains("demo-1")));
+        assert!(
+            matches!(plan_restart(&all, "demo-0"), RestartAction::Wait(w) if w.contains("demo-1"))
+        );
         all[1].streaming = true;
-        assert_eq!(plan_restart(&all, "demo-0"), RestartAction::RestartReplica("demo-2".into()));
+        assert_eq!(
+            plan_restart(&all, "demo-0"),
+            RestartAction::RestartReplica("demo-2".into())
+        );
         all[2].stale = false;
         assert_eq!(plan_restart(&all, "demo-0"), RestartAction::Switchover);
         all[0].stale = false;
         assert_eq!(plan_restart(&all, "demo-0"), RestartAction::Done);
         let mut single = vec![primary(0)];
         single[0].stale = true;
-        assert_eq!(plan_restart(&single, "demo-0"), RestartAction::RestartPrimary("demo-0".into()));
+        assert_eq!(
+            plan_restart(&single, "demo-0"),
+            RestartAction::RestartPrimary("demo-0".into())
+        );
     }
 }

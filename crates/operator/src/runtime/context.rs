@@ -17,9 +17,9 @@ use crate::error::{Error, Result};
 use crate::etcd::admin::EtcdConnector;
 use crate::etcd::admin::client::GrpcConnector;
 use crate::metrics::Metrics;
+use crate::pipeline::{Effect, EventType, PassReport};
 use crate::postgres::admin::PostgresConnector;
 use crate::postgres::admin::client::PgConnector;
-use crate::pipeline::{Effect, EventType, PassReport};
 use crate::webhook::WebhookSender;
 
 /// The field manager of status writes.

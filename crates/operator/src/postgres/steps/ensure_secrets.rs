@@ -21,10 +21,18 @@ pub fn password_of(secret: &Secret, key: &str) -> Option<String> {
     if let Some(bytes) = secret.data.as_ref().and_then(|d| d.get(key)) {
         return String::from_utf8(bytes.0.clone()).ok();
     }
-    secret.string_data.as_ref().and_then(|d| d.get(key)).cloned()
+    secret
+        .string_data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .cloned()
 }
 
-async fn ensure(pass: &mut PostgresPass, name: &str, build: Option<Secret>) -> Result<Option<String>, Error> {
+async fn ensure(
+    pass: &mut PostgresPass,
+    name: &str,
+    build: Option<Secret>,
+) -> Result<Option<String>, Error> {
     let api: Api<Secret> = pass.ctx.api(&pass.core.namespace);
     let object = format!("{}/{name}", pass.core.namespace);
     let existing = api

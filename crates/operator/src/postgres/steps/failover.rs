@@ -118,7 +118,10 @@ impl SubReconciler<PostgresPass> for Failover {
             return Ok(Outcome::requeue(SOON * 5, "primary not ready"));
         }
         if !failover_due(since, pass.core.now, valid.failover.detection_delay_seconds) {
-            return Ok(Outcome::requeue(SOON, "primary not ready; within the detection delay"));
+            return Ok(Outcome::requeue(
+                SOON,
+                "primary not ready; within the detection delay",
+            ));
         }
         match choose_target(&pass.instances, &primary, None) {
             Ok(target) => {
@@ -157,7 +160,11 @@ pub(crate) async fn start(
             change: OperationChange::default(),
             message: format!(
                 "{} from {} to {} ({})",
-                if progress.switchover { "switchover" } else { "fail-over" },
+                if progress.switchover {
+                    "switchover"
+                } else {
+                    "fail-over"
+                },
                 progress.from,
                 progress.target,
                 progress.reason
@@ -168,7 +175,10 @@ pub(crate) async fn start(
             Started::Busy(kind) if progress.switchover => {
                 return Ok(Outcome::requeue(
                     Duration::from_secs(5),
-                    format!("switchover waits for the running {} operation", kind.as_str()),
+                    format!(
+                        "switchover waits for the running {} operation",
+                        kind.as_str()
+                    ),
                 ));
             }
             // A fail-over never waits for another operation: the primary is down.
@@ -177,7 +187,11 @@ pub(crate) async fn start(
     }
     pass.core.event(
         EventType::Warning,
-        if progress.switchover { "SwitchoverStarted" } else { "FailoverStarted" },
+        if progress.switchover {
+            "SwitchoverStarted"
+        } else {
+            "FailoverStarted"
+        },
         "Failover",
         format!(
             "replacing primary {} with {} ({})",
@@ -197,7 +211,10 @@ fn op_kind(progress: &FailoverProgress) -> OperationKind {
 }
 
 /// Takes the next step of a pending fail-over or switchover.
-async fn advance(pass: &mut PostgresPass, mut progress: FailoverProgress) -> Result<Outcome, Error> {
+async fn advance(
+    pass: &mut PostgresPass,
+    mut progress: FailoverProgress,
+) -> Result<Outcome, Error> {
     let kind = op_kind(&progress);
     // 1. Fence: the old primary's Pod must be gone.
     let old_pod = cluster_pods(pass)
@@ -230,7 +247,11 @@ async fn advance(pass: &mut PostgresPass, mut progress: FailoverProgress) -> Res
                 }
                 pass.core.event(
                     EventType::Normal,
-                    if progress.switchover { "PrimaryDemoted" } else { "PrimaryFenced" },
+                    if progress.switchover {
+                        "PrimaryDemoted"
+                    } else {
+                        "PrimaryFenced"
+                    },
                     "Failover",
                     format!("deleted the Pod of primary {}", progress.from),
                 );
@@ -244,7 +265,11 @@ async fn advance(pass: &mut PostgresPass, mut progress: FailoverProgress) -> Res
             return Ok(Outcome::stop(SOON, "waiting for the old primary to stop"));
         }
         // 2. Catch up (switchover).
-        if let Some(lsn) = progress.demoted_at_lsn.as_deref().and_then(|l| l.parse::<Lsn>().ok()) {
+        if let Some(lsn) = progress
+            .demoted_at_lsn
+            .as_deref()
+            .and_then(|l| l.parse::<Lsn>().ok())
+        {
             let replayed = pass.instance(&progress.target).and_then(|v| v.replayed());
             if replayed.is_none_or(|r| r < lsn) {
                 pass.core.advance_operation(
@@ -260,7 +285,11 @@ async fn advance(pass: &mut PostgresPass, mut progress: FailoverProgress) -> Res
         let api: Api<Pod> = pass.ctx.api(&pass.core.namespace);
         let body = serde_json::json!({"metadata": {"labels": {ROLE_LABEL: "primary"}}});
         match api
-            .patch(&progress.target, &PatchParams::default(), &Patch::Merge(&body))
+            .patch(
+                &progress.target,
+                &PatchParams::default(),
+                &Patch::Merge(&body),
+            )
             .await
         {
             Ok(_) => {}
@@ -325,10 +354,7 @@ async fn advance(pass: &mut PostgresPass, mut progress: FailoverProgress) -> Res
         pass.core.finish_operation(
             OperationKind::Failover,
             OperationPhase::Succeeded,
-            format!(
-                "{} is the primary (was {})",
-                progress.target, progress.from
-            ),
+            format!("{} is the primary (was {})", progress.target, progress.from),
         );
     }
     Ok(Outcome::stop(SOON, "new primary promoted"))

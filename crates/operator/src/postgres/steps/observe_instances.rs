@@ -60,8 +60,12 @@ impl SubReconciler<PostgresPass> for ObserveInstances {
     async fn reconcile(&self, pass: &mut PostgresPass) -> Result<Outcome, Error> {
         let valid = validated(pass)?;
         let pods = cluster_pods(pass);
-        let mut members: BTreeSet<String> =
-            pass.status.instances.iter().map(|i| i.name.clone()).collect();
+        let mut members: BTreeSet<String> = pass
+            .status
+            .instances
+            .iter()
+            .map(|i| i.name.clone())
+            .collect();
         for p in &pods {
             if let Some(name) = p.labels().get(INSTANCE_LABEL) {
                 members.insert(name.clone());
@@ -78,15 +82,10 @@ impl SubReconciler<PostgresPass> for ObserveInstances {
             };
             let pod = pods.iter().find(|p| p.name_any() == name);
             let claim_name = pass.names.claim(&name);
-            let claim = pass
-                .stores
-                .claims
-                .state()
-                .iter()
-                .any(|c| {
-                    c.name_any() == claim_name
-                        && c.namespace().as_deref() == Some(pass.core.namespace.as_str())
-                });
+            let claim = pass.stores.claims.state().iter().any(|c| {
+                c.name_any() == claim_name
+                    && c.namespace().as_deref() == Some(pass.core.namespace.as_str())
+            });
             let mut view = InstanceView {
                 name: name.clone(),
                 ordinal,
@@ -102,7 +101,8 @@ impl SubReconciler<PostgresPass> for ObserveInstances {
                 let role = view.labelled.unwrap_or(InstanceRole::Replica);
                 let want = instance::pod(&pass.cluster, &valid, ordinal, role, &hash)
                     .and_then(|p| p.annotations().get(instance::SPEC_HASH).cloned());
-                view.stale = view.pod && want.as_ref() != pod.annotations().get(instance::SPEC_HASH);
+                view.stale =
+                    view.pod && want.as_ref() != pod.annotations().get(instance::SPEC_HASH);
             }
             views.push(view);
         }
@@ -158,11 +158,11 @@ impl SubReconciler<PostgresPass> for ObserveInstances {
             v.streaming = v.standby() && streaming.contains(&v.name);
         }
         // Adopt the labelled primary when status does not name a live one.
-        let named_alive = pass
-            .status
-            .current_primary
-            .as_ref()
-            .is_some_and(|p| views.iter().any(|v| &v.name == p && (v.pod || v.terminating)));
+        let named_alive = pass.status.current_primary.as_ref().is_some_and(|p| {
+            views
+                .iter()
+                .any(|v| &v.name == p && (v.pod || v.terminating))
+        });
         if !named_alive {
             let labelled: Vec<&InstanceView> = views
                 .iter()

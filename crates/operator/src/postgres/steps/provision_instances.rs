@@ -14,7 +14,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{Api, PostParams};
-use steward_api::common::{GroupReplicas, OperationChange, OperationKind, OperationPhase, RetentionPolicy};
+use steward_api::common::{
+    GroupReplicas, OperationChange, OperationKind, OperationPhase, RetentionPolicy,
+};
 use steward_api::postgres::{InstanceRole, InstanceStatus};
 
 use crate::error::Error;
@@ -86,9 +88,15 @@ impl SubReconciler<PostgresPass> for ProvisionInstances {
             }
         };
         if !pass.status.instances.iter().any(|i| i.name == primary) {
-            pass.status.instances.push(new_member(&primary, InstanceRole::Primary));
+            pass.status
+                .instances
+                .push(new_member(&primary, InstanceRole::Primary));
         }
-        let fenced = pass.status.pending_failover.as_ref().map(|p| p.from.clone());
+        let fenced = pass
+            .status
+            .pending_failover
+            .as_ref()
+            .map(|p| p.from.clone());
         let primary_writable = pass.instance(&primary).is_some_and(|v| v.writable());
         let hash = pass.config_hash.clone().unwrap_or_default();
         let mut created = 0;
@@ -113,7 +121,13 @@ impl SubReconciler<PostgresPass> for ProvisionInstances {
                 match api.create(&PostParams::default(), &claim).await {
                     Ok(_) => {}
                     Err(kube::Error::Api(e)) if e.code == 409 => {}
-                    Err(source) => return Err(Error::kube("create PersistentVolumeClaim", pass.object(), source)),
+                    Err(source) => {
+                        return Err(Error::kube(
+                            "create PersistentVolumeClaim",
+                            pass.object(),
+                            source,
+                        ));
+                    }
                 }
             }
             let Some(pod) = instance::pod(&pass.cluster, &valid, view.ordinal, role, &hash) else {
@@ -127,7 +141,11 @@ impl SubReconciler<PostgresPass> for ProvisionInstances {
                         EventType::Normal,
                         "InstanceCreated",
                         "ProvisionInstances",
-                        format!("created {} as {}", view.name, crate::postgres::names::role_value(role)),
+                        format!(
+                            "created {} as {}",
+                            view.name,
+                            crate::postgres::names::role_value(role)
+                        ),
                     );
                 }
                 Err(kube::Error::Api(e)) if e.code == 409 => {}
@@ -141,21 +159,48 @@ impl SubReconciler<PostgresPass> for ProvisionInstances {
             return Ok(Outcome::Continue);
         }
         // Scale, one instance per pass, once every instance is up.
-        let ordinals: Vec<u32> = pass.status.instances.iter().filter_map(|i| pass.names.ordinal(&i.name)).collect();
+        let ordinals: Vec<u32> = pass
+            .status
+            .instances
+            .iter()
+            .filter_map(|i| pass.names.ordinal(&i.name))
+            .collect();
         let count = ordinals.len();
-        let action = plan_scale(&ordinals, pass.names.ordinal(&primary), wanted, &pass.names.cluster);
+        let action = plan_scale(
+            &ordinals,
+            pass.names.ordinal(&primary),
+            wanted,
+            &pass.names.cluster,
+        );
         if action == ScaleAction::Converged {
-            if pass.core.status.operation.as_ref().is_some_and(|op| op.kind == OperationKind::Scale) {
-                pass.core.finish_operation(OperationKind::Scale, OperationPhase::Succeeded, format!("{count} instances"));
+            if pass
+                .core
+                .status
+                .operation
+                .as_ref()
+                .is_some_and(|op| op.kind == OperationKind::Scale)
+            {
+                pass.core.finish_operation(
+                    OperationKind::Scale,
+                    OperationPhase::Succeeded,
+                    format!("{count} instances"),
+                );
             }
             return Ok(Outcome::Continue);
         }
-        let bootstrapping = pass.core.status.operation.as_ref().is_some_and(|op| op.kind == OperationKind::Bootstrap);
+        let bootstrapping = pass
+            .core
+            .status
+            .operation
+            .as_ref()
+            .is_some_and(|op| op.kind == OperationKind::Bootstrap);
         if !bootstrapping {
             match pass.core.start_operation(OperationRequest {
                 kind: OperationKind::Scale,
                 step: "PlanInstances".into(),
-                total: u32::try_from(count.abs_diff(wanted as usize)).unwrap_or(1).max(1),
+                total: u32::try_from(count.abs_diff(wanted as usize))
+                    .unwrap_or(1)
+                    .max(1),
                 change: OperationChange {
                     old_replicas: group(count),
                     new_replicas: group(wanted as usize),
@@ -165,7 +210,10 @@ impl SubReconciler<PostgresPass> for ProvisionInstances {
             }) {
                 Started::New | Started::Resumed => {}
                 Started::Busy(kind) => {
-                    return Ok(Outcome::requeue(Duration::from_secs(5), format!("scaling waits for the running {} operation", kind.as_str())));
+                    return Ok(Outcome::requeue(
+                        Duration::from_secs(5),
+                        format!("scaling waits for the running {} operation", kind.as_str()),
+                    ));
                 }
                 Started::Blocked(why) => {
                     pass.core.degrade("OperationFailed", why);
@@ -176,14 +224,34 @@ impl SubReconciler<PostgresPass> for ProvisionInstances {
         match action {
             ScaleAction::Converged => Ok(Outcome::Continue),
             ScaleAction::Add(ordinal) => {
-                if !bootstrapping && pass.instances.iter().any(|v| !v.standby() && v.name != primary) {
-                    return Ok(Outcome::requeue(SOON * 2, "waiting for every replica to be up before adding one"));
+                if !bootstrapping
+                    && pass
+                        .instances
+                        .iter()
+                        .any(|v| !v.standby() && v.name != primary)
+                {
+                    return Ok(Outcome::requeue(
+                        SOON * 2,
+                        "waiting for every replica to be up before adding one",
+                    ));
                 }
                 let name = pass.names.instance(ordinal);
-                pass.status.instances.push(new_member(&name, InstanceRole::Replica));
-                pass.core.advance_operation(OperationKind::Scale, "AddInstance", 0, format!("adding {name}"));
+                pass.status
+                    .instances
+                    .push(new_member(&name, InstanceRole::Replica));
+                pass.core.advance_operation(
+                    OperationKind::Scale,
+                    "AddInstance",
+                    0,
+                    format!("adding {name}"),
+                );
                 if !bootstrapping {
-                    pass.core.event(EventType::Normal, "InstanceAdded", "ProvisionInstances", format!("adding replica {name}"));
+                    pass.core.event(
+                        EventType::Normal,
+                        "InstanceAdded",
+                        "ProvisionInstances",
+                        format!("adding replica {name}"),
+                    );
                 }
                 Ok(Outcome::requeue(SOON, format!("{name} added")))
             }
@@ -191,14 +259,38 @@ impl SubReconciler<PostgresPass> for ProvisionInstances {
                 if let Some(why) = pass.core.destructive_block() {
                     return Ok(Outcome::requeue(Duration::from_secs(30), why));
                 }
-                sweep::delete_named::<Pod>(&pass.ctx.client, &pass.core.namespace, vec![name.clone()]).await?;
-                if valid.storage_for(pass.names.ordinal(&name).unwrap_or(0)).retain_on_scale_down == RetentionPolicy::Delete {
-                    sweep::delete_named::<PersistentVolumeClaim>(&pass.ctx.client, &pass.core.namespace, vec![pass.names.claim(&name)]).await?;
+                sweep::delete_named::<Pod>(
+                    &pass.ctx.client,
+                    &pass.core.namespace,
+                    vec![name.clone()],
+                )
+                .await?;
+                if valid
+                    .storage_for(pass.names.ordinal(&name).unwrap_or(0))
+                    .retain_on_scale_down
+                    == RetentionPolicy::Delete
+                {
+                    sweep::delete_named::<PersistentVolumeClaim>(
+                        &pass.ctx.client,
+                        &pass.core.namespace,
+                        vec![pass.names.claim(&name)],
+                    )
+                    .await?;
                 }
                 pass.status.instances.retain(|i| i.name != name);
                 pass.instances.retain(|i| i.name != name);
-                pass.core.event(EventType::Normal, "InstanceRemoved", "ProvisionInstances", format!("removed replica {name}"));
-                pass.core.advance_operation(OperationKind::Scale, "RemoveInstance", 1, format!("removed {name}"));
+                pass.core.event(
+                    EventType::Normal,
+                    "InstanceRemoved",
+                    "ProvisionInstances",
+                    format!("removed replica {name}"),
+                );
+                pass.core.advance_operation(
+                    OperationKind::Scale,
+                    "RemoveInstance",
+                    1,
+                    format!("removed {name}"),
+                );
                 Ok(Outcome::requeue(SOON, format!("{name} removed")))
             }
         }

@@ -63,34 +63,53 @@ impl SubReconciler<PostgresPass> for ReconcileUsers {
         let mut statuses = Vec::new();
         let users = pass.cluster.spec.users.clone();
         for user in &users {
-            let previous = pass.status.users.iter().find(|u| u.name == user.name).cloned();
+            let previous = pass
+                .status
+                .users
+                .iter()
+                .find(|u| u.name == user.name)
+                .cloned();
             let status = reconcile_user(pass, admin.as_ref(), user, previous, &mut applied).await?;
             statuses.push(status);
         }
         if applied != before {
             write_applied(pass, &applied).await?;
         }
-        let waiting = statuses.iter().any(|s| !s.ready && s.applied_version.is_none());
+        let waiting = statuses
+            .iter()
+            .any(|s| !s.ready && s.applied_version.is_none());
         pass.status.users = statuses;
         if waiting {
-            Ok(Outcome::requeue(SOON * 5, "users waiting for their Secrets"))
+            Ok(Outcome::requeue(
+                SOON * 5,
+                "users waiting for their Secrets",
+            ))
         } else {
             Ok(Outcome::Continue)
         }
     }
 }
 
-async fn ensure_replicator(pass: &mut PostgresPass, admin: &dyn PostgresAdmin) -> Result<(), Error> {
+async fn ensure_replicator(
+    pass: &mut PostgresPass,
+    admin: &dyn PostgresAdmin,
+) -> Result<(), Error> {
     let Some(password) = pass.credentials.as_ref().map(|c| c.replication.clone()) else {
         return Ok(());
     };
-    let exists = admin.role_exists(REPLICATION_USER).await.map_err(|e| database(pass, &e))?;
+    let exists = admin
+        .role_exists(REPLICATION_USER)
+        .await
+        .map_err(|e| database(pass, &e))?;
     if !exists {
         let options = RoleOptions {
             replication: true,
             ..RoleOptions::default()
         };
-        match admin.create_role(REPLICATION_USER, &password, &options).await {
+        match admin
+            .create_role(REPLICATION_USER, &password, &options)
+            .await
+        {
             Ok(()) | Err(PgAdminError::AlreadyExists(_)) => {}
             Err(e) => return Err(database(pass, &e)),
         }
@@ -125,27 +144,42 @@ async fn reconcile_user(
         Ok(Some(s)) => s,
         Ok(None) => {
             status.message = format!("Secret {} not found", user.password_secret.name);
-            pass.core.degrade("UserSecretMissing", format!("user {}: {}", user.name, status.message));
+            pass.core.degrade(
+                "UserSecretMissing",
+                format!("user {}: {}", user.name, status.message),
+            );
             return Ok(status);
         }
         Err(source) => return Err(Error::kube("get Secret", secret_object, source)),
     };
     if !secret.labels().contains_key(USER_PASSWORD_LABEL) {
         let body = serde_json::json!({"metadata": {"labels": {USER_PASSWORD_LABEL: "true"}}});
-        api.patch(&user.password_secret.name, &PatchParams::default(), &Patch::Merge(&body))
-            .await
-            .map_err(|source| Error::kube("label Secret", secret_object.clone(), source))?;
+        api.patch(
+            &user.password_secret.name,
+            &PatchParams::default(),
+            &Patch::Merge(&body),
+        )
+        .await
+        .map_err(|source| Error::kube("label Secret", secret_object.clone(), source))?;
     }
     let version = secret.resource_version();
-    let Some(new_password) = password_of(&secret, &user.password_secret.key).filter(|p| !p.is_empty()) else {
+    let Some(new_password) =
+        password_of(&secret, &user.password_secret.key).filter(|p| !p.is_empty())
+    else {
         status.message = format!(
             "Secret {} has no non-empty UTF-8 key {:?}",
             user.password_secret.name, user.password_secret.key
         );
-        pass.core.degrade("UserSecretInvalid", format!("user {}: {}", user.name, status.message));
+        pass.core.degrade(
+            "UserSecretInvalid",
+            format!("user {}: {}", user.name, status.message),
+        );
         return Ok(status);
     };
-    let exists = admin.role_exists(&user.name).await.map_err(|e| database(pass, &e))?;
+    let exists = admin
+        .role_exists(&user.name)
+        .await
+        .map_err(|e| database(pass, &e))?;
     if !exists {
         let options = RoleOptions {
             superuser: user.options.superuser,
@@ -158,7 +192,12 @@ async fn reconcile_user(
             Err(e) => return Err(database(pass, &e)),
         }
         applied.insert(user.name.clone(), new_password.clone());
-        pass.core.event(EventType::Normal, "UserCreated", "ReconcileUsers", format!("created user {}", user.name));
+        pass.core.event(
+            EventType::Normal,
+            "UserCreated",
+            "ReconcileUsers",
+            format!("created user {}", user.name),
+        );
         status.applied_version = version.clone();
     } else if status.applied_version != version || !applied.contains_key(&user.name) {
         let old = applied.get(&user.name).cloned();
@@ -170,19 +209,30 @@ async fn reconcile_user(
                         EventType::Normal,
                         "PasswordRotated",
                         "ReconcileUsers",
-                        format!("changed the password of user {} from Secret {}", user.name, user.password_secret.name),
+                        format!(
+                            "changed the password of user {} from Secret {}",
+                            user.name, user.password_secret.name
+                        ),
                     );
                 }
             }
             Err(why) => {
                 status.message = why.clone();
                 status.applied_version = version;
-                pass.core.event(EventType::Warning, "PasswordRotationFailed", "ReconcileUsers", why);
+                pass.core.event(
+                    EventType::Warning,
+                    "PasswordRotationFailed",
+                    "ReconcileUsers",
+                    why,
+                );
                 return Ok(status);
             }
         }
         status.applied_version = version.clone();
-    } else if previous.as_ref().is_some_and(|p| !p.ready && !p.message.is_empty()) {
+    } else if previous
+        .as_ref()
+        .is_some_and(|p| !p.ready && !p.message.is_empty())
+    {
         // Handled before and failed: stay failed until the Secret changes.
         status.message = previous.map(|p| p.message).unwrap_or_default();
         return Ok(status);
@@ -198,7 +248,10 @@ async fn reconcile_user(
             Ok(false) => {}
             Err(e) => return Err(database(pass, &e)),
         }
-        admin.grant_database(&user.name, db).await.map_err(|e| database(pass, &e))?;
+        admin
+            .grant_database(&user.name, db)
+            .await
+            .map_err(|e| database(pass, &e))?;
     }
     status.ready = true;
     Ok(status)
@@ -223,7 +276,12 @@ async fn rotate(
     };
     let timeout = pass.ctx.database_timeout;
     // Already in place (first sight of an existing role, or a Secret rewritten unchanged)?
-    match pass.ctx.postgres.check_login(&base.as_user(&user.name, new), timeout).await {
+    match pass
+        .ctx
+        .postgres
+        .check_login(&base.as_user(&user.name, new), timeout)
+        .await
+    {
         Ok(true) => return Ok(Ok(())),
         Ok(false) => {}
         Err(e) if e.is_transient() => return Err(database(pass, &e)),
@@ -236,7 +294,12 @@ async fn rotate(
             user.name
         )));
     };
-    let session = match pass.ctx.postgres.connect(&base.as_user(&user.name, old), timeout).await {
+    let session = match pass
+        .ctx
+        .postgres
+        .connect(&base.as_user(&user.name, old), timeout)
+        .await
+    {
         Ok(s) => s,
         Err(PgAdminError::AuthFailed(_)) => {
             return Ok(Err(format!(
@@ -258,10 +321,13 @@ async fn rotate(
 async fn read_applied(pass: &PostgresPass) -> Result<BTreeMap<String, String>, Error> {
     let api: Api<Secret> = pass.ctx.api(&pass.core.namespace);
     let name = pass.names.applied_passwords_secret();
-    let secret = api
-        .get_opt(&name)
-        .await
-        .map_err(|source| Error::kube("get Secret", format!("{}/{name}", pass.core.namespace), source))?;
+    let secret = api.get_opt(&name).await.map_err(|source| {
+        Error::kube(
+            "get Secret",
+            format!("{}/{name}", pass.core.namespace),
+            source,
+        )
+    })?;
     Ok(secret
         .and_then(|s| s.data)
         .unwrap_or_default()
@@ -270,10 +336,22 @@ async fn read_applied(pass: &PostgresPass) -> Result<BTreeMap<String, String>, E
         .collect())
 }
 
-async fn write_applied(pass: &PostgresPass, applied: &BTreeMap<String, String>) -> Result<(), Error> {
+async fn write_applied(
+    pass: &PostgresPass,
+    applied: &BTreeMap<String, String>,
+) -> Result<(), Error> {
     let name = pass.names.applied_passwords_secret();
-    let labels = Labels::new(crate::postgres::names::ENGINE, &pass.core.name, "applied-passwords");
-    let Some(metadata) = child_meta(pass.cluster.as_ref(), name.clone(), &labels, &BTreeMap::new()) else {
+    let labels = Labels::new(
+        crate::postgres::names::ENGINE,
+        &pass.core.name,
+        "applied-passwords",
+    );
+    let Some(metadata) = child_meta(
+        pass.cluster.as_ref(),
+        name.clone(),
+        &labels,
+        &BTreeMap::new(),
+    ) else {
         return Err(Error::Internal {
             message: "cluster has no UID or namespace".into(),
         });

@@ -55,7 +55,12 @@ impl SubReconciler<PostgresPass> for RollingRestart {
             .operation
             .as_ref()
             .is_some_and(|op| op.kind == OperationKind::Restart);
-        let stale: Vec<String> = pass.instances.iter().filter(|i| i.stale).map(|i| i.name.clone()).collect();
+        let stale: Vec<String> = pass
+            .instances
+            .iter()
+            .filter(|i| i.stale)
+            .map(|i| i.name.clone())
+            .collect();
         if stale.is_empty() && pass.status.restart_gate.is_none() {
             if restarting {
                 pass.core.finish_operation(
@@ -78,7 +83,10 @@ impl SubReconciler<PostgresPass> for RollingRestart {
         }) {
             Started::New | Started::Resumed => {}
             Started::Busy(kind) => {
-                return Ok(Outcome::requeue(Duration::from_secs(5), format!("restart waits for the running {} operation", kind.as_str())));
+                return Ok(Outcome::requeue(
+                    Duration::from_secs(5),
+                    format!("restart waits for the running {} operation", kind.as_str()),
+                ));
             }
             Started::Blocked(why) => {
                 pass.core.degrade("OperationFailed", why);
@@ -90,40 +98,77 @@ impl SubReconciler<PostgresPass> for RollingRestart {
         if let Some(mut gate) = pass.status.restart_gate.clone() {
             let interval = i64::from(valid.health_gate.interval_seconds);
             let last = parse_time(&gate.last_check).unwrap_or(pass.core.now);
-            let healthy = pass.instance(&gate.instance).is_some_and(|v| {
-                !v.stale && (v.writable() || (v.standby() && v.streaming))
-            });
+            let healthy = pass
+                .instance(&gate.instance)
+                .is_some_and(|v| !v.stale && (v.writable() || (v.standby() && v.streaming)));
             if !healthy {
                 gate.passed = 0;
                 gate.last_check = format_time(pass.core.now);
-                pass.core.advance_operation(OperationKind::Restart, "HealthGate", done, format!("waiting for {} to be back and streaming", gate.instance));
+                pass.core.advance_operation(
+                    OperationKind::Restart,
+                    "HealthGate",
+                    done,
+                    format!("waiting for {} to be back and streaming", gate.instance),
+                );
                 pass.status.restart_gate = Some(gate);
-                return Ok(Outcome::requeue(SOON * 2, "restarted instance not back yet"));
+                return Ok(Outcome::requeue(
+                    SOON * 2,
+                    "restarted instance not back yet",
+                ));
             }
             if gate.passed == 0 || pass.core.now.as_second() - last.as_second() >= interval {
                 gate.passed += 1;
                 gate.last_check = format_time(pass.core.now);
             }
             if gate.passed < valid.health_gate.checks {
-                let message = format!("{} healthy {}/{} times", gate.instance, gate.passed, valid.health_gate.checks);
-                pass.core.advance_operation(OperationKind::Restart, "HealthGate", done, message.clone());
+                let message = format!(
+                    "{} healthy {}/{} times",
+                    gate.instance, gate.passed, valid.health_gate.checks
+                );
+                pass.core.advance_operation(
+                    OperationKind::Restart,
+                    "HealthGate",
+                    done,
+                    message.clone(),
+                );
                 pass.status.restart_gate = Some(gate);
                 let wait = u64::from(valid.health_gate.interval_seconds);
                 return Ok(Outcome::requeue(Duration::from_secs(wait), message));
             }
-            pass.core.event(EventType::Normal, "InstanceRestarted", "RollingRestart", format!("{} is back and healthy", gate.instance));
+            pass.core.event(
+                EventType::Normal,
+                "InstanceRestarted",
+                "RollingRestart",
+                format!("{} is back and healthy", gate.instance),
+            );
             pass.status.restart_gate = None;
         }
         match plan_restart(&pass.instances, &primary) {
             RestartAction::Done => Ok(Outcome::requeue(SOON, "restart finished")),
             RestartAction::Wait(why) => {
-                pass.core.advance_operation(OperationKind::Restart, "Wait", done, why.clone());
+                pass.core
+                    .advance_operation(OperationKind::Restart, "Wait", done, why.clone());
                 Ok(Outcome::requeue(SOON * 2, why))
             }
             RestartAction::RestartReplica(name) | RestartAction::RestartPrimary(name) => {
-                sweep::delete_named::<Pod>(&pass.ctx.client, &pass.core.namespace, vec![name.clone()]).await?;
-                pass.core.event(EventType::Normal, "InstanceRestarting", "RollingRestart", format!("restarting {name} with the new spec"));
-                pass.core.advance_operation(OperationKind::Restart, "RestartInstance", done, format!("restarting {name}"));
+                sweep::delete_named::<Pod>(
+                    &pass.ctx.client,
+                    &pass.core.namespace,
+                    vec![name.clone()],
+                )
+                .await?;
+                pass.core.event(
+                    EventType::Normal,
+                    "InstanceRestarting",
+                    "RollingRestart",
+                    format!("restarting {name} with the new spec"),
+                );
+                pass.core.advance_operation(
+                    OperationKind::Restart,
+                    "RestartInstance",
+                    done,
+                    format!("restarting {name}"),
+                );
                 pass.status.restart_gate = Some(GateProgress {
                     instance: name,
                     passed: 0,
@@ -133,7 +178,12 @@ impl SubReconciler<PostgresPass> for RollingRestart {
             }
             RestartAction::Switchover => match choose_target(&pass.instances, &primary, None) {
                 Ok(target) => {
-                    pass.core.advance_operation(OperationKind::Restart, "Switchover", done, format!("switching over to {target} to restart {primary}"));
+                    pass.core.advance_operation(
+                        OperationKind::Restart,
+                        "Switchover",
+                        done,
+                        format!("switching over to {target} to restart {primary}"),
+                    );
                     start_failover(
                         pass,
                         FailoverProgress {

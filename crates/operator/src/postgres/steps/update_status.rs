@@ -33,7 +33,8 @@ impl SubReconciler<PostgresPass> for UpdateStatus {
         let generation = pass.core.generation;
         let wanted = pass.cluster.spec.instances;
         if !pass.observed {
-            pass.core.status.generations.needs_scale = (pass.status.replicas != wanted).then_some(generation);
+            pass.core.status.generations.needs_scale =
+                (pass.status.replicas != wanted).then_some(generation);
             return Ok(Outcome::Continue);
         }
         let primary = pass.primary();
@@ -44,7 +45,12 @@ impl SubReconciler<PostgresPass> for UpdateStatus {
                 Some(WalPosition::Primary { current }) => Some(current),
                 _ => None,
             });
-        let members: Vec<String> = pass.status.instances.iter().map(|i| i.name.clone()).collect();
+        let members: Vec<String> = pass
+            .status
+            .instances
+            .iter()
+            .map(|i| i.name.clone())
+            .collect();
         let mut instances = Vec::new();
         for name in members {
             let view = pass.instance(&name);
@@ -74,7 +80,10 @@ impl SubReconciler<PostgresPass> for UpdateStatus {
         }
         instances.sort_by_key(|i| pass.names.ordinal(&i.name));
         let ready = instances.iter().filter(|i| i.ready).count();
-        let replicas_total = instances.iter().filter(|i| i.role == InstanceRole::Replica).count();
+        let replicas_total = instances
+            .iter()
+            .filter(|i| i.role == InstanceRole::Replica)
+            .count();
         let streaming = instances.iter().filter(|i| i.streaming).count();
         pass.status.ready_instances = i32::try_from(ready).unwrap_or(i32::MAX);
         pass.status.replicas = i32::try_from(instances.len()).unwrap_or(i32::MAX);
@@ -88,7 +97,10 @@ impl SubReconciler<PostgresPass> for UpdateStatus {
                 condition_types::AVAILABLE,
                 Status::True,
                 "PrimaryWritable",
-                format!("primary {p} accepts writes; {ready} of {} instances ready", instances.len()),
+                format!(
+                    "primary {p} accepts writes; {ready} of {} instances ready",
+                    instances.len()
+                ),
             ),
             (Some(p), false) => pass.core.set_condition(
                 condition_types::AVAILABLE,
@@ -104,12 +116,31 @@ impl SubReconciler<PostgresPass> for UpdateStatus {
             ),
         }
         if streaming == replicas_total {
-            pass.core.set_condition("Replicating", Status::True, "AllStreaming", format!("{streaming} of {replicas_total} replicas streaming"));
+            pass.core.set_condition(
+                "Replicating",
+                Status::True,
+                "AllStreaming",
+                format!("{streaming} of {replicas_total} replicas streaming"),
+            );
         } else {
-            pass.core.set_condition("Replicating", Status::False, "NotStreaming", format!("{streaming} of {replicas_total} replicas streaming"));
+            pass.core.set_condition(
+                "Replicating",
+                Status::False,
+                "NotStreaming",
+                format!("{streaming} of {replicas_total} replicas streaming"),
+            );
         }
-        let bootstrapping = pass.core.status.operation.as_ref().is_some_and(|op| op.kind == OperationKind::Bootstrap);
-        if bootstrapping && writable && i32::try_from(ready).unwrap_or(0) >= wanted && streaming == replicas_total {
+        let bootstrapping = pass
+            .core
+            .status
+            .operation
+            .as_ref()
+            .is_some_and(|op| op.kind == OperationKind::Bootstrap);
+        if bootstrapping
+            && writable
+            && i32::try_from(ready).unwrap_or(0) >= wanted
+            && streaming == replicas_total
+        {
             pass.core.finish_operation(
                 OperationKind::Bootstrap,
                 OperationPhase::Succeeded,

@@ -33,8 +33,12 @@ impl SubReconciler<PostgresPass> for ValidateSpec {
                     conditions::get(&pass.core.status.conditions, condition_types::DEGRADED)
                         .is_some_and(|c| c.reason == "InvalidSpec" && c.message == message);
                 if !repeated {
-                    pass.core
-                        .event(EventType::Warning, "InvalidSpec", "Validate", message.clone());
+                    pass.core.event(
+                        EventType::Warning,
+                        "InvalidSpec",
+                        "Validate",
+                        message.clone(),
+                    );
                 }
                 pass.core.status.generations.has_invalid_spec = Some(pass.core.generation);
                 pass.core.degrade("InvalidSpec", message.clone());
