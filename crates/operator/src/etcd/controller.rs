@@ -5,9 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::core::v1::Service;
-use kube::api::ListParams;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::ReflectHandle;
@@ -21,7 +19,7 @@ use super::names::ClusterNames;
 use super::{CONTROLLER, EtcdPass, EtcdStores, pipeline};
 use crate::error::Error;
 use crate::pipeline::{Pass, PassCore};
-use crate::resources::{AppliedSet, Applier, Labels};
+use crate::resources::{AppliedSet, Applier};
 use crate::runtime::context::{Context, error_policy};
 
 /// How often a converged cluster is looked at again (the database can change without an API
@@ -57,18 +55,11 @@ async fn reconcile(cluster: Arc<EtcdCluster>, state: Arc<State>) -> Result<Actio
 async fn cleanup(cluster: Arc<EtcdCluster>, state: &State) -> Result<Action, Error> {
     let namespace = cluster.namespace().unwrap_or_default();
     if cluster.spec.storage.retain_on_delete == RetentionPolicy::Delete {
-        let selector = Labels::cluster_selector("etcd", &cluster.name_any());
-        let claims: Api<PersistentVolumeClaim> = state.ctx.api(&namespace);
-        let object = format!("{namespace}/{}", cluster.name_any());
-        let list = claims
-            .list(&ListParams::default().labels(&selector))
-            .await
-            .map_err(|source| Error::kube("list claims", object.clone(), source))?;
-        let names: Vec<String> = list.items.iter().map(|c| c.name_any()).collect();
-        crate::resources::sweep::delete_named::<PersistentVolumeClaim>(
+        crate::resources::sweep::delete_cluster_claims(
             &state.ctx.client,
+            "etcd",
             &namespace,
-            names,
+            &cluster.name_any(),
         )
         .await?;
         tracing::info!(namespace, name = %cluster.name_any(), "deleted member claims (retainOnDelete: Delete)");

@@ -253,6 +253,27 @@ impl PassCore {
         self.effects.push(Effect::OperationFinished(op));
     }
 
+    /// Records the outcome of spec validation. Valid: clears `hasInvalidSpec`. Invalid: marks
+    /// the generation, degrades the cluster with `InvalidSpec`, emits one Warning Event per
+    /// distinct message, and returns the `Stop` that holds the pass until the spec changes.
+    pub fn record_validation(&mut self, invalid: Option<&str>) -> Outcome {
+        let Some(message) = invalid else {
+            self.status.generations.has_invalid_spec = None;
+            return Outcome::Continue;
+        };
+        let repeated = conditions::get(
+            &self.status.conditions,
+            steward_api::common::condition_types::DEGRADED,
+        )
+        .is_some_and(|c| c.reason == "InvalidSpec" && c.message == message);
+        if !repeated {
+            self.event(EventType::Warning, "InvalidSpec", "Validate", message);
+        }
+        self.status.generations.has_invalid_spec = Some(self.generation);
+        self.degrade("InvalidSpec", message);
+        Outcome::stop(Duration::from_secs(300), format!("invalid spec: {message}"))
+    }
+
     /// Why destructive steps are blocked on this pass, if they are.
     pub fn destructive_block(&self) -> Option<String> {
         operation::blocked_by_failure(&self.status, self.generation)

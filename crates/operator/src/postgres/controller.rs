@@ -7,8 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
-use kube::api::ListParams;
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::{ObjectRef, ReflectHandle};
@@ -22,7 +21,7 @@ use super::names::{ClusterNames, ENGINE, USER_PASSWORD_LABEL};
 use super::{CONTROLLER, PostgresPass, PostgresStores, pipeline};
 use crate::error::Error;
 use crate::pipeline::{Pass, PassCore};
-use crate::resources::{AppliedSet, Applier, Labels};
+use crate::resources::{AppliedSet, Applier};
 use crate::runtime::context::{Context, error_policy};
 
 /// How often a converged cluster is looked at again (the database changes without API events).
@@ -57,18 +56,11 @@ async fn reconcile(cluster: Arc<PostgresCluster>, state: Arc<State>) -> Result<A
 async fn cleanup(cluster: Arc<PostgresCluster>, state: &State) -> Result<Action, Error> {
     let namespace = cluster.namespace().unwrap_or_default();
     if cluster.spec.storage.retain_on_delete == RetentionPolicy::Delete {
-        let selector = Labels::cluster_selector(ENGINE, &cluster.name_any());
-        let claims: Api<PersistentVolumeClaim> = state.ctx.api(&namespace);
-        let object = format!("{namespace}/{}", cluster.name_any());
-        let list = claims
-            .list(&ListParams::default().labels(&selector))
-            .await
-            .map_err(|source| Error::kube("list claims", object, source))?;
-        let names: Vec<String> = list.items.iter().map(|c| c.name_any()).collect();
-        crate::resources::sweep::delete_named::<PersistentVolumeClaim>(
+        crate::resources::sweep::delete_cluster_claims(
             &state.ctx.client,
+            ENGINE,
             &namespace,
-            names,
+            &cluster.name_any(),
         )
         .await?;
     }

@@ -65,6 +65,30 @@ where
     Ok(names)
 }
 
+/// Deletes every PersistentVolumeClaim labelled as a child of `engine` cluster `cluster` (the
+/// claims have no owner, so garbage collection never removes them). Used on cluster deletion
+/// when `storage.retainOnDelete` is `Delete`. Returns the names deleted.
+pub async fn delete_cluster_claims(
+    client: &Client,
+    engine: &str,
+    namespace: &str,
+    cluster: &str,
+) -> Result<Vec<String>> {
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+    let selector = super::Labels::cluster_selector(engine, cluster);
+    let list = claims
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await
+        .map_err(|source| Error::kube("list claims", format!("{namespace}/{cluster}"), source))?;
+    let names = list
+        .items
+        .iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .collect();
+    delete_named::<PersistentVolumeClaim>(client, namespace, names).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -160,25 +160,28 @@ pub fn replication_secret(
     )
 }
 
-/// The password in a credential Secret read back from the API (`data`, or `stringData` of a
-/// Secret not yet stored). `None` when it is missing, empty or not UTF-8.
-pub fn password_of(secret: &Secret) -> Option<Password> {
+/// The value of `key` in a Secret read back from the API (`data`, or `stringData` of a Secret
+/// not yet stored). `None` when it is missing or not UTF-8.
+pub fn key_of(secret: &Secret, key: &str) -> Option<Password> {
     let from_data = secret
         .data
         .as_ref()
-        .and_then(|d| d.get(PASSWORD_KEY))
+        .and_then(|d| d.get(key))
         .and_then(|b| String::from_utf8(b.0.clone()).ok());
     let from_string_data = || {
         secret
             .string_data
             .as_ref()
-            .and_then(|d| d.get(PASSWORD_KEY))
+            .and_then(|d| d.get(key))
             .cloned()
     };
-    from_data
-        .or_else(from_string_data)
-        .filter(|p| !p.is_empty())
-        .map(Password)
+    from_data.or_else(from_string_data).map(Password)
+}
+
+/// The password in a credential Secret read back from the API. `None` when it is missing,
+/// empty or not UTF-8.
+pub fn password_of(secret: &Secret) -> Option<Password> {
+    key_of(secret, PASSWORD_KEY).filter(|p| !p.0.is_empty())
 }
 
 #[cfg(test)]

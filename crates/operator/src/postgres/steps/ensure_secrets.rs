@@ -16,18 +16,6 @@ use crate::postgres::{Credentials, PostgresPass};
 /// See the module documentation.
 pub struct EnsureSecrets;
 
-/// The `password` key of a Secret, if present and UTF-8.
-pub fn password_of(secret: &Secret, key: &str) -> Option<String> {
-    if let Some(bytes) = secret.data.as_ref().and_then(|d| d.get(key)) {
-        return String::from_utf8(bytes.0.clone()).ok();
-    }
-    secret
-        .string_data
-        .as_ref()
-        .and_then(|d| d.get(key))
-        .cloned()
-}
-
 async fn ensure(
     pass: &mut PostgresPass,
     name: &str,
@@ -62,7 +50,7 @@ async fn ensure(
             }
         }
     };
-    Ok(password_of(&secret, "password"))
+    Ok(secrets::key_of(&secret, secrets::PASSWORD_KEY).map(|p| p.expose().to_owned()))
 }
 
 #[async_trait]

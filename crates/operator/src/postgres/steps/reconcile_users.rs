@@ -30,8 +30,8 @@ use crate::error::Error;
 use crate::pipeline::{EventType, Outcome, SubReconciler};
 use crate::postgres::PostgresPass;
 use crate::postgres::admin::{PgAdminError, PostgresAdmin, RoleOptions};
+use crate::postgres::build::secrets::key_of;
 use crate::postgres::names::{REPLICATION_USER, USER_PASSWORD_LABEL};
-use crate::postgres::steps::ensure_secrets::password_of;
 use crate::postgres::steps::{SOON, database, validated};
 use crate::resources::{Labels, child_meta};
 
@@ -163,8 +163,9 @@ async fn reconcile_user(
         .map_err(|source| Error::kube("label Secret", secret_object.clone(), source))?;
     }
     let version = secret.resource_version();
-    let Some(new_password) =
-        password_of(&secret, &user.password_secret.key).filter(|p| !p.is_empty())
+    let Some(new_password) = key_of(&secret, &user.password_secret.key)
+        .map(|p| p.expose().to_owned())
+        .filter(|p| !p.is_empty())
     else {
         status.message = format!(
             "Secret {} has no non-empty UTF-8 key {:?}",
