@@ -15,13 +15,46 @@ ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need_apt+=(postgresql)
 command -v pgbackrest >/dev/null 2>&1 || need_apt+=(pgbackrest)
 # etcd-client compiles etcd's protobuf definitions.
 command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
+# The PostgreSQL metrics sidecar (image quay.io/prometheuscommunity/postgres-exporter) runs as
+# Debian's exporter. Installed on its own, below: its package ships a service that would listen
+# on *:9187, the port every sidecar binds on its Pod's address.
+need_exporter=false
+[ -x /usr/bin/prometheus-postgres-exporter ] || need_exporter=true
 
-if ((${#need_apt[@]})); then
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  echo "==> installing apt packages: ${need_apt[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+if ((${#need_apt[@]})) || $need_exporter; then
   $SUDO apt-get update -qq
+fi
+if ((${#need_apt[@]})); then
+  echo "==> installing apt packages: ${need_apt[*]}"
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+if $need_exporter; then
+  echo "==> installing apt package prometheus-postgres-exporter (its service left stopped)"
+  # policy-rc.d exiting 101 makes the package scripts start no service (invoke-rc.d and
+  # deb-systemd-invoke ask it); one that is already there is left alone and in place.
+  created_policy=false
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+    $SUDO chmod 755 /usr/sbin/policy-rc.d
+    created_policy=true
+    trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT # also when the install fails
+  fi
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    prometheus-postgres-exporter >/dev/null
+  if $created_policy; then
+    $SUDO rm -f /usr/sbin/policy-rc.d
+    trap - EXIT
+  fi
+  # Not at the next boot either (the unit is enabled by the package), and stopped in case a
+  # pre-existing policy let it start.
+  if [ -d /run/systemd/system ]; then
+    $SUDO systemctl disable --now prometheus-postgres-exporter.service >/dev/null 2>&1 || true
+  else
+    $SUDO update-rc.d prometheus-postgres-exporter disable >/dev/null 2>&1 || true
+    $SUDO /etc/init.d/prometheus-postgres-exporter stop >/dev/null 2>&1 || true
+  fi
 fi
 
 # kubectl for the CLI compatibility test: Debian 12 has no kubectl package; PyPI's

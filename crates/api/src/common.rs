@@ -162,6 +162,15 @@ pub struct OperationChange {
     /// Version after an upgrade.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub new_version: Option<String>,
+    /// The primary a fail-over or switchover replaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_primary: Option<String>,
+    /// The primary it promotes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_primary: Option<String>,
+    /// Whether it is a graceful switchover (the old primary was healthy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switchover: Option<bool>,
 }
 
 /// A node group and its replica count.

@@ -4,7 +4,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use kube::Client;
@@ -27,7 +27,7 @@ use crate::{cluster, kubelet, node, pods, process};
 pub struct Shared {
     pub client: Client,
     pub cfg: NodeConfig,
-    pub ipam: Mutex<Ipam>,
+    pub ipam: Ipam,
     pub launcher: Arc<Launcher>,
     pub registry: Registry,
     pub dns: Arc<Dns>,
@@ -88,7 +88,7 @@ pub async fn start(client: Client, cfg: NodeConfig) -> Result<NodeHandle, NodeEr
     .await?;
     let shared = Arc::new(Shared {
         client: client.clone(),
-        ipam: Mutex::new(Ipam::new(cfg.pod_ip_base, &crate::ipam::default_lock_dir())),
+        ipam: Ipam::new(cfg.pod_ip_base, &crate::ipam::default_lock_dir()),
         launcher: Arc::new(Launcher::new(cfg.shim.clone())),
         registry: Registry::default(),
         dns: Arc::new(Dns::new(&cfg.state_dir)),

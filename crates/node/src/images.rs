@@ -10,6 +10,18 @@ pub const IMAGES_ENV: &str = "STEWARD_NODE_IMAGES";
 /// The PATH every container starts with (before the image map prepends a directory).
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
+/// Debian's PostgreSQL exporter (package prometheus-postgres-exporter), which runs the
+/// PostgreSQL metrics sidecar's images.
+pub const POSTGRES_EXPORTER: &str = "/usr/bin/prometheus-postgres-exporter";
+
+/// The exporter images [`POSTGRES_EXPORTER`] stands in for: the upstream image on Quay and on
+/// Docker Hub, and its former home.
+const POSTGRES_EXPORTER_IMAGES: [&str; 3] = [
+    "quay.io/prometheuscommunity/postgres-exporter",
+    "prometheuscommunity/postgres-exporter",
+    "wrouesnel/postgres_exporter",
+];
+
 /// Maps image repositories (`quay.io/coreos/etcd`, `postgres`, ...) to a host executable or
 /// a directory of executables.
 ///
@@ -47,14 +59,30 @@ pub struct ResolveError(pub String);
 
 impl ImageMap {
     /// The defaults: etcd → `/usr/bin/etcd` (Debian etcd-server), postgres → the newest
-    /// `/usr/lib/postgresql/*/bin`.
+    /// `/usr/lib/postgresql/*/bin`, the PostgreSQL exporter images →
+    /// [`POSTGRES_EXPORTER`] (Debian prometheus-postgres-exporter). The PostgreSQL entries
+    /// exist only when those are installed.
     pub fn with_defaults() -> Self {
+        Self::defaults_from(
+            Path::new("/usr/lib/postgresql"),
+            Path::new(POSTGRES_EXPORTER),
+        )
+    }
+
+    /// The defaults with PostgreSQL installations under `postgres_root` and the exporter at
+    /// `exporter`.
+    fn defaults_from(postgres_root: &Path, exporter: &Path) -> Self {
         let mut map = Self::empty()
             .with("etcd", "/usr/bin/etcd")
             .with("quay.io/coreos/etcd", "/usr/bin/etcd")
             .with("gcr.io/etcd-development/etcd", "/usr/bin/etcd");
-        if let Some(dir) = newest_postgres_bin(Path::new("/usr/lib/postgresql")) {
+        if let Some(dir) = newest_postgres_bin(postgres_root) {
             map = map.with("postgres", &dir).with("postgresql", dir);
+        }
+        if is_executable(exporter) {
+            for repo in POSTGRES_EXPORTER_IMAGES {
+                map = map.with(repo, exporter);
+            }
         }
         map
     }
@@ -345,6 +373,93 @@ mod tests {
             e.0.contains("acme/app") && e.0.contains("no-such-binary-xyz"),
             "{e}"
         );
+    }
+
+    fn touch_executable(path: &Path) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    #[test]
+    fn defaults_map_the_exporter_images_to_the_installed_exporter() {
+        let dir = tempfile::tempdir().unwrap();
+        let exporter = dir.path().join("prometheus-postgres-exporter");
+        touch_executable(&exporter);
+        let pg_root = dir.path().join("postgresql");
+        touch_executable(&pg_root.join("15/bin/postgres"));
+        let map = ImageMap::defaults_from(&pg_root, &exporter);
+        for image in [
+            "quay.io/prometheuscommunity/postgres-exporter:v0.15.0",
+            "prometheuscommunity/postgres-exporter:v0.15.0",
+            "docker.io/prometheuscommunity/postgres-exporter",
+            "wrouesnel/postgres_exporter:v0.8.0",
+        ] {
+            let r = map
+                .resolve(
+                    image,
+                    &[],
+                    &s(&["--web.listen-address=127.1.0.7:9187"]),
+                    DEFAULT_PATH,
+                )
+                .unwrap();
+            assert_eq!(r.program, exporter, "{image}");
+            assert_eq!(
+                r.argv,
+                [
+                    exporter.display().to_string(),
+                    "--web.listen-address=127.1.0.7:9187".to_string()
+                ],
+                "{image}"
+            );
+            assert_eq!(r.path_prefix, None, "{image}");
+            assert_eq!(
+                r.image_id,
+                format!("steward-node://{}", exporter.display()),
+                "{image}"
+            );
+        }
+        // The exporter entries do not disturb PostgreSQL's.
+        assert_eq!(
+            map.lookup("postgres:15"),
+            Some(pg_root.join("15/bin").as_path())
+        );
+    }
+
+    #[test]
+    fn defaults_leave_the_exporter_images_unmapped_without_the_exporter() {
+        let dir = tempfile::tempdir().unwrap();
+        let pg_root = dir.path().join("postgresql");
+        touch_executable(&pg_root.join("15/bin/postgres"));
+        let not_executable = dir.path().join("prometheus-postgres-exporter");
+        std::fs::write(&not_executable, "").unwrap();
+        for exporter in [dir.path().join("missing"), not_executable] {
+            let map = ImageMap::defaults_from(&pg_root, &exporter);
+            let image = "quay.io/prometheuscommunity/postgres-exporter:v0.15.0";
+            // Not even through the `postgres` entry: the last segment is `postgres-exporter`.
+            assert_eq!(map.lookup(image), None);
+            let e = map.resolve(image, &[], &[], DEFAULT_PATH).unwrap_err();
+            assert!(e.0.contains(image), "{e}");
+        }
+    }
+
+    #[test]
+    fn defaults_pick_the_newest_postgres_with_a_server() {
+        let dir = tempfile::tempdir().unwrap();
+        let pg_root = dir.path().join("postgresql");
+        touch_executable(&pg_root.join("13/bin/postgres"));
+        touch_executable(&pg_root.join("15/bin/postgres"));
+        touch_executable(&pg_root.join("9.6/bin/postgres"));
+        std::fs::create_dir_all(pg_root.join("16/bin")).unwrap();
+        std::fs::create_dir_all(pg_root.join("common/bin")).unwrap();
+        let map = ImageMap::defaults_from(&pg_root, &dir.path().join("missing"));
+        let bin = pg_root.join("15/bin");
+        assert_eq!(map.lookup("postgres:15"), Some(bin.as_path()));
+        assert_eq!(map.lookup("postgresql"), Some(bin.as_path()));
+        assert_eq!(map.lookup("etcd"), Some(Path::new("/usr/bin/etcd")));
+        let empty = ImageMap::defaults_from(&dir.path().join("none"), &dir.path().join("missing"));
+        assert_eq!(empty.lookup("postgres"), None);
     }
 
     #[test]

@@ -1,23 +1,54 @@
 //! Pod IP allocation on loopback: `127.x.y.z` counting upwards from the configured base,
-//! skipping `.0` and `.255` last octets and every address in use. Addresses are released when
-//! the Pod object is gone, so the address of a live (or finished but not deleted) Pod is never
-//! handed out twice. Each address in use is also held as an exclusive `flock` on a file in a
-//! host-wide lock directory, so agents sharing the machine (parallel test processes, a second
-//! `steward dev`) never hand out the same address; a dead agent's locks vanish with it.
+//! skipping `.0` and `.255` last octets and every address in use. An address in use is a
+//! [`Lease`] and returns to the pool when its last holder drops it: `pods::addresses` holds it
+//! while the Pod object exists, the pod's worker while its processes run, so the address of a
+//! live, finished or terminating Pod is never handed out twice before the object is gone. Each
+//! address in use is also held as an exclusive `flock` on a file in a host-wide lock directory,
+//! so agents sharing the machine (parallel test processes, a second `steward dev`) never hand
+//! out the same address; a dead agent's locks vanish with it.
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use nix::fcntl::{Flock, FlockArg};
 
-#[derive(Debug)]
+/// The pool of pod addresses; cloning shares it.
+#[derive(Clone, Debug)]
 pub struct Ipam {
+    pool: Arc<Mutex<Pool>>,
+}
+
+#[derive(Debug)]
+struct Pool {
     base: u32,
     next: u32,
     lock_dir: PathBuf,
     in_use: BTreeMap<u32, Option<Flock<File>>>,
+}
+
+/// An address taken from the pool; it goes back (and its host-wide lock is dropped) when the
+/// lease is dropped. Whoever must keep the address in use holds a clone of an `Arc<Lease>`.
+#[derive(Debug)]
+pub struct Lease {
+    ip: Ipv4Addr,
+    pool: Arc<Mutex<Pool>>,
+}
+
+impl Lease {
+    pub fn ip(&self) -> Ipv4Addr {
+        self.ip
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Ok(mut pool) = self.pool.lock() {
+            pool.in_use.remove(&u32::from(self.ip));
+        }
+    }
 }
 
 const LIMIT: u32 = 0x7fff_fffe; // 127.255.255.254
@@ -32,13 +63,45 @@ impl Ipam {
         let base = u32::from(base);
         let _ = std::fs::create_dir_all(lock_dir);
         Self {
-            base,
-            next: base,
-            lock_dir: lock_dir.to_path_buf(),
-            in_use: BTreeMap::new(),
+            pool: Arc::new(Mutex::new(Pool {
+                base,
+                next: base,
+                lock_dir: lock_dir.to_path_buf(),
+                in_use: BTreeMap::new(),
+            })),
         }
     }
 
+    fn lease(&self, n: u32) -> Lease {
+        Lease {
+            ip: Ipv4Addr::from(n),
+            pool: self.pool.clone(),
+        }
+    }
+
+    /// Reserves `ip` (a Pod that already had it) when it is free and inside the pool.
+    pub fn claim(&self, ip: Ipv4Addr) -> Option<Lease> {
+        let n = u32::from(ip);
+        let mut pool = self.pool.lock().ok()?;
+        (n >= pool.base && n <= LIMIT && pool.take(n)).then(|| self.lease(n))
+    }
+
+    /// The next free address, or `None` when the pool is exhausted.
+    pub fn allocate(&self) -> Option<Lease> {
+        let mut pool = self.pool.lock().ok()?;
+        let span = LIMIT.saturating_sub(pool.base) + 1;
+        for _ in 0..span {
+            let n = pool.next;
+            pool.next = if n >= LIMIT { pool.base } else { n + 1 };
+            if pool.take(n) {
+                return Some(self.lease(n));
+            }
+        }
+        None
+    }
+}
+
+impl Pool {
     /// Takes the host-wide lock of `n`: `Ok(Some)` locked, `Ok(None)` no lock directory
     /// (allocation proceeds unguarded), `Err` another agent holds it.
     fn lock(&self, n: u32) -> Result<Option<Flock<File>>, ()> {
@@ -68,30 +131,6 @@ impl Ipam {
             Err(()) => false,
         }
     }
-
-    /// Reserves `ip` (a Pod that already had it) when it is free and inside the pool.
-    pub fn claim(&mut self, ip: Ipv4Addr) -> bool {
-        let n = u32::from(ip);
-        n >= self.base && n <= LIMIT && self.take(n)
-    }
-
-    /// The next free address, or `None` when the pool is exhausted.
-    pub fn allocate(&mut self) -> Option<Ipv4Addr> {
-        let span = LIMIT.saturating_sub(self.base) + 1;
-        for _ in 0..span {
-            let n = self.next;
-            self.next = if n >= LIMIT { self.base } else { n + 1 };
-            if self.take(n) {
-                return Some(Ipv4Addr::from(n));
-            }
-        }
-        None
-    }
-
-    /// Frees `ip` (dropping its lock).
-    pub fn release(&mut self, ip: Ipv4Addr) {
-        self.in_use.remove(&u32::from(ip));
-    }
 }
 
 fn usable(n: u32) -> bool {
@@ -103,40 +142,72 @@ fn usable(n: u32) -> bool {
 mod tests {
     use super::*;
 
+    fn ip(a: u8, b: u8, c: u8, d: u8) -> Ipv4Addr {
+        Ipv4Addr::new(a, b, c, d)
+    }
+
     #[test]
     fn allocates_upwards_and_never_reuses_live_addresses() {
         let dir = tempfile::tempdir().unwrap();
-        let mut ipam = Ipam::new(Ipv4Addr::new(127, 1, 0, 254), dir.path());
-        assert_eq!(ipam.allocate(), Some(Ipv4Addr::new(127, 1, 0, 254)));
-        assert_eq!(ipam.allocate(), Some(Ipv4Addr::new(127, 1, 1, 1)));
-        ipam.release(Ipv4Addr::new(127, 1, 0, 254));
-        assert_eq!(ipam.allocate(), Some(Ipv4Addr::new(127, 1, 1, 2)));
-        assert!(ipam.claim(Ipv4Addr::new(127, 1, 0, 254)));
-        assert!(!ipam.claim(Ipv4Addr::new(127, 1, 1, 1)));
-        assert!(!ipam.claim(Ipv4Addr::new(127, 0, 0, 9)));
+        let ipam = Ipam::new(ip(127, 1, 0, 254), dir.path());
+        let first = ipam.allocate().unwrap();
+        assert_eq!(first.ip(), ip(127, 1, 0, 254));
+        let second = ipam.allocate().unwrap();
+        assert_eq!(second.ip(), ip(127, 1, 1, 1));
+        drop(first);
+        assert_eq!(ipam.allocate().unwrap().ip(), ip(127, 1, 1, 2));
+        assert!(ipam.claim(ip(127, 1, 0, 254)).is_some());
+        assert!(ipam.claim(ip(127, 1, 1, 1)).is_none());
+        assert!(ipam.claim(ip(127, 0, 0, 9)).is_none());
     }
 
     #[test]
     fn wraps_and_skips_addresses_in_use() {
         let dir = tempfile::tempdir().unwrap();
-        let mut ipam = Ipam::new(Ipv4Addr::new(127, 255, 255, 253), dir.path());
-        assert_eq!(ipam.allocate(), Some(Ipv4Addr::new(127, 255, 255, 253)));
-        assert_eq!(ipam.allocate(), Some(Ipv4Addr::new(127, 255, 255, 254)));
-        assert_eq!(ipam.allocate(), None);
-        ipam.release(Ipv4Addr::new(127, 255, 255, 253));
-        assert_eq!(ipam.allocate(), Some(Ipv4Addr::new(127, 255, 255, 253)));
+        let ipam = Ipam::new(ip(127, 255, 255, 253), dir.path());
+        let a = ipam.allocate().unwrap();
+        let b = ipam.allocate().unwrap();
+        assert_eq!(
+            (a.ip(), b.ip()),
+            (ip(127, 255, 255, 253), ip(127, 255, 255, 254))
+        );
+        assert!(ipam.allocate().is_none());
+        drop(a);
+        assert_eq!(ipam.allocate().unwrap().ip(), ip(127, 255, 255, 253));
+    }
+
+    #[test]
+    fn a_shared_lease_frees_its_address_only_when_the_last_holder_drops_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let ipam = Ipam::new(ip(127, 255, 255, 253), dir.path());
+        let object = Arc::new(ipam.allocate().unwrap());
+        let worker = object.clone();
+        drop(worker);
+        assert!(
+            ipam.claim(object.ip()).is_none(),
+            "still held by the other holder"
+        );
+        let other = ipam.allocate().unwrap();
+        assert!(
+            ipam.allocate().is_none(),
+            "the wrap-around skips the held address"
+        );
+        drop(object);
+        assert_eq!(ipam.allocate().unwrap().ip(), ip(127, 255, 255, 253));
+        drop(other);
     }
 
     #[test]
     fn agents_sharing_a_host_never_share_an_address() {
         let dir = tempfile::tempdir().unwrap();
-        let base = Ipv4Addr::new(127, 1, 0, 1);
-        let mut a = Ipam::new(base, dir.path());
-        let mut b = Ipam::new(base, dir.path());
-        assert_eq!(a.allocate(), Some(base));
-        assert_eq!(b.allocate(), Some(Ipv4Addr::new(127, 1, 0, 2)));
-        assert!(!b.claim(base));
-        a.release(base);
-        assert!(b.claim(base));
+        let base = ip(127, 1, 0, 1);
+        let a = Ipam::new(base, dir.path());
+        let b = Ipam::new(base, dir.path());
+        let held = a.allocate().unwrap();
+        assert_eq!(held.ip(), base);
+        assert_eq!(b.allocate().unwrap().ip(), ip(127, 1, 0, 2));
+        assert!(b.claim(base).is_none());
+        drop(held);
+        assert!(b.claim(base).is_some());
     }
 }

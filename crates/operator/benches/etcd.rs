@@ -8,12 +8,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use steward_api::etcd::{EtcdCluster, EtcdClusterSpec};
-use steward_operator::dev::{DevOptions, DevPlane};
 
 struct Procs(Vec<Child>);
 
@@ -118,20 +119,9 @@ async fn scale(api: &Api<EtcdCluster>, name: &str, replicas: i32) {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
 async fn main() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let args: Vec<String> = std::env::args().collect();
-    let runs: usize = args
-        .iter()
-        .position(|a| a == "--runs")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(3);
+    let runs = common::runs();
     let dir = tempfile::tempdir().unwrap();
-    let shim = vec![env!("CARGO_BIN_EXE_steward").to_owned(), "node-shim".into()];
-    let mut options = DevOptions::new(dir.path(), shim);
-    options.restart_backoff = Duration::from_secs(1);
-    options.operator_flags = vec!["--database-timeout-seconds".into(), "2".into()];
-    let plane = DevPlane::start(options).await.unwrap();
+    let plane = common::plane(&dir).await;
     let api: Api<EtcdCluster> = Api::namespaced(plane.embedded.client.clone(), "default");
 
     let mut rows = Vec::new();

@@ -14,6 +14,7 @@ use kube::{Client, Config};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use steward_api::etcd::EtcdCluster;
+use steward_api::postgres::PostgresCluster;
 use steward_operator::dev::{DevOptions, DevPlane, apply_manifests};
 
 /// `steward dev` subcommands.
@@ -226,7 +227,7 @@ async fn status(dir: &Path) -> anyhow::Result<()> {
         .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
         .count();
     println!("pods: {} ({running} running)", list.items.len());
-    let clusters: Api<EtcdCluster> = Api::all(client);
+    let clusters: Api<EtcdCluster> = Api::all(client.clone());
     for c in clusters.list(&ListParams::default()).await?.items {
         let s = c.status.unwrap_or_default();
         println!(
@@ -236,6 +237,18 @@ async fn status(dir: &Path) -> anyhow::Result<()> {
             s.ready_members,
             c.spec.replicas,
             s.quorate
+        );
+    }
+    let clusters: Api<PostgresCluster> = Api::all(client);
+    for c in clusters.list(&ListParams::default()).await?.items {
+        let s = c.status.unwrap_or_default();
+        println!(
+            "PostgresCluster {}/{}: {}/{} ready instances, primary={}",
+            c.metadata.namespace.unwrap_or_default(),
+            c.metadata.name.unwrap_or_default(),
+            s.ready_instances,
+            c.spec.instances,
+            s.current_primary.as_deref().unwrap_or("none")
         );
     }
     Ok(())

@@ -2,6 +2,11 @@
 //! `WEBHOOK_PASSWORD` are all non-empty, every finished scale or upgrade operation of every
 //! engine is POSTed as JSON with HTTP basic auth. Failed deliveries are not retried (as the seed
 //! says); they are logged and counted in `steward_webhook_deliveries_total{result="failure"}`.
+//!
+//! Beyond the seed, a finished fail-over or switchover (issue 5: "webhook on fail-over") is
+//! POSTed with `event: "failover"` and a `failover_data` object naming the old and the new
+//! primary. `failover_data` is left out of scale and upgrade payloads, so those stay exactly
+//! the seed's.
 
 use std::time::Duration;
 
@@ -19,6 +24,8 @@ pub enum WebhookEvent {
     Scale,
     /// The version or image changed.
     Upgrade,
+    /// The primary was replaced (fail-over or switchover). Not in the seed.
+    Failover,
 }
 
 /// `status` of the payload.
@@ -66,12 +73,23 @@ pub struct UpgradeData {
     pub old_version: String,
 }
 
-/// The JSON body, exactly as documented in seed 000.
+/// `failover_data` of the payload (Steward's extension).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FailoverData {
+    /// The primary being replaced.
+    pub old_primary: String,
+    /// The primary that replaced it (on failure: the one that was to).
+    pub new_primary: String,
+    /// `true` for a graceful switchover of a healthy primary, `false` for a fail-over.
+    pub switchover: bool,
+}
+
+/// The JSON body, as documented in seed 000, plus `failover_data` for fail-overs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct WebhookPayload {
     /// `metadata.name` of the cluster resource.
     pub cluster: String,
-    /// `scale` or `upgrade`.
+    /// `scale`, `upgrade` or `failover`.
     pub event: WebhookEvent,
     /// `metadata.namespace` of the cluster resource.
     pub namespace: String,
@@ -81,6 +99,9 @@ pub struct WebhookPayload {
     pub status: WebhookStatus,
     /// Set for `upgrade`, else null.
     pub upgrade_data: Option<UpgradeData>,
+    /// Set for `failover`, else absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failover_data: Option<FailoverData>,
 }
 
 fn node_replicas(groups: &[GroupReplicas]) -> Vec<NodeReplicas> {
@@ -94,8 +115,8 @@ fn node_replicas(groups: &[GroupReplicas]) -> Vec<NodeReplicas> {
 }
 
 impl WebhookPayload {
-    /// The notification for a finished operation, or `None` for kinds the seed does not notify
-    /// (only scale and upgrade are) and for operations still running.
+    /// The notification for a finished operation, or `None` for kinds not notified (only
+    /// scale, upgrade and fail-over are) and for operations still running.
     pub fn for_operation(namespace: &str, cluster: &str, op: &Operation) -> Option<Self> {
         let status = match op.phase {
             OperationPhase::Running => return None,
@@ -103,44 +124,51 @@ impl WebhookPayload {
             OperationPhase::Failed => WebhookStatus::Failure,
         };
         let c = &op.change;
-        let (event, scale_data, upgrade_data) = match op.kind {
-            OperationKind::Scale => (
-                WebhookEvent::Scale,
-                Some(ScaleData {
+        let mut payload = Self {
+            cluster: cluster.to_owned(),
+            event: WebhookEvent::Scale,
+            namespace: namespace.to_owned(),
+            scale_data: None,
+            status,
+            upgrade_data: None,
+            failover_data: None,
+        };
+        match op.kind {
+            OperationKind::Scale => {
+                payload.scale_data = Some(ScaleData {
                     new_data_replicas: node_replicas(&c.new_replicas),
                     new_master_replicas: c.new_master_replicas,
                     old_data_replicas: node_replicas(&c.old_replicas),
                     old_master_replicas: c.old_master_replicas,
-                }),
-                None,
-            ),
-            OperationKind::Upgrade => (
-                WebhookEvent::Upgrade,
-                None,
-                Some(UpgradeData {
+                });
+            }
+            OperationKind::Upgrade => {
+                payload.event = WebhookEvent::Upgrade;
+                payload.upgrade_data = Some(UpgradeData {
                     new_registry: c.new_registry.clone().unwrap_or_default(),
                     new_version: c.new_version.clone().unwrap_or_default(),
                     old_registry: c.old_registry.clone().unwrap_or_default(),
                     old_version: c.old_version.clone().unwrap_or_default(),
-                }),
-            ),
-            // The seed notifies scale and upgrade only. A `Recover` leaves the member count
-            // as it was (one member replaced by a new one), so it is not a scale either.
+                });
+            }
+            OperationKind::Failover => {
+                payload.event = WebhookEvent::Failover;
+                payload.failover_data = Some(FailoverData {
+                    old_primary: c.old_primary.clone().unwrap_or_default(),
+                    new_primary: c.new_primary.clone().unwrap_or_default(),
+                    switchover: c.switchover.unwrap_or(false),
+                });
+            }
+            // A `Recover` leaves the member count as it was (one member replaced by a new
+            // one), so it is not a scale. A rolling restart's planned switchover is part of
+            // the `Restart` operation, not a fail-over.
             OperationKind::Bootstrap
             | OperationKind::Restart
-            | OperationKind::Failover
             | OperationKind::Backup
             | OperationKind::Restore
             | OperationKind::Recover => return None,
-        };
-        Some(Self {
-            cluster: cluster.to_owned(),
-            event,
-            namespace: namespace.to_owned(),
-            scale_data,
-            status,
-            upgrade_data,
-        })
+        }
+        Some(payload)
     }
 }
 
@@ -206,6 +234,7 @@ impl WebhookSender {
         let event = match payload.event {
             WebhookEvent::Scale => "scale",
             WebhookEvent::Upgrade => "upgrade",
+            WebhookEvent::Failover => "failover",
         };
         let sent = target
             .http

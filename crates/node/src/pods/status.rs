@@ -15,8 +15,20 @@ use super::state::{ContainerState, PodState, Run, Terminated};
 
 pub const HOST_IP: &str = "127.0.0.1";
 
-/// Pod phase per kubelet's `getPhase`.
+/// Pod phase per kubelet's `getPhase`; for a pod stopped for good ([`PodState::terminal`])
+/// `podIsTerminal` applies (all containers stopped: Succeeded when every one exited 0, else
+/// Failed, whatever the restart policy), and a phase that would still be Pending or Running
+/// becomes Failed, as kubelet's `TerminatePod` does.
 pub fn phase(state: &PodState, restart_policy: &str) -> &'static str {
+    let phase = running_phase(state, restart_policy);
+    if state.terminal && !is_terminal(phase) {
+        "Failed"
+    } else {
+        phase
+    }
+}
+
+fn running_phase(state: &PodState, restart_policy: &str) -> &'static str {
     if state.init_failed {
         return "Failed";
     }
@@ -47,10 +59,71 @@ pub fn phase(state: &PodState, restart_policy: &str) -> &'static str {
         return "Pending";
     }
     match restart_policy {
+        _ if state.terminal && stopped == succeeded => "Succeeded",
+        _ if state.terminal => "Failed",
         "Always" => "Running",
         _ if stopped == succeeded => "Succeeded",
         "OnFailure" => "Running",
         _ => "Failed",
+    }
+}
+
+/// Kubelet's `TerminatePod`, for a pod whose processes are all gone and that will not run
+/// again: marks it [`PodState::terminal`]; a container that backed off after an instance
+/// ended reports that instance (kubelet never restarts a deleted pod's containers, so it does
+/// not report them waiting); any other container that did not terminate is reported
+/// terminated with `ContainerStatusUnknown`, exit code 137 — for containers once the pod got
+/// past its init containers, and for init containers up to the last one that started (at
+/// least the first). Nothing is ready any more.
+pub fn terminate(state: &mut PodState) {
+    state.terminal = true;
+    let initialized = state.init.is_empty()
+        || state.main.iter().any(ContainerState::ever_started)
+        || state
+            .init
+            .last()
+            .is_some_and(|c| c.succeeded() || c.last.as_ref().is_some_and(|t| t.exit_code == 0));
+    let started_init = state
+        .init
+        .iter()
+        .rposition(ContainerState::ever_started)
+        .map_or(1, |i| i + 1);
+    let main: &mut [ContainerState] = if initialized {
+        &mut state.main
+    } else {
+        &mut []
+    };
+    for c in state
+        .init
+        .iter_mut()
+        .take(started_init)
+        .chain(main.iter_mut())
+    {
+        match c.run {
+            Run::Terminated(_) => {}
+            Run::Waiting { .. } if c.last.is_some() => {
+                if let Some(t) = c.last.take() {
+                    c.run = Run::Terminated(t);
+                }
+            }
+            _ => c.run = Run::Terminated(unknown()),
+        }
+    }
+    for c in state.init.iter_mut().chain(state.main.iter_mut()) {
+        c.ready = false;
+        c.started = false;
+    }
+}
+
+fn unknown() -> Terminated {
+    Terminated {
+        exit_code: 137,
+        signal: None,
+        reason: "ContainerStatusUnknown".into(),
+        message: Some("The container could not be located when the pod was terminated".into()),
+        started_at: None,
+        finished_at: None,
+        container_id: None,
     }
 }
 
@@ -69,9 +142,9 @@ fn terminated(t: &Terminated) -> ContainerStateTerminated {
         signal: t.signal,
         reason: Some(t.reason.clone()),
         message: t.message.clone(),
-        started_at: Some(time(t.started_at)),
-        finished_at: Some(time(t.finished_at)),
-        container_id: Some(t.container_id.clone()),
+        started_at: t.started_at.map(time),
+        finished_at: t.finished_at.map(time),
+        container_id: t.container_id.clone(),
     }
 }
 
@@ -142,6 +215,15 @@ fn condition(
     c
 }
 
+/// The reason of `Ready` and `ContainersReady` in a terminal phase.
+fn terminal_reason(phase: &str) -> &'static str {
+    if phase == "Succeeded" {
+        "PodCompleted"
+    } else {
+        "PodFailed"
+    }
+}
+
 fn names(cs: &[&ContainerState]) -> String {
     let n: Vec<&str> = cs.iter().map(|c| c.name.as_str()).collect();
     format!("[{}]", n.join(" "))
@@ -161,7 +243,7 @@ pub fn build(
     let initialized = pending_init.is_empty();
     let ready = initialized && unready.is_empty() && !terminal;
     let (ready_reason, ready_message) = if terminal {
-        (Some("PodCompleted".to_string()), None)
+        (Some(terminal_reason(phase).to_string()), None)
     } else if !initialized {
         (
             Some("ContainersNotInitialized".to_string()),
@@ -195,7 +277,11 @@ pub fn build(
             now,
             "Initialized",
             initialized,
-            (!initialized).then(|| "ContainersNotInitialized".to_string()),
+            if initialized {
+                (phase == "Succeeded").then(|| "PodCompleted".to_string())
+            } else {
+                Some("ContainersNotInitialized".to_string())
+            },
             (!initialized).then(|| {
                 format!(
                     "containers with incomplete status: {}",
@@ -221,7 +307,7 @@ pub fn build(
         ),
         condition(prev, now, "PodScheduled", true, None, None),
     ];
-    let pod_ip = state.pod_ip.to_string();
+    let pod_ip = state.pod_ip.map(|ip| ip.to_string());
     PodStatus {
         phase: Some(phase.to_string()),
         conditions: Some(conditions),
@@ -229,8 +315,8 @@ pub fn build(
         host_ips: Some(vec![HostIP {
             ip: HOST_IP.to_string(),
         }]),
-        pod_ip: Some(pod_ip.clone()),
-        pod_ips: Some(vec![PodIP { ip: pod_ip }]),
+        pod_ips: pod_ip.clone().map(|ip| vec![PodIP { ip }]),
+        pod_ip,
         start_time: Some(time(state.start_time)),
         container_statuses: Some(state.main.iter().map(container_status).collect()),
         init_container_statuses: (!state.init.is_empty())
@@ -240,155 +326,4 @@ pub fn build(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::net::Ipv4Addr;
-
-    fn t(s: i64) -> Timestamp {
-        Timestamp::from_second(1_700_000_000 + s).unwrap()
-    }
-
-    fn term(code: i32) -> Terminated {
-        Terminated {
-            exit_code: code,
-            signal: None,
-            reason: if code == 0 { "Completed" } else { "Error" }.into(),
-            message: None,
-            started_at: t(0),
-            finished_at: t(1),
-            container_id: "steward-node://x".into(),
-        }
-    }
-
-    fn state(init: Vec<ContainerState>, main: Vec<ContainerState>) -> PodState {
-        PodState {
-            pod_ip: Ipv4Addr::new(127, 1, 0, 1),
-            start_time: t(0),
-            init,
-            main,
-            init_failed: false,
-        }
-    }
-
-    fn c(run: Run, last: Option<Terminated>) -> ContainerState {
-        ContainerState {
-            run,
-            last,
-            ..ContainerState::new("c", "busybox", 0)
-        }
-    }
-
-    #[test]
-    fn phase_follows_kubelet() {
-        let running = c(Run::Running { started_at: t(0) }, None);
-        let waiting = c(
-            Run::Waiting {
-                reason: "ContainerCreating".into(),
-                message: None,
-            },
-            None,
-        );
-        let backoff = c(
-            Run::Waiting {
-                reason: "CrashLoopBackOff".into(),
-                message: None,
-            },
-            Some(term(1)),
-        );
-        let ok = c(Run::Terminated(term(0)), None);
-        let failed = c(Run::Terminated(term(2)), None);
-        assert_eq!(
-            phase(&state(vec![], vec![waiting.clone()]), "Always"),
-            "Pending"
-        );
-        assert_eq!(
-            phase(
-                &state(vec![], vec![running.clone(), backoff.clone()]),
-                "Always"
-            ),
-            "Running"
-        );
-        assert_eq!(
-            phase(&state(vec![], vec![backoff.clone()]), "Always"),
-            "Running"
-        );
-        assert_eq!(
-            phase(&state(vec![], vec![ok.clone()]), "Never"),
-            "Succeeded"
-        );
-        assert_eq!(
-            phase(&state(vec![], vec![ok.clone(), failed.clone()]), "Never"),
-            "Failed"
-        );
-        assert_eq!(
-            phase(&state(vec![], vec![failed.clone()]), "OnFailure"),
-            "Running"
-        );
-        assert_eq!(phase(&state(vec![], vec![ok.clone()]), "Always"), "Running");
-        assert_eq!(
-            phase(
-                &state(vec![running.clone()], vec![waiting.clone()]),
-                "Always"
-            ),
-            "Pending"
-        );
-        assert_eq!(
-            phase(&state(vec![ok.clone()], vec![running.clone()]), "Always"),
-            "Running"
-        );
-        let mut s = state(vec![failed], vec![waiting]);
-        s.init_failed = true;
-        assert_eq!(phase(&s, "Never"), "Failed");
-    }
-
-    #[test]
-    fn conditions_keep_transition_times_and_report_readiness() {
-        let mut prev = BTreeMap::new();
-        let mut running = c(Run::Running { started_at: t(0) }, None);
-        let s = state(vec![], vec![running.clone()]);
-        let st = build(&s, "Always", &mut prev, t(5));
-        let cond = |st: &PodStatus, ty: &str| {
-            st.conditions
-                .as_ref()
-                .unwrap()
-                .iter()
-                .find(|c| c.type_ == ty)
-                .cloned()
-                .unwrap()
-        };
-        assert_eq!(cond(&st, "Ready").status, "False");
-        assert_eq!(
-            cond(&st, "Ready").message.as_deref(),
-            Some("containers with unready status: [c]")
-        );
-        assert_eq!(st.phase.as_deref(), Some("Running"));
-        running.ready = true;
-        running.started = true;
-        let st2 = build(&state(vec![], vec![running]), "Always", &mut prev, t(9));
-        assert_eq!(cond(&st2, "Ready").status, "True");
-        assert_eq!(cond(&st2, "Ready").last_transition_time, Some(Time(t(9))));
-        assert_eq!(
-            cond(&st2, "PodScheduled").last_transition_time,
-            Some(Time(t(5)))
-        );
-        let cs = &st2.container_statuses.unwrap()[0];
-        assert!(cs.ready && cs.started == Some(true));
-        assert!(cs.state.as_ref().unwrap().running.is_some());
-    }
-
-    #[test]
-    fn terminal_pods_are_not_ready() {
-        let mut prev = BTreeMap::new();
-        let mut done = c(Run::Terminated(term(0)), None);
-        done.ready = false;
-        let st = build(&state(vec![], vec![done]), "Never", &mut prev, t(1));
-        assert_eq!(st.phase.as_deref(), Some("Succeeded"));
-        let ready = st
-            .conditions
-            .unwrap()
-            .into_iter()
-            .find(|c| c.type_ == "Ready")
-            .unwrap();
-        assert_eq!(ready.reason.as_deref(), Some("PodCompleted"));
-    }
-}
+mod tests;

@@ -1,7 +1,11 @@
-//! One pod's life on this node: address, hosts file, volumes, init containers in order, then
-//! all containers; status reporting throughout; and the end — deletion (graceful with a
-//! `deletionTimestamp`, immediate on a DELETED event) or agent shutdown — after which no
-//! process of the pod is left. Finished pods (Succeeded/Failed) keep their object and logs.
+//! One pod's life on this node: hosts file, volumes, init containers in order, then all
+//! containers, on the address the dispatcher assigned; status reporting throughout; and the
+//! end — deletion (graceful with a `deletionTimestamp`, immediate on a DELETED event) or agent
+//! shutdown — after which no process of the pod is left. A graceful deletion writes the final
+//! status (containers terminated, a terminal phase) before the agent's delete with grace 0.
+//! Finished pods (Succeeded/Failed) keep their object and logs. The worker holds the pod's
+//! address until it ends; the address stays taken while the Pod object exists (see
+//! `addresses`).
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -15,9 +19,10 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::Waiting;
+use super::addresses::PodAddress;
 use super::container::{Outcome, PodCtx, StopSignal};
 use super::objects;
-use super::report::Reporter;
+use super::report::{Reporter, Write};
 use super::spec::hostname;
 use super::state::{ContainerState, PodCell, PodState, Run, Slot};
 use super::status;
@@ -85,8 +90,19 @@ fn initial_state(pod: &Pod, ip: Ipv4Addr) -> PodState {
         }
         s
     };
+    state_of(pod, &spec, Some(ip), make)
+}
+
+/// A pod state at `pod_ip`, its containers made by `make(container, is_init)`, started when the
+/// status says (now if it does not).
+fn state_of(
+    pod: &Pod,
+    spec: &k8s_openapi::api::core::v1::PodSpec,
+    pod_ip: Option<Ipv4Addr>,
+    make: impl Fn(&k8s_openapi::api::core::v1::Container, bool) -> ContainerState,
+) -> PodState {
     PodState {
-        pod_ip: ip,
+        pod_ip,
         start_time: pod
             .status
             .as_ref()
@@ -100,6 +116,7 @@ fn initial_state(pod: &Pod, ip: Ipv4Addr) -> PodState {
             .collect(),
         main: spec.containers.iter().map(|c| make(c, false)).collect(),
         init_failed: false,
+        terminal: false,
     }
 }
 
@@ -120,43 +137,69 @@ fn previous_status(
 fn previous_termination(
     t: &k8s_openapi::api::core::v1::ContainerStateTerminated,
 ) -> super::state::Terminated {
-    let now = Timestamp::now();
     super::state::Terminated {
         exit_code: t.exit_code,
         signal: t.signal,
         reason: t.reason.clone().unwrap_or_else(|| "Error".into()),
         message: t.message.clone(),
-        started_at: t.started_at.as_ref().map_or(now, |x| x.0),
-        finished_at: t.finished_at.as_ref().map_or(now, |x| x.0),
-        container_id: t.container_id.clone().unwrap_or_default(),
+        started_at: t.started_at.as_ref().map(|x| x.0),
+        finished_at: t.finished_at.as_ref().map(|x| x.0),
+        container_id: t.container_id.clone(),
     }
 }
 
-fn host_network(pod: &Pod) -> bool {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.host_network)
-        .unwrap_or(false)
-}
-
-/// The pod's address: the host's for `hostNetwork` pods, else its previous one when still
-/// free, else a new one.
-fn allocate_ip(shared: &Shared, pod: &Pod) -> Option<Ipv4Addr> {
-    if host_network(pod) {
-        return Some(Ipv4Addr::LOCALHOST);
-    }
-    let mut ipam = shared.ipam.lock().ok()?;
-    let previous = pod
+/// The pod's state as its status records it, for a pod this agent did not run.
+fn recorded_state(pod: &Pod) -> PodState {
+    let spec = pod.spec.clone().unwrap_or_default();
+    let make = |c: &k8s_openapi::api::core::v1::Container, init: bool| {
+        let mut s = ContainerState::new(&c.name, c.image.as_deref().unwrap_or_default(), 0);
+        let Some(prev) = previous_status(pod, &c.name, init) else {
+            return s;
+        };
+        s.restart_count = prev.restart_count;
+        s.image_id = prev.image_id;
+        s.container_id = prev.container_id;
+        s.last = prev
+            .last_state
+            .and_then(|l| l.terminated)
+            .map(|t| previous_termination(&t));
+        let st = prev.state.unwrap_or_default();
+        if let Some(t) = st.terminated {
+            s.run = Run::Terminated(previous_termination(&t));
+        } else if let Some(r) = st.running {
+            s.run = Run::Running {
+                started_at: r.started_at.map_or_else(Timestamp::now, |t| t.0),
+            };
+        } else if let Some(w) = st.waiting {
+            s.run = Run::Waiting {
+                reason: w.reason.unwrap_or_else(|| "ContainerCreating".into()),
+                message: w.message,
+            };
+        }
+        s
+    };
+    let pod_ip = pod
         .status
         .as_ref()
         .and_then(|s| s.pod_ip.as_deref())
-        .and_then(|ip| ip.parse::<Ipv4Addr>().ok());
-    if let Some(ip) = previous
-        && ipam.claim(ip)
-    {
-        return Some(ip);
+        .and_then(|ip| ip.parse().ok());
+    state_of(pod, &spec, pod_ip, make)
+}
+
+/// The final status of a terminating pod this agent did not run (a previous agent stopped
+/// before writing it): what was recorded, its containers terminated as kubelet's
+/// `TerminatePod` has them.
+async fn write_recorded_final_status(shared: &Shared, pod: &Pod) {
+    let mut state = recorded_state(pod);
+    status::terminate(&mut state);
+    let cell = Arc::new(PodCell::new(state));
+    let mut reporter = Reporter::new(shared.client.clone(), pod, cell);
+    for _ in 0..3 {
+        if reporter.write().await != Write::Failed {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    ipam.allocate()
 }
 
 /// Deletes the Pod object without further grace (the processes are gone).
@@ -213,11 +256,13 @@ async fn idle(
     }
 }
 
-/// Runs one pod until it is deleted or the agent stops.
+/// Runs one pod until it is deleted or the agent stops; `address` is `None` when the pod
+/// will not run (finished or terminating when first seen) or no address is left.
 pub async fn run(
     shared: Arc<Shared>,
     mut pod_rx: watch::Receiver<Arc<Pod>>,
     mut stop_rx: watch::Receiver<Option<StopKind>>,
+    address: Option<PodAddress>,
 ) {
     let pod = pod_rx.borrow().clone();
     let uid = pod.metadata.uid.clone().unwrap_or_default();
@@ -233,13 +278,17 @@ pub async fn run(
         let end = idle(&mut pod_rx, &mut stop_rx).await;
         shared.registry.remove(&rt.uid);
         let last = pod_rx.borrow().clone();
+        if matches!(end, End::Terminating) && !status::is_terminal(phase_of(&last)) {
+            write_recorded_final_status(&shared, &last).await;
+        }
         finish(&shared, &last, &dir, end).await;
         return;
     }
-    let Some(ip) = allocate_ip(&shared, &pod) else {
+    let Some(address) = address else {
         tracing::error!(pod = %name, "no pod IP left");
         return;
     };
+    let ip = address.ip;
     let rt = shared.registry.insert(&uid, &ns, &name, &dir);
     let identity = PodIdentity {
         ip: ip.to_string(),
@@ -257,7 +306,7 @@ pub async fn run(
     }
     let cell = Arc::new(PodCell::new(initial_state(&pod, ip)));
     let report_done = CancellationToken::new();
-    let reporter = tokio::spawn(
+    let mut reporter = tokio::spawn(
         Reporter::new(shared.client.clone(), &pod, cell.clone()).run(report_done.clone()),
     );
     cell.changed.notify_one();
@@ -303,19 +352,26 @@ pub async fn run(
     match end {
         End::Stop(StopKind::Deleted) => reporter.abort(),
         _ => {
+            if matches!(end, End::Terminating) {
+                // Every process is gone and nothing runs again: the final status goes out
+                // before the delete below.
+                cell.update(status::terminate);
+            }
             report_done.cancel();
-            let _ = tokio::time::timeout(Duration::from_secs(5), reporter).await;
+            if tokio::time::timeout(Duration::from_secs(5), &mut reporter)
+                .await
+                .is_err()
+            {
+                reporter.abort();
+            }
         }
     }
     shared.dns.unregister(&uid);
     shared.registry.remove(&uid);
     let last = pod_rx.borrow().clone();
     finish(&shared, &last, &dir, end).await;
-    if !host_network(&pod)
-        && let Ok(mut ipam) = shared.ipam.lock()
-    {
-        ipam.release(ip);
-    }
+    // The address stays taken while the Pod object exists (see `addresses`).
+    drop(address);
 }
 
 /// Clean-up once no process of the pod runs.
@@ -461,5 +517,54 @@ async fn refresh_volumes(
             node: shared.node,
         };
         volumes::refresh(&ctx);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_recorded_status_becomes_a_final_one() {
+        // What a previous agent recorded before it stopped in the middle of a deletion.
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "uid": "u", "deletionTimestamp": "2025-01-01T00:00:10Z"},
+            "spec": {"containers": [{"name": "run"}, {"name": "crash"}, {"name": "done"}]},
+            "status": {"phase": "Running", "podIP": "127.1.0.7",
+                "startTime": "2025-01-01T00:00:00Z",
+                "containerStatuses": [
+                    {"name": "run", "image": "i", "imageID": "", "ready": true, "restartCount": 0,
+                     "state": {"running": {"startedAt": "2025-01-01T00:00:01Z"}}},
+                    {"name": "crash", "image": "i", "imageID": "", "ready": false, "restartCount": 3,
+                     "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                     "lastState": {"terminated": {"exitCode": 2, "reason": "Error"}}},
+                    {"name": "done", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                     "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}
+                ]}
+        }))
+        .unwrap();
+        let mut state = recorded_state(&pod);
+        assert_eq!(state.pod_ip, Some(Ipv4Addr::new(127, 1, 0, 7)));
+        assert_eq!(state.main[1].restart_count, 3);
+        status::terminate(&mut state);
+        let ended: Vec<(i32, String)> = state
+            .main
+            .iter()
+            .map(|c| match &c.run {
+                Run::Terminated(t) => (t.exit_code, t.reason.clone()),
+                other => panic!("{} is {other:?}", c.name),
+            })
+            .collect();
+        assert_eq!(
+            ended,
+            vec![
+                (137, "ContainerStatusUnknown".to_string()),
+                (2, "Error".to_string()),
+                (0, "Completed".to_string())
+            ]
+        );
+        assert!(state.main.iter().all(|c| !c.ready));
+        assert_eq!(status::phase(&state, "Always"), "Failed");
     }
 }

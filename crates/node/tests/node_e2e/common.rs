@@ -217,6 +217,21 @@ pub fn pod_ip(p: &Pod) -> Ipv4Addr {
         .unwrap()
 }
 
+/// Whether a node agent on this host holds `ip`: its file in the agents' lock directory is
+/// locked (the lock is only probed, and dropped at once).
+pub fn address_in_use(ip: Ipv4Addr) -> bool {
+    let path = std::env::temp_dir()
+        .join("steward-node-pod-ips")
+        .join(ip.to_string());
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).is_err()
+}
+
 pub fn process_alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|s| {

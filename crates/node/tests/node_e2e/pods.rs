@@ -512,6 +512,113 @@ async fn graceful_deletion_kills_then_deletes_and_shutdown_keeps_pods() {
     env.shutdown().await;
 }
 
+fn status_of(p: &Pod, container: &str) -> k8s_openapi::api::core::v1::ContainerStatus {
+    p.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.name == container))
+        .cloned()
+        .unwrap_or_else(|| panic!("no status for container {container}"))
+}
+
+fn condition(p: &Pod, type_: &str) -> (String, Option<String>) {
+    let c = p
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == type_))
+        .cloned()
+        .unwrap_or_else(|| panic!("no {type_} condition"));
+    (c.status, c.reason)
+}
+
+#[tokio::test]
+async fn a_pod_held_by_a_finalizer_reports_its_end_and_keeps_its_address_until_gone() {
+    let mut env = start(18).await;
+    // restartPolicy Always: one container exits 0 on SIGTERM, the other crash-loops.
+    env.create::<Pod>(json!({"metadata": {"name": "held", "finalizers": ["test.steward.dev/hold"]}, "spec": {
+        "terminationGracePeriodSeconds": 5,
+        "containers": [
+            {"name": "graceful", "image": "busybox", "command": ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.1; done"]},
+            {"name": "crashing", "image": "busybox", "command": ["sh", "-c", "exit 2"]}
+        ]}}))
+    .await;
+    let pod = env
+        .wait_pod("held", "running and crash-looping", T, |p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .is_some_and(|cs| cs.len() == 2)
+                && status_of(p, "graceful").state.unwrap().running.is_some()
+                && status_of(p, "crashing").restart_count >= 2
+        })
+        .await;
+    let ip = pod_ip(&pod);
+    assert_eq!(ip, std::net::Ipv4Addr::new(127, 1, 18, 1));
+    let pid = env.container_pid(&pod, "graceful");
+    env.delete_pod("held").await;
+    wait_process_gone(pid, T).await;
+
+    // The final status goes out before the agent's delete with grace 0 (which the finalizer
+    // blocks): terminated containers, not ready, a terminal phase.
+    let held = env
+        .wait_pod("held", "the agent's final delete", T, |p| {
+            p.metadata.deletion_grace_period_seconds == Some(0)
+        })
+        .await;
+    assert_eq!(phase(&held), "Failed", "one container exited non-zero");
+    let graceful = status_of(&held, "graceful");
+    let t = graceful.state.unwrap().terminated.unwrap();
+    assert_eq!((t.exit_code, t.reason.as_deref()), (0, Some("Completed")));
+    assert!(!graceful.ready);
+    let crashing = status_of(&held, "crashing");
+    assert!(crashing.restart_count >= 2 && !crashing.ready);
+    let t = crashing.state.unwrap().terminated.unwrap();
+    assert!(
+        t.exit_code != 0 && t.reason.as_deref() == Some("Error"),
+        "{t:?}"
+    );
+    for ty in ["Ready", "ContainersReady"] {
+        assert_eq!(
+            condition(&held, ty),
+            ("False".to_string(), Some("PodFailed".to_string()))
+        );
+    }
+    assert_eq!(pod_ip(&held), ip);
+    assert!(address_in_use(ip), "the held pod's address stays taken");
+
+    // Across an agent restart too: the new agent takes the address back from the Pod's
+    // status, so a new Pod gets another one.
+    env.node.take().unwrap().shutdown().await;
+    env.node = Some(start_node(&env.client, env.dir.path(), 18).await);
+    env.create::<Pod>(json!({"metadata": {"name": "next"}, "spec": {
+        "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "300"]}]}}))
+        .await;
+    let next = env.wait_ready("next", T).await;
+    assert_ne!(pod_ip(&next), ip, "two pods, one address");
+    assert!(address_in_use(ip));
+    let again = env.pods().get("held").await.unwrap();
+    assert_eq!(phase(&again), "Failed");
+    assert_eq!(pod_ip(&again), ip);
+
+    // Once the object is gone the address is free again.
+    env.pods()
+        .patch(
+            "held",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    env.wait_gone("held", T).await;
+    let deadline = std::time::Instant::now() + T;
+    while address_in_use(ip) {
+        assert!(std::time::Instant::now() < deadline, "{ip} still taken");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    env.shutdown().await;
+}
+
 #[tokio::test]
 async fn kube_rs_logs_and_exec_go_through_the_api_server() {
     use futures::{AsyncBufReadExt, TryStreamExt};

@@ -106,10 +106,12 @@ pub fn choose_target(
         .ok_or_else(|| "no ready replica answers; nothing can be promoted".to_owned())
 }
 
-/// Whether the primary has been not ready long enough for an automatic fail-over.
+/// Whether the primary has been not ready long enough for an automatic fail-over: at least
+/// `delay_seconds`. `unready_since` is kept in status with whole seconds (truncated), so the
+/// elapsed whole seconds must exceed the delay — at most one second more than it.
 pub fn failover_due(unready_since: Option<Timestamp>, now: Timestamp, delay_seconds: u32) -> bool {
     unready_since
-        .is_some_and(|since| now.as_second() - since.as_second() >= i64::from(delay_seconds))
+        .is_some_and(|since| now.as_second() - since.as_second() > i64::from(delay_seconds))
 }
 
 /// The next instance to create or remove.
@@ -276,7 +278,9 @@ mod tests {
         let t0 = ts(1_000);
         assert!(!failover_due(None, ts(5_000), 10));
         assert!(!failover_due(Some(t0), ts(1_009), 10));
-        assert!(failover_due(Some(t0), ts(1_010), 10));
+        // 1_000 may stand for 1_000.9: ten whole seconds later is not yet ten seconds.
+        assert!(!failover_due(Some(t0), ts(1_010), 10));
+        assert!(failover_due(Some(t0), ts(1_011), 10));
     }
 
     #[test]

@@ -51,20 +51,35 @@ pub struct OperatorHandle {
     pub leader: watch::Receiver<bool>,
     shutdown: CancellationToken,
     task: JoinHandle<Result<(), String>>,
+    /// Whether `stop` already awaited `task` (a finished JoinHandle must not be polled again).
+    stopped: bool,
 }
 
 impl OperatorHandle {
     /// Asks the operator to stop (as SIGTERM does) and waits until it has: controllers drained,
     /// the Lease released, the HTTP server closed. Returns the reason it failed, if it did.
-    pub async fn shutdown(self) -> Result<(), String> {
+    pub async fn shutdown(mut self) -> Result<(), String> {
+        self.stop().await
+    }
+
+    /// As [`Self::shutdown`], keeping the handle (for callers that must stop an operator
+    /// before they can replace it, as a restart does). Only the first call waits.
+    pub async fn stop(&mut self) -> Result<(), String> {
         self.shutdown.cancel();
-        self.task
+        if self.stopped {
+            return Ok(());
+        }
+        self.stopped = true;
+        (&mut self.task)
             .await
             .map_err(|e| format!("operator task panicked: {e}"))?
     }
 
     /// Waits until the operator stops by itself (an error such as missing CRDs) or is shut down.
     pub async fn wait(self) -> Result<(), String> {
+        if self.stopped {
+            return Ok(());
+        }
         self.task
             .await
             .map_err(|e| format!("operator task panicked: {e}"))?
@@ -137,6 +152,7 @@ pub async fn start_with_clock(
         leader: leader_rx,
         shutdown,
         task,
+        stopped: false,
     })
 }
 

@@ -28,30 +28,37 @@ pub struct Plane {
     pub dir: tempfile::TempDir,
     embedded: Option<DevPlane>,
     real: Option<(steward_node::NodeHandle, OperatorHandle)>,
+    /// Operator flags of this test on top of the e2e ones, kept for `restart_operator`.
+    extra_operator_flags: Vec<String>,
 }
 
 fn shim() -> Vec<String> {
     vec![env!("CARGO_BIN_EXE_steward").to_owned(), "node-shim".into()]
 }
 
-/// The operator flags every e2e test uses: short database timeouts.
-fn operator_flags(namespace: Option<&str>) -> Vec<String> {
+/// The operator flags every e2e test uses (short database timeouts), then the test's own.
+fn operator_flags(namespace: Option<&str>, extra: &[String]) -> Vec<String> {
     let mut flags = vec!["--database-timeout-seconds".to_owned(), "2".to_owned()];
     if let Some(ns) = namespace {
         flags.extend(["--namespace".to_owned(), ns.to_owned()]);
     }
+    flags.extend(extra.iter().cloned());
     flags
 }
 
 /// A started operator outside a `DevPlane`: the e2e flags plus what `DevPlane` sets itself.
-async fn start_operator(client: &Client, namespace: Option<&str>) -> OperatorHandle {
+async fn start_operator(
+    client: &Client,
+    namespace: Option<&str>,
+    extra: &[String],
+) -> OperatorHandle {
     let mut flags = vec![
         "--http-addr".to_owned(),
         "127.0.0.1:0".to_owned(),
         "--leader-election".to_owned(),
         "false".to_owned(),
     ];
-    flags.extend(operator_flags(namespace));
+    flags.extend(operator_flags(namespace, extra));
     let args = steward_operator::config::operator_args_from(flags).unwrap();
     steward_operator::runtime::start(client.clone(), args)
         .await
@@ -61,6 +68,12 @@ async fn start_operator(client: &Client, namespace: Option<&str>) -> OperatorHan
 impl Plane {
     /// Starts a fresh plane and namespace.
     pub async fn start() -> Self {
+        Self::start_with_flags(Vec::new()).await
+    }
+
+    /// Starts a fresh plane and namespace whose operator also gets `extra_operator_flags`
+    /// (e.g. `--webhook-url …`), in both modes and after `restart_operator`.
+    pub async fn start_with_flags(extra_operator_flags: Vec<String>) -> Self {
         super::install_crypto();
         // `STEWARD_TEST_LOG=steward_operator=debug` shows the operator's and agent's logs.
         if let Ok(filter) = std::env::var("STEWARD_TEST_LOG") {
@@ -89,18 +102,19 @@ impl Plane {
             );
             node.restart_backoff_base = Duration::from_secs(1);
             let node = steward_node::start(client.clone(), node).await.unwrap();
-            let op = start_operator(&client, Some(&namespace)).await;
+            let op = start_operator(&client, Some(&namespace), &extra_operator_flags).await;
             return Self {
                 client,
                 namespace,
                 dir,
                 embedded: None,
                 real: Some((node, op)),
+                extra_operator_flags,
             };
         }
         let mut options = DevOptions::new(dir.path(), shim());
         options.restart_backoff = Duration::from_secs(1);
-        options.operator_flags = operator_flags(None);
+        options.operator_flags = operator_flags(None, &extra_operator_flags);
         let plane = DevPlane::start(options).await.unwrap();
         let client = plane.embedded.client.clone();
         create_namespace(&client, &namespace).await;
@@ -110,6 +124,7 @@ impl Plane {
             dir,
             embedded: Some(plane),
             real: None,
+            extra_operator_flags,
         }
     }
 
@@ -138,14 +153,18 @@ impl Plane {
     }
 
     /// Stops the operator and starts a new one (same flags), as a restart would.
+    /// The old one is stopped first, so two operators never run passes at once.
     pub async fn restart_operator(&mut self) {
         let scoped = self.real.is_some().then(|| self.namespace.clone());
-        let fresh = start_operator(&self.client, scoped.as_deref()).await;
-        let old = match (&mut self.embedded, &mut self.real) {
-            (Some(p), _) => std::mem::replace(&mut p.operator, fresh),
-            (None, Some((_, op))) => std::mem::replace(op, fresh),
+        let slot = match (&mut self.embedded, &mut self.real) {
+            (Some(p), _) => &mut p.operator,
+            (None, Some((_, op))) => op,
             _ => unreachable!(),
         };
+        slot.stop().await.unwrap();
+        let fresh =
+            start_operator(&self.client, scoped.as_deref(), &self.extra_operator_flags).await;
+        let old = std::mem::replace(slot, fresh);
         old.shutdown().await.unwrap();
     }
 

@@ -226,6 +226,14 @@ SELECT coalesce(application_name, ''), host(client_addr), coalesce(state, ''), \
        coalesce(sync_state, '') \
 FROM pg_stat_replication ORDER BY application_name, pid";
 
+/// Effective privileges (superuser, owner, grants to the role, to `PUBLIC` or to roles it
+/// inherits from). One `has_database_privilege` with a list answers whether *any* is held, so
+/// each is asked on its own. The role is resolved first (42704), then the database (3D000).
+const HAS_DATABASE_PRIVILEGES: &str = "\
+SELECT has_database_privilege($1::name, $2::text, 'CONNECT') \
+   AND has_database_privilege($1::name, $2::text, 'CREATE') \
+   AND has_database_privilege($1::name, $2::text, 'TEMPORARY')";
+
 #[async_trait]
 impl PostgresAdmin for PgClient {
     async fn server_info(&self) -> Result<ServerInfo, PgAdminError> {
@@ -374,6 +382,20 @@ impl PostgresAdmin for PgClient {
     async fn grant_database(&self, role: &str, database: &str) -> Result<(), PgAdminError> {
         self.execute(&sql::grant_database(role, database)?, "")
             .await
+    }
+
+    async fn has_database_privileges(
+        &self,
+        role: &str,
+        database: &str,
+    ) -> Result<bool, PgAdminError> {
+        // The same checks as the statements: a name over 63 bytes would be truncated to another.
+        sql::quote_ident(role)?;
+        sql::quote_ident(database)?;
+        let row = self
+            .query_one(HAS_DATABASE_PRIVILEGES, &[&role, &database])
+            .await?;
+        column(&row, 0)
     }
 }
 

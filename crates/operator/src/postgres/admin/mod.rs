@@ -311,8 +311,17 @@ pub trait PostgresAdmin: Send + Sync {
     /// left alone). `Ok(true)` if it was created.
     async fn create_database(&self, name: &str, owner: &str) -> Result<bool, PgAdminError>;
     /// Grants a role all privileges on a database (`CONNECT`, `CREATE`, `TEMPORARY`);
-    /// granting twice is not an error.
+    /// granting twice is not an error, but it is a write: check with
+    /// [`has_database_privileges`](Self::has_database_privileges) first.
     async fn grant_database(&self, role: &str, database: &str) -> Result<(), PgAdminError>;
+    /// Whether a role holds every privilege [`grant_database`](Self::grant_database) grants on a
+    /// database, however it holds them: as a superuser, as the owner or by a grant. A read.
+    /// [`PgAdminError::NotFound`] if the role or the database does not exist.
+    async fn has_database_privileges(
+        &self,
+        role: &str,
+        database: &str,
+    ) -> Result<bool, PgAdminError>;
 }
 
 /// Opens a [`PostgresAdmin`] on one instance. The engine holds one connector; tests swap in the

@@ -18,18 +18,26 @@
 //! - logins check the stored password ([`PgAdminError::AuthFailed`] for a wrong password, an
 //!   unknown role or a `NOLOGIN` role), then that the database exists
 //!   ([`PgAdminError::NotFound`]);
-//! - role and database changes need a superuser; `create_role` of an existing role is
-//!   [`PgAdminError::AlreadyExists`], `alter_password` of a missing one
-//!   [`PgAdminError::NotFound`], `drop_role` of a missing one is nothing to do, dropping a role
-//!   that owns a database or holds a grant fails as PostgreSQL's dependency check does;
-//!   `create_database` of an existing database answers `Ok(false)` even on a standby (the real
-//!   client checks before it writes);
+//! - role and database changes need a superuser, except `ALTER ROLE … PASSWORD` (see
+//!   [`Needs::PasswordOf`]): an ordinary role may change its own password, but not another
+//!   role's, and only a superuser may change a superuser's or a `REPLICATION` role's (even its
+//!   own); refusals are `42501` ([`PgAdminError::Other`]);
+//! - `create_role` of an existing role is [`PgAdminError::AlreadyExists`], `alter_password` of
+//!   a missing one [`PgAdminError::NotFound`] (whoever asks), `drop_role` of a missing one is
+//!   nothing to do, dropping a role that owns a database or holds a grant fails as PostgreSQL's
+//!   dependency check does; `create_database` of an existing database answers `Ok(false)` even
+//!   on a standby (the real client checks before it writes);
+//! - `has_database_privileges` is a read: true for a superuser, the database's owner, or a role
+//!   granted all privileges on it; [`PgAdminError::NotFound`] for a missing role or database;
 //! - a killed instance refuses connections ([`PgAdminError::Unavailable`]); connections opened
 //!   before a kill stay dead after a restart.
 //!
 //! Not modelled: SASLprep (passwords compare as exact strings), connection limits, cascading
 //! replication, synchronous replication, timeline histories (a standby follows only the primary
-//! it was created from).
+//! it was created from), `CREATEROLE` (which lets a role change other non-superuser roles'
+//! passwords; the engine never creates such a role), role membership and privileges granted to
+//! `PUBLIC` or through other roles (by default `PUBLIC` has `CONNECT` and `TEMPORARY` but not
+//! `CREATE`, so "all privileges" is false without a grant either way), `REVOKE`.
 //!
 //! The handle is cheap to clone; all clones and every admin opened through
 //! [`PgModel::connector`] share one set of instances. Test hooks (`add_primary`, `add_standby`,
@@ -152,6 +160,8 @@ pub enum CallKind {
     CreateDatabase,
     /// `grant_database`.
     GrantDatabase,
+    /// `has_database_privileges`.
+    HasDatabasePrivileges,
 }
 
 /// A call made through the model, failed ones included.
@@ -201,6 +211,64 @@ fn read_only(statement: &str) -> PgAdminError {
 
 fn role_missing(name: &str) -> PgAdminError {
     PgAdminError::from_sqlstate("42704", format!("ERROR: role \"{name}\" does not exist"))
+}
+
+fn database_missing(name: &str) -> PgAdminError {
+    PgAdminError::from_sqlstate(
+        "3D000",
+        format!("ERROR: database \"{name}\" does not exist"),
+    )
+}
+
+fn denied(message: &str) -> PgAdminError {
+    PgAdminError::from_sqlstate("42501", format!("ERROR: {message}"))
+}
+
+/// Who may run a catalog change.
+#[derive(Clone, Copy, Debug)]
+enum Needs<'a> {
+    /// A superuser: every change but a password change.
+    Superuser,
+    /// `ALTER ROLE <role> PASSWORD`, as PostgreSQL 15's `AlterRole` checks it: a superuser may
+    /// change any role's; anyone else is told a missing role does not exist (`42704`, the
+    /// lookup comes first), may not touch a superuser or a `REPLICATION` role (`42501`), and
+    /// may change only their own password (`42501` "permission denied"; `CREATEROLE` is not
+    /// modelled).
+    PasswordOf(&'a str),
+}
+
+impl Needs<'_> {
+    /// Whether `user` may make the change on `catalog`.
+    fn check(self, catalog: &Catalog, user: &str, statement: &str) -> Result<(), PgAdminError> {
+        let is_superuser =
+            |name: &str| catalog.roles.get(name).is_some_and(|r| r.options.superuser);
+        if is_superuser(user) {
+            return Ok(());
+        }
+        match self {
+            Self::Superuser => Err(denied(&format!("permission denied to {statement}"))),
+            Self::PasswordOf(target) => {
+                let role = catalog
+                    .roles
+                    .get(target)
+                    .ok_or_else(|| role_missing(target))?;
+                if role.options.superuser {
+                    Err(denied(
+                        "must be superuser to alter superuser roles or change superuser attribute",
+                    ))
+                } else if role.options.replication {
+                    Err(denied(
+                        "must be superuser to alter replication roles or change replication \
+                         attribute",
+                    ))
+                } else if target == user {
+                    Ok(())
+                } else {
+                    Err(denied("permission denied"))
+                }
+            }
+        }
+    }
 }
 
 /// The primary's catalog as of `lsn`.
@@ -271,8 +339,7 @@ impl State {
 }
 
 impl State {
-    /// A catalog change on `name` by `user`: needs a superuser and a primary; `change` edits
-    /// the catalog, then the change is written to WAL.
+    /// A catalog change on `name` by `user` that needs a superuser: see [`State::write_with`].
     fn write<T>(
         &mut self,
         name: &str,
@@ -280,22 +347,25 @@ impl State {
         statement: &str,
         change: impl FnOnce(&mut Catalog) -> Result<T, PgAdminError>,
     ) -> Result<T, PgAdminError> {
+        self.write_with(name, user, statement, Needs::Superuser, change)
+    }
+
+    /// A catalog change on `name` by `user`: needs a primary and what `needs` says; `change`
+    /// edits the catalog, then the change is written to WAL.
+    fn write_with<T>(
+        &mut self,
+        name: &str,
+        user: &str,
+        statement: &str,
+        needs: Needs<'_>,
+        change: impl FnOnce(&mut Catalog) -> Result<T, PgAdminError>,
+    ) -> Result<T, PgAdminError> {
         let inst = self.get_mut(name)?;
         // PostgreSQL refuses any change on a standby before it checks permissions.
         if inst.is_standby() {
             return Err(read_only(statement));
         }
-        let superuser = inst
-            .catalog
-            .roles
-            .get(user)
-            .is_some_and(|r| r.options.superuser);
-        if !superuser {
-            return Err(PgAdminError::from_sqlstate(
-                "42501",
-                format!("ERROR: permission denied to {statement}"),
-            ));
-        }
+        needs.check(&inst.catalog, user, statement)?;
         let Mode::Primary { current, history } = &mut inst.mode else {
             return Err(read_only(statement));
         };
@@ -596,7 +666,7 @@ impl ModelAdmin {
         }
     }
 
-    /// A catalog change as one call: see [`State::write`].
+    /// A catalog change that needs a superuser, as one call: see [`State::write`].
     fn write<T>(
         &self,
         kind: CallKind,
@@ -604,8 +674,20 @@ impl ModelAdmin {
         statement: &str,
         change: impl FnOnce(&mut Catalog) -> Result<T, PgAdminError>,
     ) -> Result<T, PgAdminError> {
+        self.write_with(kind, object, statement, Needs::Superuser, change)
+    }
+
+    /// A catalog change as one call: see [`State::write_with`].
+    fn write_with<T>(
+        &self,
+        kind: CallKind,
+        object: &str,
+        statement: &str,
+        needs: Needs<'_>,
+        change: impl FnOnce(&mut Catalog) -> Result<T, PgAdminError>,
+    ) -> Result<T, PgAdminError> {
         self.call(kind, object, |state, name| {
-            state.write(name, &self.user, statement, change)
+            state.write_with(name, &self.user, statement, needs, change)
         })
     }
 }
@@ -731,14 +813,21 @@ impl PostgresAdmin for ModelAdmin {
     async fn alter_password(&self, name: &str, new_password: &str) -> Result<(), PgAdminError> {
         sql::quote_ident(name)?;
         sql::check_password(new_password)?;
-        self.write(CallKind::AlterPassword, name, "ALTER ROLE", |catalog| {
-            let role = catalog
-                .roles
-                .get_mut(name)
-                .ok_or_else(|| role_missing(name))?;
-            role.password = Some(new_password.to_owned());
-            Ok(())
-        })
+        let needs = Needs::PasswordOf(name);
+        self.write_with(
+            CallKind::AlterPassword,
+            name,
+            "ALTER ROLE",
+            needs,
+            |catalog| {
+                let role = catalog
+                    .roles
+                    .get_mut(name)
+                    .ok_or_else(|| role_missing(name))?;
+                role.password = Some(new_password.to_owned());
+                Ok(())
+            },
+        )
     }
 
     async fn drop_role(&self, name: &str) -> Result<(), PgAdminError> {
@@ -794,10 +883,7 @@ impl PostgresAdmin for ModelAdmin {
         sql::grant_database(role, database)?;
         self.write(CallKind::GrantDatabase, role, "GRANT", |catalog| {
             if !catalog.databases.contains_key(database) {
-                return Err(PgAdminError::from_sqlstate(
-                    "3D000",
-                    format!("ERROR: database \"{database}\" does not exist"),
-                ));
+                return Err(database_missing(database));
             }
             if !catalog.roles.contains_key(role) {
                 return Err(role_missing(role));
@@ -806,6 +892,33 @@ impl PostgresAdmin for ModelAdmin {
                 .grants
                 .insert((role.to_owned(), database.to_owned()));
             Ok(())
+        })
+    }
+
+    async fn has_database_privileges(
+        &self,
+        role: &str,
+        database: &str,
+    ) -> Result<bool, PgAdminError> {
+        sql::quote_ident(role)?;
+        sql::quote_ident(database)?;
+        self.call(CallKind::HasDatabasePrivileges, role, |state, inst| {
+            let catalog = &state.get(inst)?.catalog;
+            // PostgreSQL resolves the role first.
+            let options = catalog
+                .roles
+                .get(role)
+                .ok_or_else(|| role_missing(role))?
+                .options;
+            let owner = catalog
+                .databases
+                .get(database)
+                .ok_or_else(|| database_missing(database))?;
+            Ok(options.superuser
+                || owner == role
+                || catalog
+                    .grants
+                    .contains(&(role.to_owned(), database.to_owned())))
         })
     }
 }
@@ -1021,6 +1134,71 @@ mod tests {
         assert!(matches!(
             app.create_role("x", "x", &RoleOptions::default()).await,
             Err(PgAdminError::Other(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn an_ordinary_role_changes_only_its_own_password() {
+        let m = pair();
+        let c = m.connector();
+        let p = admin(&m, "p").await;
+        let opts = RoleOptions::default();
+        p.create_role("app", "a1", &opts).await.unwrap();
+        p.create_role("other", "o1", &opts).await.unwrap();
+        let app = c
+            .connect(&PgModel::target("p", "app", "a1"), T)
+            .await
+            .unwrap();
+        app.alter_password("app", "a2").await.unwrap();
+        assert!(
+            c.check_login(&PgModel::target("p", "app", "a2"), T)
+                .await
+                .unwrap()
+        );
+        for other in ["other", "postgres"] {
+            let e = app.alter_password(other, "x").await.unwrap_err();
+            assert!(e.to_string().contains("42501"), "{e}");
+        }
+        assert!(matches!(
+            app.alter_password("ghost", "x").await,
+            Err(PgAdminError::NotFound(_))
+        ));
+        let kinds: Vec<(CallKind, bool)> = m
+            .changes()
+            .iter()
+            .map(|c| (c.kind, c.object == "app"))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (CallKind::CreateRole, true),
+                (CallKind::CreateRole, false),
+                (CallKind::AlterPassword, true)
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn database_privileges_are_a_read() {
+        let m = pair();
+        let p = admin(&m, "p").await;
+        p.create_role("app", "a", &RoleOptions::default())
+            .await
+            .unwrap();
+        p.create_database("appdb", "postgres").await.unwrap();
+        let writes = m.changes().len();
+        assert!(!p.has_database_privileges("app", "appdb").await.unwrap());
+        assert!(
+            p.has_database_privileges("postgres", "appdb")
+                .await
+                .unwrap()
+        );
+        assert_eq!(m.changes().len(), writes);
+        p.grant_database("app", "appdb").await.unwrap();
+        assert!(p.has_database_privileges("app", "appdb").await.unwrap());
+        assert!(matches!(
+            p.has_database_privileges("ghost", "nowhere").await,
+            Err(PgAdminError::NotFound(_))
         ));
     }
 

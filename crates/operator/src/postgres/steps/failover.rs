@@ -18,7 +18,7 @@
 //! The fencing rule: a replica is promoted only after the old primary's Pod is gone from the
 //! API, and an instance Pod starts writable only if its data is already a primary's; so two
 //! writable primaries never run at once. Every step is an Event; the run is a `Failover`
-//! operation whose end fires the webhook.
+//! operation whose end fires the webhook (`event: "failover"`, old and new primary).
 
 use std::time::Duration;
 
@@ -157,7 +157,12 @@ pub(crate) async fn start(
             kind: OperationKind::Failover,
             step: "FencePrimary".into(),
             total: 3,
-            change: OperationChange::default(),
+            change: OperationChange {
+                old_primary: Some(progress.from.clone()),
+                new_primary: Some(progress.target.clone()),
+                switchover: Some(progress.switchover),
+                ..OperationChange::default()
+            },
             message: format!(
                 "{} from {} to {} ({})",
                 if progress.switchover {

@@ -11,6 +11,9 @@ pub mod rolling_restart;
 pub mod update_status;
 pub mod validate_spec;
 
+#[cfg(test)]
+mod tests;
+
 use std::time::Duration;
 
 use crate::error::Error;

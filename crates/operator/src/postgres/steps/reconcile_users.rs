@@ -3,16 +3,23 @@
 //! Secret (seed 000, "User Passwords", for PostgreSQL):
 //!
 //! - the Secret gets the `steward.dev/user-password` label (also Secrets of clusters created
-//!   before Steward labelled them), so the controller is woken when it changes;
+//!   before Steward labelled them), so the controller is woken when it changes; the version
+//!   recorded is the one the label patch returned, so labelling is not mistaken for a change;
 //! - a missing role is created with the Secret's password and role attributes, and its
-//!   databases are created (owned by it) and granted;
+//!   databases are created (owned by it); a role lacking all privileges on one of its databases
+//!   (one that existed with another owner, or a `REVOKE` by hand) is granted them;
 //! - when the Secret's `resourceVersion` differs from the one last handled
-//!   (`status.users[].appliedVersion`) and the password changed, Steward logs in **as the
-//!   user with the old password** and runs `ALTER USER … PASSWORD`. The old password comes
-//!   from the cluster's `<cluster>-applied-passwords` Secret, Steward's record of what the
-//!   database holds. If the old password no longer logs in (it was changed inside the
-//!   database), the user is reported not ready with the reason and the version is marked
-//!   handled: nothing loops until the Secret changes again.
+//!   (`status.users[].appliedVersion`), Steward first checks whether the Secret's password
+//!   already logs in (nothing to change: `PasswordAlreadySet` if Steward's record said
+//!   otherwise); if not, it logs in **as the user with the old password** and runs `ALTER USER
+//!   … PASSWORD` (`PasswordRotated`). The old password comes from the cluster's
+//!   `<cluster>-applied-passwords` Secret, Steward's record of what the database holds. If the
+//!   old password no longer logs in (it was changed inside the database), the user is reported
+//!   not ready with the reason and the version is marked handled: nothing loops until the
+//!   Secret changes again.
+//!
+//! On a converged cluster it only reads: the Secrets, `role_exists` and
+//! `has_database_privileges`; it neither logs in as a user nor writes.
 //!
 //! Roles of users removed from the spec are left in the database (dropping them could break
 //! applications and lose ownership of data); docs/technical_design.md says so.
@@ -152,16 +159,20 @@ async fn reconcile_user(
         }
         Err(source) => return Err(Error::kube("get Secret", secret_object, source)),
     };
-    if !secret.labels().contains_key(USER_PASSWORD_LABEL) {
+    let secret = if secret.labels().contains_key(USER_PASSWORD_LABEL) {
+        secret
+    } else {
         let body = serde_json::json!({"metadata": {"labels": {USER_PASSWORD_LABEL: "true"}}});
+        // The label is a change too: keep the Secret as patched, so the version recorded below
+        // is the labelled one and the next pass does not see a new version.
         api.patch(
             &user.password_secret.name,
             &PatchParams::default(),
             &Patch::Merge(&body),
         )
         .await
-        .map_err(|source| Error::kube("label Secret", secret_object.clone(), source))?;
-    }
+        .map_err(|source| Error::kube("label Secret", secret_object.clone(), source))?
+    };
     let version = secret.resource_version();
     let Some(new_password) = key_of(&secret, &user.password_secret.key)
         .map(|p| p.expose().to_owned())
@@ -203,19 +214,35 @@ async fn reconcile_user(
     } else if status.applied_version != version || !applied.contains_key(&user.name) {
         let old = applied.get(&user.name).cloned();
         match rotate(pass, user, old.as_deref(), &new_password).await? {
-            Ok(()) => {
+            Ok(Rotation::Changed) => {
                 applied.insert(user.name.clone(), new_password.clone());
-                if old.as_deref().is_some_and(|o| o != new_password) {
+                pass.core.event(
+                    EventType::Normal,
+                    "PasswordRotated",
+                    "ReconcileUsers",
+                    format!(
+                        "changed the password of user {} from Secret {}",
+                        user.name, user.password_secret.name
+                    ),
+                );
+            }
+            Ok(Rotation::AlreadySet) => {
+                // Nothing was altered. Say so when Steward's record was something else (the
+                // database was set to the Secret's value by hand, or the record was lost); a
+                // Secret rewritten with the same password is no news.
+                if old.as_deref() != Some(new_password.as_str()) {
                     pass.core.event(
                         EventType::Normal,
-                        "PasswordRotated",
+                        "PasswordAlreadySet",
                         "ReconcileUsers",
                         format!(
-                            "changed the password of user {} from Secret {}",
+                            "user {} already logs in with the password in Secret {}; nothing \
+                             was changed in the database",
                             user.name, user.password_secret.name
                         ),
                     );
                 }
+                applied.insert(user.name.clone(), new_password.clone());
             }
             Err(why) => {
                 status.message = why.clone();
@@ -249,23 +276,49 @@ async fn reconcile_user(
             Ok(false) => {}
             Err(e) => return Err(database(pass, &e)),
         }
-        admin
-            .grant_database(&user.name, db)
+        // Read before writing: the owner (the database was created for the user) or a
+        // superuser holds every privilege already, and so does a role granted them on an
+        // earlier pass, so a converged cluster writes nothing. Checked on every pass, not only
+        // after a create, so a grant lost to a crash or revoked by hand comes back.
+        let granted = admin
+            .has_database_privileges(&user.name, db)
             .await
             .map_err(|e| database(pass, &e))?;
+        if !granted {
+            admin
+                .grant_database(&user.name, db)
+                .await
+                .map_err(|e| database(pass, &e))?;
+            pass.core.event(
+                EventType::Normal,
+                "DatabaseGranted",
+                "ReconcileUsers",
+                format!("granted user {} all privileges on database {db}", user.name),
+            );
+        }
     }
     status.ready = true;
     Ok(status)
 }
 
-/// Changes a user's password by logging in as the user with the old one. The inner error is
-/// the reason it cannot be done (never containing a password).
+/// What [`rotate`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rotation {
+    /// The new password logged in already: nothing was altered.
+    AlreadySet,
+    /// `ALTER ROLE … PASSWORD` ran, logged in as the user with the old password.
+    Changed,
+}
+
+/// Changes a user's password by logging in as the user with the old one, unless the new one
+/// logs in already. The inner error is the reason it cannot be done (never containing a
+/// password).
 async fn rotate(
     pass: &PostgresPass,
     user: &PostgresUser,
     old: Option<&str>,
     new: &str,
-) -> Result<Result<(), String>, Error> {
+) -> Result<Result<Rotation, String>, Error> {
     let Some(primary) = pass.primary() else {
         return Ok(Err("no primary".into()));
     };
@@ -283,7 +336,7 @@ async fn rotate(
         .check_login(&base.as_user(&user.name, new), timeout)
         .await
     {
-        Ok(true) => return Ok(Ok(())),
+        Ok(true) => return Ok(Ok(Rotation::AlreadySet)),
         Ok(false) => {}
         Err(e) if e.is_transient() => return Err(database(pass, &e)),
         Err(e) => return Ok(Err(format!("user {}: {e}", user.name))),
@@ -313,7 +366,7 @@ async fn rotate(
         Err(e) => return Ok(Err(format!("user {}: {e}", user.name))),
     };
     match session.alter_password(&user.name, new).await {
-        Ok(()) => Ok(Ok(())),
+        Ok(()) => Ok(Ok(Rotation::Changed)),
         Err(e) if e.is_transient() => Err(database(pass, &e)),
         Err(e) => Ok(Err(format!("user {}: {e}", user.name))),
     }

@@ -1,0 +1,27 @@
+//! What every benchmark does before it measures: parse `--runs N` and start one local control
+//! plane (embedded API server, node agent, operator) in a temporary directory.
+
+use std::time::Duration;
+
+use steward_operator::dev::{DevOptions, DevPlane};
+
+/// The `--runs N` argument (default 3).
+pub fn runs() -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == "--runs")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(3)
+}
+
+/// A started plane with the e2e settings (1 s restart back-off, 2 s database timeouts); the
+/// directory must outlive it.
+pub async fn plane(dir: &tempfile::TempDir) -> DevPlane {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let shim = vec![env!("CARGO_BIN_EXE_steward").to_owned(), "node-shim".into()];
+    let mut options = DevOptions::new(dir.path(), shim);
+    options.restart_backoff = Duration::from_secs(1);
+    options.operator_flags = vec!["--database-timeout-seconds".into(), "2".into()];
+    DevPlane::start(options).await.unwrap()
+}

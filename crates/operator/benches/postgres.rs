@@ -1,0 +1,551 @@
+//! PostgreSQL benchmarks on the local control plane with real PostgreSQL (record results in
+//! docs/performance.md):
+//! - the floor: a primary and two streaming replicas by hand on loopback addresses — `initdb`
+//!   (the entrypoint's flags), `postgres`, two `pg_basebackup`s side by side, two standbys —
+//!   until the primary reports both standbys streaming;
+//! - the same through Steward: `PostgresCluster` created → primary and 2 streaming replicas
+//!   ready in status;
+//! - a single kill of the primary's postmaster (the container restarts it; no fail-over): the
+//!   longest gap between acknowledged writes through the `-primary` Service;
+//! - fail-over: the primary kept down (killed whenever it restarts) → first write acknowledged
+//!   through the `-primary` Service by the new primary, with the default detection delay;
+//! - switchover to a named replica: the longest gap between two acknowledged writes of a
+//!   writer that inserts every 10 ms through the `-primary` Service.
+//!
+//! Needs root (the node agent; the by-hand servers run as the `postgres` OS user).
+//! `cargo bench -p steward-operator --bench postgres` (add `-- --runs N`, default 3).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use kube::api::{Api, Patch, PatchParams};
+use steward_api::postgres::{InstanceRole, PostgresCluster};
+use steward_operator::dev::apply_manifests;
+
+const NAMESPACE: &str = "default";
+const PASSWORD: &str = "bench-superuser-password";
+
+/// Child processes killed (SIGQUIT, then SIGKILL) and reaped on drop.
+struct Procs(Vec<Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            if let Ok(pid) = i32::try_from(c.id()) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGQUIT,
+                );
+            }
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn pg_bin() -> PathBuf {
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .expect("PostgreSQL is installed under /usr/lib/postgresql")
+        .flatten()
+        .filter_map(|e| {
+            let major = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("postgres").exists().then_some((major, bin))
+        })
+        .collect();
+    found.sort();
+    found.pop().expect("a /usr/lib/postgresql/*/bin/postgres").1
+}
+
+/// A PostgreSQL program run as the `postgres` OS user.
+fn pg(bin: &Path, program: &str) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--reuid=postgres",
+        "--regid=postgres",
+        "--init-groups",
+        "--",
+    ])
+    .arg(bin.join(program))
+    .stdin(Stdio::null());
+    c
+}
+
+fn run_ok(mut c: Command, what: &str) {
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{what}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `postgres` on `data`, listening on `ip:5432` and on a Unix socket in `<data>.sock` (each
+/// server needs its own socket directory, outside the data directory that `pg_basebackup`
+/// copies: the socket's lock file is per port).
+fn spawn_server(bin: &Path, data: &Path, ip: &str) -> Child {
+    let sockets = data.with_extension("sock");
+    std::fs::create_dir_all(&sockets).unwrap();
+    let postgres = nix::unistd::User::from_name("postgres").unwrap().unwrap();
+    std::os::unix::fs::chown(&sockets, Some(postgres.uid.as_raw()), None).unwrap();
+    let mut c = pg(bin, "postgres");
+    c.arg("-D")
+        .arg(data)
+        .arg("-c")
+        .arg(format!("listen_addresses={ip}"))
+        .arg("-c")
+        .arg(format!("unix_socket_directories={}", sockets.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    c.spawn().unwrap()
+}
+
+async fn connect(host: &str, password: &str) -> Option<tokio_postgres::Client> {
+    let mut config = tokio_postgres::Config::new();
+    config
+        .host(host)
+        .port(5432)
+        .user("steward")
+        .password(password)
+        .dbname("postgres")
+        .connect_timeout(Duration::from_secs(2));
+    let (client, connection) = config.connect(tokio_postgres::NoTls).await.ok()?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Some(client)
+}
+
+/// A primary and two streaming replicas by hand: the floor any operator is compared with.
+async fn by_hand(run: usize) -> Duration {
+    let bin = pg_bin();
+    let dir = tempfile::tempdir().unwrap();
+    let postgres = nix::unistd::User::from_name("postgres")
+        .unwrap()
+        .expect("a postgres OS user");
+    std::os::unix::fs::chown(
+        dir.path(),
+        Some(postgres.uid.as_raw()),
+        Some(postgres.gid.as_raw()),
+    )
+    .unwrap();
+    let ips: Vec<String> = (0..3).map(|i| format!("127.43.{run}.{}", i + 1)).collect();
+    let pwfile = dir.path().join("pwfile");
+    std::fs::write(&pwfile, format!("{PASSWORD}\n")).unwrap();
+    std::os::unix::fs::chown(&pwfile, Some(postgres.uid.as_raw()), None).unwrap();
+    let data = |i: usize| dir.path().join(format!("d{i}"));
+
+    let started = Instant::now();
+    let mut initdb = pg(&bin, "initdb");
+    initdb
+        .arg("-D")
+        .arg(data(0))
+        .args(["-U", "steward"])
+        .arg(format!("--pwfile={}", pwfile.display()))
+        .args([
+            "--auth-host=scram-sha-256",
+            "--auth-local=trust",
+            "--data-checksums",
+            "-E",
+            "UTF8",
+            "--locale=C",
+        ]);
+    run_ok(initdb, "initdb");
+    let mut procs = Procs(vec![spawn_server(&bin, &data(0), &ips[0])]);
+    while connect(&ips[0], PASSWORD).await.is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the primary never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let backups: Vec<Child> = (1..3)
+        .map(|i| {
+            let mut c = pg(&bin, "pg_basebackup");
+            c.arg("-D")
+                .arg(data(i))
+                .arg("-d")
+                .arg(format!("host={} user=steward", ips[0]))
+                .env("PGPASSWORD", PASSWORD)
+                .args(["-R", "-X", "stream", "-c", "fast"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            c.spawn().unwrap()
+        })
+        .collect();
+    for mut b in backups {
+        assert!(b.wait().unwrap().success(), "pg_basebackup");
+    }
+    for (i, ip) in ips.iter().enumerate().skip(1) {
+        procs.0.push(spawn_server(&bin, &data(i), ip));
+    }
+    let primary = connect(&ips[0], PASSWORD).await.unwrap();
+    loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the standbys never streamed"
+        );
+        let streaming: i64 = primary
+            .query_one(
+                "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if streaming == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let took = started.elapsed();
+    drop(primary);
+    drop(procs);
+    took
+}
+
+/// Ready, `want` instances, every replica streaming, nothing in progress.
+fn settled(c: &PostgresCluster, want: i32) -> bool {
+    c.status.as_ref().is_some_and(|s| {
+        s.ready_instances == want
+            && s.instances.len() == usize::try_from(want).unwrap()
+            && s.instances
+                .iter()
+                .all(|i| i.ready && (i.role == InstanceRole::Primary || i.streaming))
+            && s.common.operation.is_none()
+            && s.pending_failover.is_none()
+    })
+}
+
+async fn until(
+    api: &Api<PostgresCluster>,
+    name: &str,
+    what: &str,
+    ok: impl Fn(&PostgresCluster) -> bool,
+) -> (Duration, PostgresCluster) {
+    let started = Instant::now();
+    loop {
+        if let Ok(c) = api.get(name).await
+            && ok(&c)
+        {
+            return (started.elapsed(), c);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "{name}: never {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A writer inserting every 10 ms through the `-primary` Service, recording when each insert
+/// was acknowledged and by which server address.
+struct Writer {
+    acked: Arc<Mutex<Vec<(Instant, String)>>>,
+    /// When an insert or a connection attempt failed.
+    failed: Arc<Mutex<Vec<Instant>>>,
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Writer {
+    async fn start(service_ip: String, password: String) -> Self {
+        let c = connect(&service_ip, &password).await.unwrap();
+        c.batch_execute("CREATE TABLE IF NOT EXISTS w (at timestamptz)")
+            .await
+            .unwrap();
+        let acked = Arc::new(Mutex::new(Vec::new()));
+        let failed = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let task = {
+            let (acked, failed, stop) = (acked.clone(), failed.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut client = Some(c);
+                while !stop.load(Ordering::Relaxed) {
+                    if client.is_none() {
+                        client = connect(&service_ip, &password).await;
+                        if client.is_none() {
+                            failed.lock().unwrap().push(Instant::now());
+                        }
+                    }
+                    if let Some(c) = &client {
+                        let insert = c.query_one(
+                            "INSERT INTO w VALUES (now()) RETURNING host(inet_server_addr())",
+                            &[],
+                        );
+                        match tokio::time::timeout(Duration::from_secs(2), insert).await {
+                            Ok(Ok(row)) => acked
+                                .lock()
+                                .unwrap()
+                                .push((Instant::now(), row.get::<_, String>(0))),
+                            _ => {
+                                failed.lock().unwrap().push(Instant::now());
+                                client = None;
+                            }
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+        };
+        Self {
+            acked,
+            failed,
+            stop,
+            task,
+        }
+    }
+
+    /// Waits for the first failed write or connection after `since`.
+    async fn first_failure_after(&self, since: Instant) -> Instant {
+        loop {
+            let found = self
+                .failed
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|at| **at > since)
+                .copied();
+            if let Some(at) = found {
+                return at;
+            }
+            assert!(since.elapsed() < Duration::from_secs(60), "no write failed");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Waits for the first acknowledgement after `since` (from `server`, if given).
+    async fn first_after(&self, since: Instant, server: Option<&str>) -> Instant {
+        loop {
+            let found = self
+                .acked
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|(at, by)| *at > since && server.is_none_or(|s| s == by))
+                .map(|(at, _)| *at);
+            if let Some(at) = found {
+                return at;
+            }
+            assert!(
+                since.elapsed() < Duration::from_secs(300),
+                "no write resumed"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// The longest gap between consecutive acknowledgements in `[from, to]`.
+    fn longest_gap(&self, from: Instant, to: Instant) -> Duration {
+        let acked = self.acked.lock().unwrap();
+        let mut times: Vec<Instant> = vec![from];
+        times.extend(
+            acked
+                .iter()
+                .map(|(at, _)| *at)
+                .filter(|at| *at > from && *at < to),
+        );
+        times.push(to);
+        times
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .max()
+            .unwrap_or_default()
+    }
+
+    async fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.await.unwrap();
+    }
+}
+
+fn pkill(pattern: &str) -> bool {
+    Command::new("pkill")
+        .args(["-9", "-f", pattern])
+        .status()
+        .unwrap()
+        .success()
+}
+
+/// Kills whatever matches `pattern` every 100 ms until stopped; returns the kill count.
+fn kill_loop(pattern: String) -> (Arc<AtomicBool>, tokio::task::JoinHandle<u32>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let task = tokio::spawn(async move {
+        let mut kills = 0;
+        while !flag.load(Ordering::Relaxed) {
+            if pkill(&pattern) {
+                kills += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        kills
+    });
+    (stop, task)
+}
+
+async fn pod_ip(client: &kube::Client, name: &str) -> String {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    pods.get(name)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .pod_ip
+        .unwrap()
+}
+
+#[derive(Clone, Copy)]
+struct Row {
+    floor: Duration,
+    create: Duration,
+    restart: Duration,
+    failover: Duration,
+    detected: Duration,
+    switchover_gap: Duration,
+    switchover: Duration,
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 4)]
+async fn main() {
+    let runs = common::runs();
+    let dir = tempfile::tempdir().unwrap();
+    let plane = common::plane(&dir).await;
+    let client = plane.embedded.client.clone();
+    let api: Api<PostgresCluster> = Api::namespaced(client.clone(), NAMESPACE);
+
+    let mut rows = Vec::new();
+    for run in 0..runs {
+        let floor = by_hand(run).await;
+        let name = format!("bench{run}");
+        let manifest = format!(
+            "apiVersion: steward.dev/v1alpha1\nkind: PostgresCluster\nmetadata:\n  name: {name}\nspec:\n  version: \"15\"\n  instances: 3\n"
+        );
+        let started = Instant::now();
+        apply_manifests(&client, &manifest, NAMESPACE)
+            .await
+            .unwrap();
+        until(&api, &name, "ready with 3 instances", |c| settled(c, 3)).await;
+        let create = started.elapsed();
+
+        let services: Api<Service> = Api::namespaced(client.clone(), NAMESPACE);
+        let service_ip = services
+            .get(&format!("{name}-primary"))
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .cluster_ip
+            .unwrap();
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
+        let secret = secrets.get(&format!("{name}-superuser")).await.unwrap();
+        let password = String::from_utf8(secret.data.unwrap()["password"].0.clone()).unwrap();
+        let writer = Writer::start(service_ip, password).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+
+        // One kill: the container restarts PostgreSQL (crash recovery), no fail-over.
+        let old = format!("{name}-0");
+        let old_ip = pod_ip(&client, &old).await;
+        let pattern = format!("listen_addresses={old_ip} ");
+        // A backend whose postmaster was killed may still answer a statement or two, so the
+        // figure is the longest gap between acknowledged writes around the outage.
+        let killed = Instant::now();
+        assert!(pkill(&pattern), "the primary's postmaster was found");
+        let failed = writer.first_failure_after(killed).await;
+        let back = writer.first_after(failed, None).await;
+        let restart = writer.longest_gap(killed, back);
+        until(&api, &name, "ready again after one kill", |c| {
+            settled(c, 3) && c.status.as_ref().unwrap().current_primary.as_deref() == Some(&old)
+        })
+        .await;
+
+        // Fail-over: the primary stays down until a replica is promoted.
+        let killed = Instant::now();
+        let killer = kill_loop(pattern);
+        let (_, c) = until(&api, &name, "failing over", |c| {
+            c.status
+                .as_ref()
+                .is_some_and(|s| s.pending_failover.is_some())
+        })
+        .await;
+        let detected = killed.elapsed();
+        let target = c.status.unwrap().pending_failover.unwrap().target;
+        let target_ip = pod_ip(&client, &target).await;
+        let promoted = writer.first_after(killed, Some(&target_ip)).await;
+        let failover = promoted - killed;
+        killer.0.store(true, Ordering::Relaxed);
+        killer.1.await.unwrap();
+        until(&api, &name, "settled after the fail-over", |c| {
+            settled(c, 3)
+        })
+        .await;
+
+        // Switchover back to the first instance, a healthy replica now.
+        let requested = Instant::now();
+        let patch =
+            serde_json::json!({"spec": {"switchover": {"id": format!("s{run}"), "target": old}}});
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+        until(&api, &name, "switched over", |c| {
+            settled(c, 3) && c.status.as_ref().unwrap().current_primary.as_deref() == Some(&old)
+        })
+        .await;
+        let old_ip = pod_ip(&client, &old).await;
+        let resumed = writer.first_after(requested, Some(&old_ip)).await;
+        let switchover = resumed - requested;
+        let switchover_gap = writer.longest_gap(requested, resumed);
+        writer.stop().await;
+
+        let row = Row {
+            floor,
+            create,
+            restart,
+            failover,
+            detected,
+            switchover_gap,
+            switchover,
+        };
+        println!(
+            "run {run}: by hand {:.2} s | Steward create→primary+2 streaming {:.2} s (×{:.1}) | one kill: write gap {:.2} s | fail-over: noticed {:.2} s, kill→write on new primary {:.2} s | switchover {:.2} s, longest write gap {:.2} s",
+            floor.as_secs_f64(),
+            create.as_secs_f64(),
+            create.as_secs_f64() / floor.as_secs_f64(),
+            restart.as_secs_f64(),
+            detected.as_secs_f64(),
+            failover.as_secs_f64(),
+            switchover.as_secs_f64(),
+            switchover_gap.as_secs_f64(),
+        );
+        rows.push(row);
+        api.delete(&name, &Default::default()).await.unwrap();
+    }
+    let median = |f: fn(&Row) -> Duration| {
+        let mut v: Vec<f64> = rows.iter().map(|r| f(r).as_secs_f64()).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (floor, create) = (median(|r| r.floor), median(|r| r.create));
+    println!(
+        "median of {runs}: by hand {floor:.2} s | create {create:.2} s (×{:.1}) | one kill: write gap {:.2} s | fail-over noticed {:.2} s, kill→write {:.2} s | switchover {:.2} s, longest write gap {:.2} s",
+        create / floor,
+        median(|r| r.restart),
+        median(|r| r.detected),
+        median(|r| r.failover),
+        median(|r| r.switchover),
+        median(|r| r.switchover_gap),
+    );
+    plane.shutdown().await;
+}
