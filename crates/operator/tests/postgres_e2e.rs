@@ -445,7 +445,7 @@ async fn killing_the_primary_promotes_a_replica_and_keeps_synchronous_writes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn switchover_scaling_and_a_rolling_restart() {
-    let plane = Plane::start().await;
+    let mut plane = Plane::start().await;
     create(&plane, "sw", 3, "").await;
     let p = primary(&plane, "sw").await;
     p.batch_execute("CREATE TABLE t (v int); INSERT INTO t VALUES (1);")
@@ -547,6 +547,35 @@ async fn switchover_scaling_and_a_rolling_restart() {
         )
         .await
         .unwrap();
+    // The operator restarts while an instance is behind the health gate: the new one carries
+    // on with the same operation and does not restart that instance again.
+    let mid = plane
+        .wait_for::<PostgresCluster, _>(
+            "an instance behind the health gate",
+            "sw",
+            Duration::from_secs(180),
+            |c| {
+                c.status.as_ref().is_some_and(|s| {
+                    s.restart_gate.is_some()
+                        && s.common
+                            .operation
+                            .as_ref()
+                            .is_some_and(|o| o.kind == OperationKind::Restart)
+                })
+            },
+        )
+        .await
+        .status
+        .unwrap();
+    let gated = mid.restart_gate.unwrap().instance;
+    let started_at = mid.common.operation.unwrap().started_at;
+    let gated_uid = plane.api::<Pod>().get(&gated).await.unwrap().uid();
+    assert_ne!(
+        gated_uid.as_ref(),
+        before.get(&gated),
+        "{gated} was restarted"
+    );
+    plane.restart_operator().await;
     let c = plane
         .wait_for::<PostgresCluster, _>("restarted", "sw", Duration::from_secs(180), |c| {
             settled(3)(c)
@@ -569,6 +598,23 @@ async fn switchover_scaling_and_a_rolling_restart() {
     for (name, uid) in &before {
         assert_ne!(after.get(name), Some(uid), "{name} was restarted");
     }
+    assert_eq!(
+        after.get(&gated),
+        gated_uid.as_ref(),
+        "{gated} was restarted once, not again by the new operator"
+    );
+    let last = c
+        .status
+        .as_ref()
+        .unwrap()
+        .common
+        .last_operation
+        .clone()
+        .unwrap();
+    assert_eq!(
+        last.started_at, started_at,
+        "one Restart operation, resumed"
+    );
     assert_ne!(
         c.status.unwrap().current_primary.as_deref(),
         Some("sw-2"),
