@@ -632,6 +632,23 @@ impl<P: Pass> Pipeline<P> {
             }
             None => (Status::False, "AsExpected".to_owned(), String::new()),
         };
+        // Becoming degraded, or degraded for a new reason, is a Warning Event too, unless a
+        // step already said so with an Event of that reason on this pass.
+        let was_degraded = conditions::get(&core.status.conditions, condition_types::DEGRADED)
+            .filter(|c| c.status == Status::True.as_str())
+            .map(|c| c.reason.clone());
+        let announced = core
+            .effects
+            .iter()
+            .any(|e| matches!(e, Effect::Event { reason, .. } if *reason == d_reason));
+        if degraded == Status::True && was_degraded.as_ref() != Some(&d_reason) && !announced {
+            core.event(
+                EventType::Warning,
+                &d_reason,
+                "Reconcile",
+                d_message.clone(),
+            );
+        }
         conditions::set(
             &mut core.status.conditions,
             condition_types::DEGRADED,

@@ -115,6 +115,8 @@ struct Harness {
     /// Every Event the steps queued on a pass whose status was written, as reason and note
     /// (the driver's own `Reconcile` Events, such as `RolloutComplete`, are left out).
     events: Vec<(String, String)>,
+    /// Reasons of the Events the pipeline driver queued (`Reconcile` action), kept apart.
+    driver_events: Vec<String>,
     /// Every pass's report, as text.
     reports: Vec<String>,
     /// Model calls made by the setup.
@@ -213,6 +215,7 @@ impl Harness {
             ctx,
             base,
             events: Vec::new(),
+            driver_events: Vec::new(),
             reports: Vec::new(),
         }
     }
@@ -309,7 +312,9 @@ impl Harness {
                 .unwrap();
             for effect in &pass.core.effects {
                 match effect {
-                    Effect::Event { action, .. } if action == "Reconcile" => {}
+                    Effect::Event { action, reason, .. } if action == "Reconcile" => {
+                        self.driver_events.push(reason.clone());
+                    }
                     Effect::Event { reason, note, .. } => {
                         self.events.push((reason.clone(), note.clone()));
                     }
@@ -921,4 +926,44 @@ async fn a_database_that_exists_with_another_owner_is_granted_once() {
     h.assert_settled().await;
     h.assert_no_leak(&["pw-one", SUPERUSER_PW, REPLICATION_PW])
         .await;
+}
+
+#[tokio::test]
+async fn a_missing_user_secret_is_reported_and_the_user_follows_once_it_exists() {
+    let mut h = Harness::start(app_spec(UserOptions::default())).await;
+    h.pass().await;
+    let status = h.status().await;
+    let user = &status.users[0];
+    assert!(!user.ready);
+    assert_eq!(user.message, "Secret app-password not found");
+    let degraded = status
+        .common
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Degraded")
+        .unwrap();
+    assert_eq!(
+        (degraded.status.as_str(), degraded.reason.as_str()),
+        ("True", "UserSecretMissing")
+    );
+    assert!(!h.model.calls().iter().any(|c| c.object == "app"));
+    // The driver turns the new Degraded reason into a Warning Event, once.
+    assert_eq!(h.driver_events, ["UserSecretMissing"]);
+    h.pass().await;
+    assert_eq!(h.driver_events, ["UserSecretMissing"]);
+    h.put_secret("app-password", "pw-late").await;
+    h.pass().await;
+    let status = h.status().await;
+    assert!(status.users[0].ready, "{:?}", status.users[0]);
+    assert!(
+        !status
+            .common
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Degraded" && c.status == "True"),
+        "{:?}",
+        status.common.conditions
+    );
+    assert!(h.logs_in("app", "pw-late", "appdb").await);
+    h.assert_no_leak(&["pw-late"]).await;
 }
