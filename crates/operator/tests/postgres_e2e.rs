@@ -66,6 +66,78 @@ async fn create_from(plane: &Plane, name: &str, instances: i32, yaml: &str) -> P
         .await
 }
 
+/// Inserts ids 0, 1, ... into a new table `w` through the `-primary` Service every 20 ms,
+/// reconnecting after any error, and records which inserts were acknowledged.
+struct Writer {
+    acked: Arc<Mutex<Vec<i32>>>,
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Writer {
+    async fn start(plane: &Plane, cluster: &str) -> Self {
+        primary(plane, cluster)
+            .await
+            .batch_execute("CREATE TABLE w (id int primary key)")
+            .await
+            .unwrap();
+        let acked = Arc::new(Mutex::new(Vec::<i32>::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let ip = service_ip(plane, &format!("{cluster}-primary")).await;
+        let password = secret_value(plane, &format!("{cluster}-superuser"), "password").await;
+        let task = {
+            let (acked, stop) = (acked.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut next = 0;
+                let mut client: Option<tokio_postgres::Client> = None;
+                while !stop.load(Ordering::Relaxed) {
+                    if client.is_none() {
+                        client = connect(&ip, "steward", &password, "postgres").await.ok();
+                    }
+                    if let Some(c) = &client {
+                        let id = [&next as &(dyn tokio_postgres::types::ToSql + Sync)];
+                        let insert = c.execute("INSERT INTO w VALUES ($1)", &id);
+                        match tokio::time::timeout(Duration::from_secs(3), insert).await {
+                            Ok(Ok(_)) => acked.lock().await.push(next),
+                            _ => client = None,
+                        }
+                        next += 1;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            })
+        };
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        Self { acked, stop, task }
+    }
+
+    /// Waits for more acknowledged writes, stops, and checks that every acknowledged insert
+    /// is on the current primary.
+    async fn resumes_and_lost_nothing(self, plane: &Plane, cluster: &str) {
+        let before = self.acked.lock().await.len();
+        plane
+            .eventually("writes resume", Duration::from_secs(30), || {
+                let acked = self.acked.clone();
+                async move { (acked.lock().await.len() > before + 5).then_some(()) }
+            })
+            .await;
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.await.unwrap();
+        let in_db: Vec<i32> = primary(plane, cluster)
+            .await
+            .query("SELECT id FROM w", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let acked = self.acked.lock().await.clone();
+        assert!(acked.len() > 5, "the writer got writes through: {acked:?}");
+        let missing: Vec<&i32> = acked.iter().filter(|a| !in_db.contains(a)).collect();
+        assert!(missing.is_empty(), "acknowledged writes lost: {missing:?}");
+    }
+}
+
 /// Waits until the switchover or fail-over request `id` made `primary` the primary and the
 /// cluster settled again with 3 ready instances.
 async fn handled(plane: &Plane, cluster: &str, primary: &str, id: &str) -> PostgresCluster {
@@ -348,46 +420,9 @@ async fn killing_the_primary_promotes_a_replica_and_keeps_synchronous_writes() {
     let params = "  parameters:\n    synchronous_standby_names: \"ANY 1 (*)\"\n";
     create(&plane, "fo", 3, params).await;
     let p = primary(&plane, "fo").await;
-    p.batch_execute("CREATE TABLE w (id int primary key)")
-        .await
-        .unwrap();
     drop(p);
     // A writer through the -primary Service records every acknowledged insert.
-    let acked = Arc::new(Mutex::new(Vec::<i32>::new()));
-    let stop = Arc::new(AtomicBool::new(false));
-    let ip = service_ip(&plane, "fo-primary").await;
-    let password = secret_value(&plane, "fo-superuser", "password").await;
-    let writer = {
-        let (acked, stop, ip, password) =
-            (acked.clone(), stop.clone(), ip.clone(), password.clone());
-        tokio::spawn(async move {
-            let mut next = 0;
-            let mut client: Option<tokio_postgres::Client> = None;
-            while !stop.load(Ordering::Relaxed) {
-                if client.is_none() {
-                    client = connect(&ip, "steward", &password, "postgres").await.ok();
-                }
-                if let Some(c) = &client {
-                    match tokio::time::timeout(
-                        Duration::from_secs(3),
-                        c.execute("INSERT INTO w VALUES ($1)", &[&next]),
-                    )
-                    .await
-                    {
-                        Ok(Ok(_)) => {
-                            acked.lock().await.push(next);
-                            next += 1;
-                        }
-                        _ => {
-                            client = None;
-                            next += 1;
-                        }
-                    }
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-    };
+    let writer = Writer::start(&plane, "fo").await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     // Kill the primary's postmaster, and again whenever its container restarts it: a primary
     // that crashes in a loop stays not ready past the detection delay (a single kill is
@@ -404,28 +439,8 @@ async fn killing_the_primary_promotes_a_replica_and_keeps_synchronous_writes() {
     let kills = killer.stop().await;
     assert!(kills >= 1, "the postmaster of fo-0 was found and killed");
     let new_primary = c.status.unwrap().current_primary.unwrap();
-    // Writes resume through the -primary Service.
-    let before = acked.lock().await.len();
-    plane
-        .eventually("writes resume", Duration::from_secs(30), || {
-            let acked = acked.clone();
-            async move { (acked.lock().await.len() > before + 5).then_some(()) }
-        })
-        .await;
-    stop.store(true, Ordering::Relaxed);
-    writer.await.unwrap();
-    // Every acknowledged write is on the new primary.
-    let p = primary(&plane, "fo").await;
-    let in_db: Vec<i32> = p
-        .query("SELECT id FROM w", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    let acked = acked.lock().await.clone();
-    let missing: Vec<&i32> = acked.iter().filter(|a| !in_db.contains(a)).collect();
-    assert!(missing.is_empty(), "acknowledged writes lost: {missing:?}");
+    // Writes resume through the -primary Service, and every acknowledged one is there.
+    writer.resumes_and_lost_nothing(&plane, "fo").await;
     // The old primary rejoins as a replica; the cluster settles with 3 ready instances.
     let c = plane
         .wait_for::<PostgresCluster, _>("the old primary rejoins", "fo", BOOT, settled(3))
@@ -452,7 +467,9 @@ async fn switchover_scaling_and_a_rolling_restart() {
         .await
         .unwrap();
     drop(p);
-    // Switchover to a named replica.
+    // Switchover to a named replica, under a writer: the old primary is demoted only after
+    // the target replayed its last position, so no acknowledged write is lost.
+    let writer = Writer::start(&plane, "sw").await;
     let clusters = plane.api::<PostgresCluster>();
     let patch = serde_json::json!({"spec": {"switchover": {"id": "one", "target": "sw-2"}}});
     clusters
@@ -460,6 +477,7 @@ async fn switchover_scaling_and_a_rolling_restart() {
         .await
         .unwrap();
     let c = handled(&plane, "sw", "sw-2", "one").await;
+    writer.resumes_and_lost_nothing(&plane, "sw").await;
     assert_eq!(
         c.status
             .unwrap()
