@@ -243,7 +243,9 @@ fn is_executable(p: &Path) -> bool {
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-fn newest_postgres_bin(root: &Path) -> Option<PathBuf> {
+/// The `bin` directory of the newest PostgreSQL under `root` (Debian: `/usr/lib/postgresql`)
+/// that has a `postgres` executable.
+pub fn newest_postgres_bin(root: &Path) -> Option<PathBuf> {
     let mut versions: Vec<(Vec<u32>, PathBuf)> = std::fs::read_dir(root)
         .ok()?
         .filter_map(Result::ok)

@@ -24,5 +24,5 @@ mod shim;
 pub use agent::{NodeHandle, start};
 pub use config::NodeConfig;
 pub use error::NodeError;
-pub use images::{ImageMap, ResolveError};
+pub use images::{ImageMap, ResolveError, newest_postgres_bin};
 pub use shim::shim_main;

@@ -55,17 +55,8 @@ impl Drop for Procs {
 }
 
 fn pg_bin() -> PathBuf {
-    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .expect("PostgreSQL is installed under /usr/lib/postgresql")
-        .flatten()
-        .filter_map(|e| {
-            let major = e.file_name().to_str()?.parse().ok()?;
-            let bin = e.path().join("bin");
-            bin.join("postgres").exists().then_some((major, bin))
-        })
-        .collect();
-    found.sort();
-    found.pop().expect("a /usr/lib/postgresql/*/bin/postgres").1
+    steward_node::newest_postgres_bin(Path::new("/usr/lib/postgresql"))
+        .expect("a /usr/lib/postgresql/*/bin/postgres")
 }
 
 /// A PostgreSQL program run as the `postgres` OS user.

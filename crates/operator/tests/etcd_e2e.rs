@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::e2e::Plane;
+use common::e2e::{Plane, true_condition};
 use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod, Service};
 use kube::ResourceExt;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams};
 use steward_api::common::{OperationKind, OperationPhase};
 use steward_api::etcd::{EtcdCluster, EtcdPeer};
 use steward_operator::resources::pods::is_ready as pod_ready;
@@ -31,12 +31,7 @@ fn manifest(name: &str, replicas: i32) -> String {
 fn settled(want: i32) -> impl Fn(&EtcdCluster) -> bool {
     move |c: &EtcdCluster| {
         let Some(s) = &c.status else { return false };
-        let available = s
-            .common
-            .conditions
-            .iter()
-            .any(|x| x.type_ == "Available" && x.status == "True");
-        available
+        true_condition(&s.common, "Available").is_some()
             && s.ready_members == want
             && s.replicas == want
             && s.members.len() == usize::try_from(want).unwrap()
@@ -60,12 +55,9 @@ async fn create(plane: &Plane, name: &str, replicas: i32) -> EtcdCluster {
 }
 
 async fn scale(plane: &Plane, name: &str, replicas: i32) {
-    let clusters = plane.api::<EtcdCluster>();
-    let patch = serde_json::json!({"spec": {"replicas": replicas}});
-    clusters
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
+    plane
+        .patch_spec::<EtcdCluster>(name, serde_json::json!({"replicas": replicas}))
+        .await;
 }
 
 /// An etcd client through the cluster's `-client` Service (the node agent's ClusterIP proxy),
@@ -388,12 +380,9 @@ async fn invalid_specs_are_refused_and_nothing_is_deleted() {
             .unwrap()
             .items,
     );
-    let patch = serde_json::json!({"spec": {"version": "3.6.0"}});
     plane
-        .api::<EtcdCluster>()
-        .patch("steady", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
+        .patch_spec::<EtcdCluster>("steady", serde_json::json!({"version": "3.6.0"}))
+        .await;
     let c = plane
         .wait_for::<EtcdCluster, _>(
             "UnsupportedUpgrade",
@@ -462,12 +451,12 @@ async fn a_restarted_operator_finishes_a_scale_it_started() {
 async fn a_template_change_restarts_members_one_at_a_time() {
     let plane = Plane::start().await;
     create(&plane, "roll", 3).await;
-    let patch = serde_json::json!({"spec": {"podTemplate": {"annotations": {"rollout": "1"}}}});
     plane
-        .api::<EtcdCluster>()
-        .patch("roll", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
+        .patch_spec::<EtcdCluster>(
+            "roll",
+            serde_json::json!({"podTemplate": {"annotations": {"rollout": "1"}}}),
+        )
+        .await;
     // Never more than one member down while it rolls.
     let c = plane
         .wait_for::<EtcdCluster, _>("rolled", "roll", BOOT, |c| {

@@ -494,20 +494,8 @@ fn pg_bin() -> PathBuf {
     if let Some(dir) = std::env::var_os("STEWARD_PG_BIN") {
         return dir.into();
     }
-    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .expect("PostgreSQL is not installed (/usr/lib/postgresql); run scripts/prereqs.sh")
-        .filter_map(|e| {
-            let e = e.ok()?;
-            let major = e.file_name().to_str()?.parse().ok()?;
-            let bin = e.path().join("bin");
-            bin.join("postgres").exists().then_some((major, bin))
-        })
-        .collect();
-    found.sort();
-    found
-        .pop()
-        .expect("no /usr/lib/postgresql/*/bin/postgres")
-        .1
+    steward_node::newest_postgres_bin(Path::new("/usr/lib/postgresql"))
+        .expect("no /usr/lib/postgresql/*/bin/postgres; run scripts/prereqs.sh")
 }
 
 fn is_root() -> bool {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::e2e::Plane;
+use common::e2e::{Plane, true_condition};
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use kube::ResourceExt;
 use kube::api::{ListParams, Patch, PatchParams};
@@ -34,12 +34,7 @@ fn manifest_with_failover(name: &str, instances: i32, failover: &str, extra: &st
 fn settled(want: i32) -> impl Fn(&PostgresCluster) -> bool {
     move |c: &PostgresCluster| {
         let Some(s) = &c.status else { return false };
-        let available = s
-            .common
-            .conditions
-            .iter()
-            .any(|x| x.type_ == "Available" && x.status == "True");
-        available
+        true_condition(&s.common, "Available").is_some()
             && s.ready_instances == want
             && s.replicas == want
             && s.instances
@@ -470,12 +465,12 @@ async fn switchover_scaling_and_a_rolling_restart() {
     // Switchover to a named replica, under a writer: the old primary is demoted only after
     // the target replayed its last position, so no acknowledged write is lost.
     let writer = Writer::start(&plane, "sw").await;
-    let clusters = plane.api::<PostgresCluster>();
-    let patch = serde_json::json!({"spec": {"switchover": {"id": "one", "target": "sw-2"}}});
-    clusters
-        .patch("sw", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
+    plane
+        .patch_spec::<PostgresCluster>(
+            "sw",
+            serde_json::json!({"switchover": {"id": "one", "target": "sw-2"}}),
+        )
+        .await;
     let c = handled(&plane, "sw", "sw-2", "one").await;
     writer.resumes_and_lost_nothing(&plane, "sw").await;
     assert_eq!(
@@ -498,14 +493,9 @@ async fn switchover_scaling_and_a_rolling_restart() {
     p.batch_execute("INSERT INTO t VALUES (2)").await.unwrap();
     drop(p);
     // Scale 3 → 2: the highest-ordinal replica goes, never the primary.
-    clusters
-        .patch(
-            "sw",
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"spec": {"instances": 2}})),
-        )
-        .await
-        .unwrap();
+    plane
+        .patch_spec::<PostgresCluster>("sw", serde_json::json!({"instances": 2}))
+        .await;
     let c = plane
         .wait_for::<PostgresCluster, _>("scaled to 2", "sw", BOOT, settled(2))
         .await;
@@ -518,14 +508,9 @@ async fn switchover_scaling_and_a_rolling_restart() {
         .collect();
     assert_eq!(names, ["sw-0", "sw-2"]);
     // And back to 3.
-    clusters
-        .patch(
-            "sw",
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"spec": {"instances": 3}})),
-        )
-        .await
-        .unwrap();
+    plane
+        .patch_spec::<PostgresCluster>("sw", serde_json::json!({"instances": 3}))
+        .await;
     plane
         .wait_for::<PostgresCluster, _>("scaled to 3", "sw", BOOT, settled(3))
         .await;
@@ -557,14 +542,9 @@ async fn switchover_scaling_and_a_rolling_restart() {
             .unwrap()
             .items,
     );
-    clusters
-        .patch(
-            "sw",
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"spec": {"parameters": {"work_mem": "8MB"}}})),
-        )
-        .await
-        .unwrap();
+    plane
+        .patch_spec::<PostgresCluster>("sw", serde_json::json!({"parameters": {"work_mem": "8MB"}}))
+        .await;
     // The operator restarts while an instance is behind the health gate: the new one carries
     // on with the same operation and does not restart that instance again.
     let mid = plane
@@ -671,11 +651,12 @@ async fn invalid_specs_are_refused_and_nothing_is_deleted() {
     assert!(pods.items.is_empty());
     // A running cluster given an invalid spec keeps running.
     create(&plane, "ok", 1, "").await;
-    let clusters = plane.api::<PostgresCluster>();
-    clusters
-        .patch("ok", &PatchParams::default(), &Patch::Merge(&serde_json::json!({"spec": {"users": [{"name": "steward", "passwordSecret": {"name": "x"}}]}})))
-        .await
-        .unwrap();
+    plane
+        .patch_spec::<PostgresCluster>(
+            "ok",
+            serde_json::json!({"users": [{"name": "steward", "passwordSecret": {"name": "x"}}]}),
+        )
+        .await;
     plane
         .wait_for::<PostgresCluster, _>("InvalidSpec", "ok", Duration::from_secs(20), |c| {
             c.status.as_ref().is_some_and(|s| {
@@ -699,38 +680,6 @@ async fn plane_apply_err(plane: &Plane, yaml: &str) -> String {
     }
 }
 
-/// A webhook receiver on 127.0.0.1: the URL, and every POST as (authorization header, JSON
-/// body), in order of arrival.
-async fn webhook_receiver() -> (String, Arc<std::sync::Mutex<Vec<WebhookRequest>>>) {
-    let received = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let sink = received.clone();
-    let app = axum::Router::new().route(
-        "/hook",
-        axum::routing::post(
-            move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
-                let sink = sink.clone();
-                async move {
-                    let auth = headers
-                        .get("authorization")
-                        .and_then(|v| v.to_str().ok())
-                        .map(str::to_owned);
-                    let json = serde_json::from_slice(&body)
-                        .unwrap_or_else(|_| serde_json::Value::String(format!("{body:?}")));
-                    sink.lock().unwrap().push((auth, json));
-                    axum::http::StatusCode::OK
-                }
-            },
-        ),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (format!("http://{addr}/hook"), received)
-}
-
-/// (authorization header, JSON body)
-type WebhookRequest = (Option<String>, serde_json::Value);
-
 /// Finished reconcile passes of the PostgreSQL controller of the running operator instance.
 fn postgres_passes(plane: &Plane) -> u64 {
     plane
@@ -747,12 +696,7 @@ fn postgres_passes(plane: &Plane) -> u64 {
 }
 
 fn degraded_reason(c: &PostgresCluster) -> Option<String> {
-    c.status
-        .as_ref()?
-        .common
-        .conditions
-        .iter()
-        .find_map(|x| (x.type_ == "Degraded" && x.status == "True").then(|| x.reason.clone()))
+    true_condition(&c.status.as_ref()?.common, "Degraded").map(|x| x.reason.clone())
 }
 
 async fn in_recovery(plane: &Plane, cluster: &str, instance: &str) -> bool {
@@ -782,7 +726,7 @@ async fn labelled_primary(plane: &Plane) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn manual_failover_of_a_down_primary_waits_for_fencing_across_an_operator_restart() {
     const HOLD: &str = "e2e.steward.dev/hold";
-    let (hook_url, hooks) = webhook_receiver().await;
+    let (hook_url, hooks) = common::hooks::receiver(axum::http::StatusCode::OK).await;
     let mut plane = Plane::start_with_flags(
         [
             "--webhook-url",
@@ -862,16 +806,12 @@ async fn manual_failover_of_a_down_primary_waits_for_fencing_across_an_operator_
     assert!(in_recovery(&plane, "mf", "mf-2").await);
 
     // A manual fail-over to mf-2: the old primary's Pod is deleted and held Terminating.
-    clusters
-        .patch(
+    plane
+        .patch_spec::<PostgresCluster>(
             "mf",
-            &PatchParams::default(),
-            &Patch::Merge(
-                &serde_json::json!({"spec": {"switchover": {"id": "manual-1", "target": "mf-2"}}}),
-            ),
+            serde_json::json!({"switchover": {"id": "manual-1", "target": "mf-2"}}),
         )
-        .await
-        .unwrap();
+        .await;
     let expected = FailoverProgress {
         from: "mf-0".into(),
         target: "mf-2".into(),
@@ -1017,11 +957,15 @@ async fn manual_failover_of_a_down_primary_waits_for_fencing_across_an_operator_
             Duration::from_secs(30),
             || {
                 let hooks = hooks.clone();
-                async move { (!hooks.lock().unwrap().is_empty()).then_some(()) }
+                async move { (!hooks.all().is_empty()).then_some(()) }
             },
         )
         .await;
-    let got = hooks.lock().unwrap().clone();
+    let got: Vec<(Option<String>, serde_json::Value)> = hooks
+        .all()
+        .into_iter()
+        .map(|(auth, body)| (auth, serde_json::from_str(&body).unwrap()))
+        .collect();
     assert_eq!(
         got,
         [(

@@ -10,7 +10,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::e2e::Plane;
+use common::e2e::{Plane, true_condition};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::LogParams;
 use steward_api::postgres::PostgresCluster;
@@ -30,10 +30,7 @@ fn manifest(name: &str) -> String {
 /// Available with one ready instance and nothing in progress.
 fn settled(c: &PostgresCluster) -> bool {
     let Some(s) = &c.status else { return false };
-    s.common
-        .conditions
-        .iter()
-        .any(|x| x.type_ == "Available" && x.status == "True")
+    true_condition(&s.common, "Available").is_some()
         && s.ready_instances == 1
         && s.instances.iter().all(|i| i.ready)
         && s.common.operation.is_none()

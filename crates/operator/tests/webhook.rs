@@ -4,50 +4,13 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
-
-use axum::Router;
-use axum::body::Bytes;
-use axum::http::{HeaderMap, StatusCode};
-use axum::routing::post;
+use axum::http::StatusCode;
 use steward_api::common::{
     GroupReplicas, Operation, OperationChange, OperationKind, OperationPhase,
 };
 use steward_operator::config::WebhookArgs;
 use steward_operator::metrics::Metrics;
 use steward_operator::webhook::{Delivery, WebhookPayload, WebhookSender};
-
-#[derive(Clone, Default)]
-struct Received(Arc<Mutex<Vec<Request>>>);
-
-/// (authorization header, body)
-type Request = (Option<String>, String);
-
-async fn receiver(status: StatusCode) -> (String, Received) {
-    let received = Received::default();
-    let sink = received.clone();
-    let app = Router::new().route(
-        "/hook",
-        post(move |headers: HeaderMap, body: Bytes| {
-            let sink = sink.clone();
-            async move {
-                let auth = headers
-                    .get("authorization")
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_owned);
-                sink.0
-                    .lock()
-                    .unwrap()
-                    .push((auth, String::from_utf8_lossy(&body).into_owned()));
-                status
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (format!("http://{addr}/hook"), received)
-}
 
 fn args(url: &str) -> WebhookArgs {
     WebhookArgs {
@@ -77,7 +40,7 @@ fn operation(kind: OperationKind, phase: OperationPhase, change: OperationChange
 #[tokio::test]
 async fn upgrade_payload_matches_the_seed_byte_for_byte() {
     common::install_crypto();
-    let (url, received) = receiver(StatusCode::OK).await;
+    let (url, received) = common::hooks::receiver(StatusCode::OK).await;
     let metrics = Metrics::new();
     let sender = WebhookSender::new(&args(&url), metrics.clone()).unwrap();
     let op = operation(
@@ -94,7 +57,7 @@ async fn upgrade_payload_matches_the_seed_byte_for_byte() {
     let payload =
         WebhookPayload::for_operation("my-crate-namespace", "my-new-crate-cluster", &op).unwrap();
     assert_eq!(sender.deliver(&payload).await, Delivery::Delivered);
-    let got = received.0.lock().unwrap().clone();
+    let got = received.all();
     assert_eq!(got.len(), 1);
     // Basic auth of steward:s3cret.
     assert_eq!(got[0].0.as_deref(), Some("Basic c3Rld2FyZDpzM2NyZXQ="));
@@ -108,7 +71,7 @@ async fn upgrade_payload_matches_the_seed_byte_for_byte() {
 #[tokio::test]
 async fn scale_failure_payload_has_every_documented_field() {
     common::install_crypto();
-    let (url, received) = receiver(StatusCode::OK).await;
+    let (url, received) = common::hooks::receiver(StatusCode::OK).await;
     let sender = WebhookSender::new(&args(&url), Metrics::new()).unwrap();
     let op = operation(
         OperationKind::Scale,
@@ -127,7 +90,7 @@ async fn scale_failure_payload_has_every_documented_field() {
     );
     let payload = WebhookPayload::for_operation("db", "etcd-a", &op).unwrap();
     sender.deliver(&payload).await;
-    let body = received.0.lock().unwrap()[0].1.clone();
+    let body = received.all()[0].1.clone();
     assert_eq!(
         body,
         r#"{"cluster":"etcd-a","event":"scale","namespace":"db","scale_data":{"new_data_replicas":[{"name":"members","replicas":5}],"new_master_replicas":null,"old_data_replicas":[{"name":"members","replicas":3}],"old_master_replicas":null},"status":"failure","upgrade_data":null}"#
@@ -137,7 +100,7 @@ async fn scale_failure_payload_has_every_documented_field() {
 #[tokio::test]
 async fn failover_payload_names_both_primaries() {
     common::install_crypto();
-    let (url, received) = receiver(StatusCode::OK).await;
+    let (url, received) = common::hooks::receiver(StatusCode::OK).await;
     let metrics = Metrics::new();
     let sender = WebhookSender::new(&args(&url), metrics.clone()).unwrap();
     let op = operation(
@@ -152,7 +115,7 @@ async fn failover_payload_names_both_primaries() {
     );
     let payload = WebhookPayload::for_operation("db", "pg", &op).unwrap();
     assert_eq!(sender.deliver(&payload).await, Delivery::Delivered);
-    let body = received.0.lock().unwrap()[0].1.clone();
+    let body = received.all()[0].1.clone();
     assert_eq!(
         body,
         r#"{"cluster":"pg","event":"failover","namespace":"db","scale_data":null,"status":"success","upgrade_data":null,"failover_data":{"old_primary":"pg-0","new_primary":"pg-2","switchover":false}}"#
@@ -163,7 +126,7 @@ async fn failover_payload_names_both_primaries() {
 #[tokio::test]
 async fn failed_deliveries_are_counted_and_not_retried() {
     common::install_crypto();
-    let (url, received) = receiver(StatusCode::INTERNAL_SERVER_ERROR).await;
+    let (url, received) = common::hooks::receiver(StatusCode::INTERNAL_SERVER_ERROR).await;
     let metrics = Metrics::new();
     let sender = WebhookSender::new(&args(&url), metrics.clone()).unwrap();
     let op = operation(
@@ -173,7 +136,7 @@ async fn failed_deliveries_are_counted_and_not_retried() {
     );
     let payload = WebhookPayload::for_operation("db", "etcd-a", &op).unwrap();
     assert_eq!(sender.deliver(&payload).await, Delivery::Failed);
-    assert_eq!(received.0.lock().unwrap().len(), 1, "exactly one attempt");
+    assert_eq!(received.all().len(), 1, "exactly one attempt");
     assert_eq!(metrics.webhook_count("scale", "failure"), 1);
 
     // Nobody listening: also one failed attempt, counted.

@@ -18,7 +18,6 @@ use tokio_util::sync::CancellationToken;
 use super::names::ClusterNames;
 use super::{CONTROLLER, EtcdPass, EtcdStores, pipeline};
 use crate::error::Error;
-use crate::pipeline::{Pass, PassCore};
 use crate::resources::{AppliedSet, Applier};
 use crate::runtime::context::{Context, error_policy};
 
@@ -74,16 +73,12 @@ async fn apply(cluster: Arc<EtcdCluster>, state: &State) -> Result<Action, Error
         .as_ref()
         .map(|s| s.common.clone())
         .unwrap_or_default();
-    let mut core = PassCore::new(
+    let core = ctx.pass_core(
         CONTROLLER,
-        cluster.namespace().unwrap_or_default(),
-        cluster.name_any(),
-        cluster.metadata.generation.unwrap_or_default(),
-        ctx.clock.now(),
+        cluster.as_ref(),
         stored_common,
+        cluster.spec.timeouts.clone(),
     );
-    core.timeouts = ctx.timeouts.clone();
-    core.timeout_overrides = cluster.spec.timeouts.clone();
     let mut pass = EtcdPass {
         core,
         cluster: cluster.clone(),
@@ -105,18 +100,13 @@ async fn apply(cluster: Arc<EtcdCluster>, state: &State) -> Result<Action, Error
         ctx: ctx.clone(),
     };
     let report = state.pipeline.run(&mut pass, &ctx.metrics).await;
-    tracing::info!(
-        controller = CONTROLLER, namespace = %pass.core().namespace, name = %pass.core().name,
-        result = report.result.label(), "reconcile pass finished"
-    );
     let mut status = pass.status;
-    status.common = pass.core.status;
-    let effects = std::mem::take(&mut pass.core.effects);
-    ctx.finish_pass(
+    status.common = std::mem::take(&mut pass.core.status);
+    ctx.conclude_pass(
         cluster.as_ref(),
         stored.as_ref(),
         &status,
-        effects,
+        &mut pass.core,
         &report,
         RESYNC,
     )

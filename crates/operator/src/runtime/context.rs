@@ -11,13 +11,15 @@ use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use steward_api::common::{CommonStatus, TimeoutOverrides};
+
 use crate::clock::Clock;
 use crate::config::TimeoutArgs;
 use crate::error::{Error, Result};
 use crate::etcd::admin::EtcdConnector;
 use crate::etcd::admin::client::GrpcConnector;
 use crate::metrics::Metrics;
-use crate::pipeline::{Effect, EventType, PassReport};
+use crate::pipeline::{Effect, EventType, PassCore, PassReport};
 use crate::postgres::admin::PostgresConnector;
 use crate::postgres::admin::client::PgConnector;
 use crate::webhook::WebhookSender;
@@ -104,6 +106,55 @@ impl Context {
         K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>,
     {
         Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// The shared state of a new pass over `obj`: its identity and generation, this clock's
+    /// now, the stored common status, and the operator's timeouts with the object's overrides.
+    pub fn pass_core<K: Resource>(
+        &self,
+        controller: &'static str,
+        obj: &K,
+        stored: CommonStatus,
+        overrides: Option<TimeoutOverrides>,
+    ) -> PassCore {
+        let mut core = PassCore::new(
+            controller,
+            obj.namespace().unwrap_or_default(),
+            obj.name_any(),
+            obj.meta().generation.unwrap_or_default(),
+            self.clock.now(),
+            stored,
+        );
+        core.timeouts = self.timeouts.clone();
+        core.timeout_overrides = overrides;
+        core
+    }
+
+    /// Ends an engine's pass: logs its result, then [`Self::finish_pass`] with the engine's
+    /// `status` (its common part already taken from `core`) and the effects `core` queued.
+    pub async fn conclude_pass<K, S>(
+        &self,
+        obj: &K,
+        stored: Option<&S>,
+        status: &S,
+        core: &mut PassCore,
+        report: &PassReport,
+        resync: Duration,
+    ) -> Result<Action>
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + DeserializeOwned,
+        S: Serialize + PartialEq,
+    {
+        tracing::info!(
+            controller = core.controller, namespace = %core.namespace, name = %core.name,
+            result = report.result.label(), "reconcile pass finished"
+        );
+        let effects = std::mem::take(&mut core.effects);
+        self.finish_pass(obj, stored, status, effects, report, resync)
+            .await
     }
 
     /// Writes the status (when it changed) with server-side apply, then executes the pass's

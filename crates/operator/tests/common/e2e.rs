@@ -11,7 +11,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, Resource};
 use serde::de::DeserializeOwned;
@@ -143,6 +143,21 @@ impl Plane {
             .unwrap_or_else(|e| panic!("apply failed: {e}"));
     }
 
+    /// Merges `spec` into the `spec` of the named object, as `kubectl patch --type merge`.
+    pub async fn patch_spec<K>(&self, name: &str, spec: serde_json::Value)
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + Debug
+            + DeserializeOwned,
+    {
+        let body = serde_json::json!({ "spec": spec });
+        self.api::<K>()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+            .unwrap_or_else(|e| panic!("patching {name}: {e}"));
+    }
+
     /// The operator's handle (to restart it, read metrics).
     pub fn operator(&self) -> &OperatorHandle {
         match (&self.embedded, &self.real) {
@@ -270,4 +285,15 @@ fn rand_suffix() -> String {
         .map(|d| d.subsec_nanos())
         .unwrap_or_default();
     format!("{:05x}", nanos % 0xfffff)
+}
+
+/// The condition of this type in `common`, when its status is `True`.
+pub fn true_condition<'a>(
+    common: &'a steward_api::common::CommonStatus,
+    type_: &str,
+) -> Option<&'a steward_api::common::Condition> {
+    common
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == "True")
 }

@@ -17,3 +17,4 @@ pub fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 pub mod e2e;
+pub mod hooks;

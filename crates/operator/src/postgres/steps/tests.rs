@@ -24,11 +24,11 @@ use steward_api::postgres::{
     PostgresUser, SecretKeyRef, UserOptions,
 };
 
-use crate::clock::{Clock, ManualClock};
+use crate::clock::ManualClock;
 use crate::config::{TimeoutArgs, WebhookArgs};
 use crate::embedded::Embedded;
 use crate::metrics::Metrics;
-use crate::pipeline::{Effect, PassCore, PassResult, Pipeline};
+use crate::pipeline::{Effect, PassResult, Pipeline};
 use crate::postgres::admin::model::{Call, CallKind, Mode, PgModel};
 use crate::postgres::admin::{Lsn, PostgresConnector, RoleOptions};
 use crate::postgres::build::instance;
@@ -262,15 +262,12 @@ impl Harness {
         let cluster = self.api::<PostgresCluster>().get("demo").await.unwrap();
         let stored = cluster.status.clone();
         let stored_status = stored.clone().unwrap_or_default();
-        let mut core = PassCore::new(
+        let core = self.ctx.pass_core(
             CONTROLLER,
-            NS,
-            "demo",
-            cluster.metadata.generation.unwrap_or(1),
-            self.clock.now(),
+            &cluster,
             stored_status.common.clone(),
+            cluster.spec.timeouts.clone(),
         );
-        core.timeouts = self.ctx.timeouts.clone();
         let mut pass = PostgresPass {
             core,
             cluster: Arc::new(cluster.clone()),
