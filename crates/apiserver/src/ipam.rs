@@ -128,10 +128,10 @@ impl Allocator<'_> {
             ),
         };
         if !self.cidr.contains(ip) {
-            return Err(failed(format!(
-                "provided IP is not in the valid range. The range of valid IPs is {}",
-                self.cidr
-            )));
+            // The wording of the ServiceCIDR allocator, the default since Kubernetes 1.33.
+            return Err(failed(
+                "the provided network does not match the current range".into(),
+            ));
         }
         if !self.in_use.insert(ip) {
             return Err(failed("provided IP is already allocated".into()));
@@ -168,7 +168,7 @@ mod tests {
         assert_eq!(outside.field, "spec.clusterIPs");
         assert_eq!(
             outside.message,
-            "Invalid value: []string{\"10.0.0.1\"}: failed to allocate IP 10.0.0.1: provided IP is not in the valid range. The range of valid IPs is 127.96.0.0/16"
+            "Invalid value: []string{\"10.0.0.1\"}: failed to allocate IP 10.0.0.1: the provided network does not match the current range"
         );
         assert_eq!(a.claim("nope").unwrap_err().field, "spec.clusterIPs[0]");
         a.claim("127.96.9.9").unwrap();

@@ -82,12 +82,13 @@ impl Embedded {
                 }
             }
         }
-        crate::runtime::crds::wait_established(&client, Duration::from_secs(10)).await?;
         Ok(Self { server, client })
     }
 }
 
-/// Server-side applies Steward's CRDs (field manager `steward-install`).
+/// Server-side applies Steward's CRDs (field manager `steward-install`) and waits until they
+/// are `Established`: a real API server serves a new CRD's resources only then (404 for about a
+/// second after the create).
 pub async fn install_crds(client: &Client) -> Result<(), EmbeddedError> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let params = PatchParams::apply("steward-install").force();
@@ -100,5 +101,6 @@ pub async fn install_crds(client: &Client) -> Result<(), EmbeddedError> {
                 source,
             })?;
     }
+    crate::runtime::crds::wait_established(client, Duration::from_secs(30)).await?;
     Ok(())
 }

@@ -139,6 +139,19 @@ fn main() -> ExitCode {
     }
 }
 
+/// Writes `text` to standard output. A reader that stopped early (`steward crd | head`) is
+/// not an error: the output was wanted only in part.
+fn write_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::Error::from(err).context("writing to standard output"))
+        }
+        _ => Ok(()),
+    }
+}
+
 async fn async_main() -> ExitCode {
     // kube's and reqwest's rustls need a process-wide crypto provider.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -147,16 +160,13 @@ async fn async_main() -> ExitCode {
     let result = match cli.command {
         Command::Operator(args) => run_operator(*args).await,
         Command::Crd => steward_operator::crd::crds_yaml()
-            .map(|yaml| print!("{yaml}"))
-            .map_err(anyhow::Error::from),
+            .map_err(anyhow::Error::from)
+            .and_then(|yaml| write_stdout(&yaml)),
         Command::SelfCheck => self_check::run().await,
         Command::Dev(command) => dev_cli::run(command).await,
         Command::Node(args) => run_node(args).await,
         Command::NodeShim { .. } => Err(anyhow::anyhow!("node-shim must be the first argument")),
-        Command::Version => {
-            println!("steward {}", env!("CARGO_PKG_VERSION"));
-            Ok(())
-        }
+        Command::Version => write_stdout(&format!("steward {}\n", env!("CARGO_PKG_VERSION"))),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -35,6 +35,28 @@ fn crd_and_help_work() {
     }
 }
 
+/// `steward crd | head`: the reader stops after its first line, well before the 290 KB of
+/// CRDs are written; the rest of the output is not wanted and that is not an error.
+#[test]
+fn crd_into_a_closed_pipe_exits_cleanly() {
+    use std::io::BufRead;
+    let mut child = Command::new(STEWARD)
+        .arg("crd")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(!first.is_empty());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
 async fn holder(leases: &Api<Lease>) -> Option<String> {
     leases
         .get_opt("steward-operator")

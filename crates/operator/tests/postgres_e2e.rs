@@ -546,33 +546,31 @@ async fn switchover_scaling_and_a_rolling_restart() {
         .patch_spec::<PostgresCluster>("sw", serde_json::json!({"parameters": {"work_mem": "8MB"}}))
         .await;
     // The operator restarts while an instance is behind the health gate: the new one carries
-    // on with the same operation and does not restart that instance again.
-    let mid = plane
-        .wait_for::<PostgresCluster, _>(
-            "an instance behind the health gate",
-            "sw",
+    // on with the same operation and does not restart that instance again. The gate is set in
+    // the pass that deletes the Pod, whose object stays (Terminating, same uid) while
+    // PostgreSQL shuts down; so wait until the gated instance runs in its replacement Pod.
+    let (gated, gated_uid, started_at) = plane
+        .eventually(
+            "an instance behind the health gate, running in its new Pod",
             Duration::from_secs(180),
-            |c| {
-                c.status.as_ref().is_some_and(|s| {
-                    s.restart_gate.is_some()
-                        && s.common
-                            .operation
-                            .as_ref()
-                            .is_some_and(|o| o.kind == OperationKind::Restart)
-                })
+            || {
+                let (plane, before) = (&plane, &before);
+                async move {
+                    let c = plane.api::<PostgresCluster>().get("sw").await.ok()?;
+                    let s = c.status?;
+                    let op = s
+                        .common
+                        .operation
+                        .filter(|o| o.kind == OperationKind::Restart)?;
+                    let gated = s.restart_gate?.instance;
+                    let pod = plane.api::<Pod>().get_opt(&gated).await.ok()??;
+                    let uid = pod.uid()?;
+                    (pod.metadata.deletion_timestamp.is_none() && before.get(&gated) != Some(&uid))
+                        .then_some((gated, uid, op.started_at))
+                }
             },
         )
-        .await
-        .status
-        .unwrap();
-    let gated = mid.restart_gate.unwrap().instance;
-    let started_at = mid.common.operation.unwrap().started_at;
-    let gated_uid = plane.api::<Pod>().get(&gated).await.unwrap().uid();
-    assert_ne!(
-        gated_uid.as_ref(),
-        before.get(&gated),
-        "{gated} was restarted"
-    );
+        .await;
     plane.restart_operator().await;
     let c = plane
         .wait_for::<PostgresCluster, _>("restarted", "sw", Duration::from_secs(180), |c| {
@@ -598,7 +596,7 @@ async fn switchover_scaling_and_a_rolling_restart() {
     }
     assert_eq!(
         after.get(&gated),
-        gated_uid.as_ref(),
+        Some(&gated_uid),
         "{gated} was restarted once, not again by the new operator"
     );
     let last = c

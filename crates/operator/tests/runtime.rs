@@ -527,3 +527,46 @@ async fn a_namespaced_operator_ignores_other_namespaces() {
     op.shutdown().await.unwrap();
     plane.server.shutdown().await;
 }
+
+/// The claims cache is read by steps only; it must keep following the watch after more events
+/// than a shared cache buffers per subscriber (a shared cache whose subscription is never read
+/// stops there, and the claim-based data-loss check then reads a frozen cache).
+#[tokio::test]
+async fn the_claims_cache_keeps_up_past_the_shared_buffer() {
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    use kube::api::{Patch, PatchParams};
+    use steward_operator::runtime::stores;
+    common::install_crypto();
+    let plane = Embedded::start(&["db"]).await.unwrap();
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(plane.client.clone(), "db");
+    let stop = tokio_util::sync::CancellationToken::new();
+    let store = stores::cached(claims.clone(), stop.clone());
+    let claim: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "data-0", "labels": {"app.kubernetes.io/managed-by": "steward"}},
+        "spec": {"accessModes": ["ReadWriteOnce"],
+                 "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .unwrap();
+    claims.create(&PostParams::default(), &claim).await.unwrap();
+    let events = stores::BUFFER + 100;
+    for n in 0..events {
+        let patch = serde_json::json!({"metadata": {"annotations": {"n": n.to_string()}}});
+        claims
+            .patch("data-0", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+    let last = (events - 1).to_string();
+    eventually(
+        "the cache holds the last change",
+        Duration::from_secs(30),
+        || {
+            let cached = store.find(|c| c.name_any() == "data-0");
+            let seen = cached.and_then(|c| c.annotations().get("n").cloned());
+            std::future::ready((seen.as_deref() == Some(last.as_str())).then_some(()))
+        },
+    )
+    .await;
+    stop.cancel();
+    plane.server.shutdown().await;
+}

@@ -123,7 +123,8 @@ async fn strategic_merge_patch_merges_lists_by_key() {
             .iter()
             .map(|e| e["name"].as_str().unwrap())
             .collect();
-        assert_eq!(env_names, ["X", "Y"]);
+        // Upstream's order: a new item goes before the live-only ones.
+        assert_eq!(env_names, ["Y", "X"]);
     }
     let fin = api
         .patch(
@@ -142,7 +143,7 @@ async fn strategic_merge_patch_merges_lists_by_key() {
         )
         .await
         .unwrap();
-    assert_eq!(fin.metadata.finalizers.unwrap(), ["a.dev/x", "b.dev/y"]);
+    assert_eq!(fin.metadata.finalizers.unwrap(), ["b.dev/y", "a.dev/x"]);
     let fin = api
         .patch("p", &PatchParams::default(), &Patch::Strategic(json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a.dev/x", "b.dev/y"]}})))
         .await

@@ -52,9 +52,9 @@ async fn cluster_ips_are_allocated_checked_and_released() {
     assert_eq!(outside.code, 422);
     assert!(
         outside.message.contains("spec.clusterIPs")
-            && outside
-                .message
-                .contains("provided IP is not in the valid range"),
+            && outside.message.contains(
+                "failed to allocate IP 192.0.2.1: the provided network does not match the current range"
+            ),
         "{}",
         outside.message
     );

@@ -259,17 +259,17 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     use steward_api::etcd::EtcdPeer;
     let services = stores::shared::<Service>(&ctx, stop.clone());
     let pods = stores::shared::<Pod>(&ctx, stop.clone());
-    let claims = stores::shared::<PersistentVolumeClaim>(&ctx, stop.clone());
+    // Claims are read from the cache only: no controller watches them through it.
+    let claims = stores::cached::<PersistentVolumeClaim>(ctx.watched_api(), stop.clone());
     let peers = stores::shared::<EtcdPeer>(&ctx, stop.clone());
-    let (Some(services), Some(pods), Some(claims), Some(peers)) = (services, pods, claims, peers)
-    else {
+    let (Some(services), Some(pods), Some(peers)) = (services, pods, peers) else {
         tracing::error!("a shared cache has no subscriber; controllers not started");
         return;
     };
     let etcd = crate::etcd::EtcdStores {
         services: services.0,
         pods: pods.0,
-        claims: claims.0,
+        claims,
         peers: peers.0,
     };
     let postgres = crate::postgres::PostgresStores {
