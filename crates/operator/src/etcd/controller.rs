@@ -94,6 +94,7 @@ async fn apply(cluster: Arc<EtcdCluster>, state: &State) -> Result<Action, Error
         admin: None,
         observe_done: false,
         observe_error: None,
+        unschedulable: None,
         endpoints: std::collections::BTreeMap::new(),
         applier: Applier::new(ctx.client.clone(), CONTROLLER),
         applied: AppliedSet::default(),

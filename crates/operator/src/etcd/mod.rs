@@ -63,6 +63,8 @@ pub struct EtcdPass {
     pub observe_done: bool,
     /// Why the cluster could not be observed.
     pub observe_error: Option<String>,
+    /// The scheduler's message for member Pods it cannot place, when no member runs.
+    pub unschedulable: Option<String>,
     /// Member client URLs (by Pod IP), by member name.
     pub endpoints: std::collections::BTreeMap<String, String>,
     /// Applies children.

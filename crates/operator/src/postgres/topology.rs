@@ -36,6 +36,8 @@ pub struct InstanceView {
     pub wal: Option<WalPosition>,
     /// A replica streaming from the primary (seen in the primary's `pg_stat_replication`).
     pub streaming: bool,
+    /// The scheduler's message when its Pod cannot be placed on any node.
+    pub unschedulable: Option<String>,
 }
 
 impl InstanceView {

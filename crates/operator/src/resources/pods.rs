@@ -18,6 +18,28 @@ pub fn has_ended(pod: &Pod) -> bool {
         .is_some_and(|p| p == "Succeeded" || p == "Failed")
 }
 
+/// The scheduler's message for a Pod it could not place (`PodScheduled=False`, reason
+/// `Unschedulable`), e.g. "0/3 nodes are available: 3 node(s) didn't match Pod's node
+/// affinity/selector."
+pub fn unschedulable(pod: &Pod) -> Option<String> {
+    if pod.spec.as_ref().is_some_and(|s| s.node_name.is_some()) {
+        return None; // bound since: the condition is stale
+    }
+    let status = pod.status.as_ref()?;
+    let condition = status.conditions.as_ref()?.iter().find(|c| {
+        c.type_ == "PodScheduled"
+            && c.status == "False"
+            && c.reason.as_deref() == Some("Unschedulable")
+    })?;
+    Some(
+        condition
+            .message
+            .clone()
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| "the scheduler found no node for it".into()),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -45,5 +67,25 @@ mod tests {
         assert!(!is_ready(&Pod::default()));
         assert!(has_ended(&pod("Failed", "False")));
         assert!(!has_ended(&pod("Running", "True")));
+    }
+
+    #[test]
+    fn the_scheduler_says_why_a_pod_has_no_node() {
+        let mut pending = pod("Pending", "False");
+        assert_eq!(unschedulable(&pending), None);
+        let condition = PodCondition {
+            type_: "PodScheduled".into(),
+            status: "False".into(),
+            reason: Some("Unschedulable".into()),
+            message: Some("0/1 nodes are available: 1 node(s) were unschedulable.".into()),
+            ..Default::default()
+        };
+        if let Some(cs) = pending.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+            cs.push(condition);
+        }
+        assert_eq!(
+            unschedulable(&pending).as_deref(),
+            Some("0/1 nodes are available: 1 node(s) were unschedulable.")
+        );
     }
 }

@@ -2,7 +2,8 @@
 //! (seed step 2). The operator dials members by Pod IP — the addresses the headless Service
 //! resolves to — so it works whether or not it runs inside the cluster's DNS. An unreachable
 //! cluster is not an error: `observed` stays empty and later steps act accordingly (bootstrap,
-//! or wait), and `UpdateStatus` reports it.
+//! or wait), and `UpdateStatus` reports it — naming the scheduler's message when member Pods
+//! cannot be placed.
 
 use std::collections::BTreeMap;
 
@@ -17,16 +18,17 @@ use crate::etcd::names::{PEER_LABEL, pod_client_url};
 use crate::etcd::topology::Observed;
 use crate::pipeline::{Outcome, SubReconciler};
 use crate::resources::labels::{COMPONENT, INSTANCE, NAME};
+use crate::resources::pods::unschedulable;
 
 /// See the module documentation.
 pub struct ObserveCluster;
 
-/// Client URLs of this cluster's running member Pods, by member name.
-pub fn member_endpoints(pass: &EtcdPass) -> BTreeMap<String, String> {
+/// This cluster's member Pods that are not being deleted.
+fn member_pods(pass: &EtcdPass) -> Vec<std::sync::Arc<k8s_openapi::api::core::v1::Pod>> {
     pass.stores
         .pods
         .state()
-        .iter()
+        .into_iter()
         .filter(|p| p.namespace().as_deref() == Some(pass.core.namespace.as_str()))
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter(|p| {
@@ -35,12 +37,28 @@ pub fn member_endpoints(pass: &EtcdPass) -> BTreeMap<String, String> {
                 && l.get(INSTANCE) == Some(&pass.core.name)
                 && l.get(COMPONENT).map(String::as_str) == Some("member")
         })
+        .collect()
+}
+
+/// Client URLs of this cluster's running member Pods, by member name.
+pub fn member_endpoints(pass: &EtcdPass) -> BTreeMap<String, String> {
+    member_pods(pass)
+        .iter()
         .filter_map(|p| {
             let peer = p.labels().get(PEER_LABEL)?.clone();
             let ip = p.status.as_ref()?.pod_ip.clone()?;
             Some((peer, pod_client_url(&ip)))
         })
         .collect()
+}
+
+/// The member Pods the scheduler cannot place, with its message (`member: message; ...`).
+fn unplaced_members(pass: &EtcdPass) -> Option<String> {
+    let unplaced: Vec<String> = member_pods(pass)
+        .iter()
+        .filter_map(|p| Some(format!("{}: {}", p.name_any(), unschedulable(p)?)))
+        .collect();
+    (!unplaced.is_empty()).then(|| unplaced.join("; "))
 }
 
 pub(crate) async fn observe(
@@ -69,9 +87,13 @@ impl SubReconciler<EtcdPass> for ObserveCluster {
     async fn reconcile(&self, pass: &mut EtcdPass) -> Result<Outcome, Error> {
         pass.observe_done = true;
         pass.observed = None;
+        pass.unschedulable = unplaced_members(pass);
         let endpoints = member_endpoints(pass);
         if endpoints.is_empty() {
-            pass.observe_error = Some("no member Pod has an address yet".into());
+            pass.observe_error = Some(match &pass.unschedulable {
+                Some(why) => format!("no member Pod can be scheduled: {why}"),
+                None => "no member Pod has an address yet".into(),
+            });
             return Ok(unreachable(pass));
         }
         let urls: Vec<String> = endpoints.values().cloned().collect();

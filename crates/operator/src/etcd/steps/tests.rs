@@ -111,6 +111,7 @@ async fn pass_with(
         admin: None,
         observe_done: true,
         observe_error: None,
+        unschedulable: None,
         endpoints: BTreeMap::new(),
         applier: Applier::new(client, "etcd"),
         applied: AppliedSet::default(),
@@ -577,4 +578,52 @@ fn model_with_learner() -> EtcdModel {
         .start_member(added.member.id, "demo-3", &names.client_url("demo-3"))
         .unwrap();
     model
+}
+
+/// Member Pods the scheduler cannot place: the cluster is reported unavailable because of that,
+/// with the scheduler's message — not as "no member Pod has an address yet".
+#[tokio::test]
+async fn member_pods_that_cannot_be_scheduled_are_the_reported_cause() {
+    use crate::etcd::steps::observe_cluster::ObserveCluster;
+    use crate::etcd::steps::update_status::UpdateStatus;
+    use k8s_openapi::api::core::v1::Pod;
+    let model = model(3);
+    let clock = ManualClock::new("2026-03-01T12:00:00Z".parse().unwrap());
+    let mut pass = pass(&model, 3, &clock).await;
+    let message = "0/2 nodes are available: 2 node(s) had untolerated taint {dedicated: db}.";
+    let (store, mut writer) = reflector::store::<Pod>();
+    for n in 0..3 {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("demo-{n}"), "namespace": "db", "labels": {
+                "app.kubernetes.io/name": "etcd", "app.kubernetes.io/instance": "demo",
+                "app.kubernetes.io/component": "member", "steward.dev/etcd-peer": format!("demo-{n}")}},
+            "spec": {"containers": [{"name": "etcd", "image": "etcd"}]},
+            "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled",
+                "status": "False", "reason": "Unschedulable", "message": message}]}
+        }))
+        .unwrap();
+        writer.apply_watcher_event(&watcher::Event::Apply(pod));
+    }
+    pass.stores.pods = store;
+    pass.observed = None;
+    ObserveCluster.reconcile(&mut pass).await.unwrap();
+    UpdateStatus.reconcile(&mut pass).await.unwrap();
+    let available = pass
+        .core
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Available")
+        .unwrap();
+    assert_eq!(
+        (available.status.as_str(), available.reason.as_str()),
+        ("False", "Unschedulable")
+    );
+    assert!(
+        available.message.contains("demo-0") && available.message.contains(message),
+        "{}",
+        available.message
+    );
+    let unplaced = pass.unschedulable.clone().unwrap();
+    assert!(unplaced.contains("demo-2: 0/2 nodes"), "{unplaced}");
 }

@@ -2,7 +2,9 @@
 //! `ObserveCluster` saw: the member list (name, ID, peer URL, healthy, learner, leader,
 //! version), `quorate`, `readyMembers`, `replicas` (voting members, for the scale
 //! subresource), the cluster version, and the `Quorate` and `Available` conditions. An
-//! unreachable cluster is reported as not available with the reason; a cluster that answers
+//! unreachable cluster is reported as not available with the reason (`Unschedulable` with the
+//! scheduler's message when no member Pod can be placed, and `Degraded=Unschedulable` while any
+//! cannot); a cluster that answers
 //! without a majority as `Quorate=False`. Finishes the `Bootstrap` operation once the initial
 //! members formed a quorate cluster. Never writes; the runtime writes status once per pass.
 
@@ -39,6 +41,12 @@ impl SubReconciler<EtcdPass> for UpdateStatus {
             pass.core.status.generations.needs_scale =
                 (pass.status.replicas != wanted).then_some(generation);
             return Ok(Outcome::Continue);
+        }
+        if let Some(why) = pass.unschedulable.clone() {
+            pass.core.degrade(
+                "Unschedulable",
+                format!("member Pods cannot be scheduled: {why}"),
+            );
         }
         match pass.observed.clone() {
             Some(observed) => {
@@ -123,14 +131,15 @@ impl SubReconciler<EtcdPass> for UpdateStatus {
                     m.healthy = false;
                     m.leader = false;
                 }
+                let reason = if pass.unschedulable.is_some() {
+                    "Unschedulable"
+                } else {
+                    "Unreachable"
+                };
                 pass.core
-                    .set_condition("Quorate", Status::Unknown, "Unreachable", why.clone());
-                pass.core.set_condition(
-                    condition_types::AVAILABLE,
-                    Status::False,
-                    "Unreachable",
-                    why,
-                );
+                    .set_condition("Quorate", Status::Unknown, reason, why.clone());
+                pass.core
+                    .set_condition(condition_types::AVAILABLE, Status::False, reason, why);
                 pass.core.status.generations.needs_scale =
                     (pass.status.replicas != wanted).then_some(generation);
             }

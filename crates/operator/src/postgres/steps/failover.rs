@@ -19,6 +19,9 @@
 //! API, and an instance Pod starts writable only if its data is already a primary's; so two
 //! writable primaries never run at once. Every step is an Event; the run is a `Failover`
 //! operation whose end fires the webhook (`event: "failover"`, old and new primary).
+//!
+//! Before the primary has ever answered (no system identifier in status) nothing here runs:
+//! no `PrimaryNotReady` Warning, no fail-over — the cluster is still bootstrapping.
 
 use std::time::Duration;
 
@@ -62,6 +65,12 @@ impl SubReconciler<PostgresPass> for Failover {
         }
         if let Some(progress) = pass.status.pending_failover.clone() {
             return advance(pass, progress).await;
+        }
+        // A primary that never answered (no system identifier recorded yet) is still being
+        // bootstrapped: there is nothing to fail over from, and UpdateStatus says why it is not
+        // up (for instance a Pod the scheduler cannot place).
+        if pass.status.system_identifier.is_none() {
+            return Ok(Outcome::Continue);
         }
         let healthy = pass.instance(&primary).is_some_and(|v| v.writable());
         if healthy {

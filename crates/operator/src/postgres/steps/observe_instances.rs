@@ -1,5 +1,6 @@
 //! ObserveInstances — looks at every instance: its Pod (from the cache: exists, being deleted,
-//! ready, IP, role label, whether it runs the wanted spec), its claim, and — for ready Pods —
+//! ready, IP, role label, whether it runs the wanted spec, the scheduler's message when it
+//! cannot be placed), its claim, and — for ready Pods —
 //! the server over SQL as the `steward` superuser: recovery state, timeline, system
 //! identifier, WAL position; on the primary, `pg_stat_replication` tells which replicas stream.
 //! The instances are the ones recorded in `status.instances` (the operator's membership list)
@@ -23,7 +24,7 @@ use crate::postgres::build::instance;
 use crate::postgres::names::{INSTANCE_LABEL, ROLE_LABEL};
 use crate::postgres::steps::validated;
 use crate::postgres::topology::InstanceView;
-use crate::resources::pods::is_ready;
+use crate::resources::pods::{is_ready, unschedulable};
 
 /// See the module documentation.
 pub struct ObserveInstances;
@@ -98,6 +99,7 @@ impl SubReconciler<PostgresPass> for ObserveInstances {
                 view.labelled = role_label(pod);
                 view.pod_ready = view.pod && is_ready(pod);
                 view.ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone());
+                view.unschedulable = unschedulable(pod);
                 let role = view.labelled.unwrap_or(InstanceRole::Replica);
                 let want = instance::pod(&pass.cluster, &valid, ordinal, role, &hash)
                     .and_then(|p| p.annotations().get(instance::SPEC_HASH).cloned());

@@ -173,7 +173,9 @@ impl Harness {
                 model.add_standby(&name, "demo-0").unwrap();
                 InstanceRole::Replica
             };
-            let pod = instance::pod(&cluster, &valid, ordinal, role, "").unwrap();
+            let mut pod = instance::pod(&cluster, &valid, ordinal, role, "").unwrap();
+            // Bound, as the scheduler would have left it (no Node object: the test plays it).
+            pod.spec.as_mut().unwrap().node_name = Some("test-node".into());
             pods.create(&PostParams::default(), &pod).await.unwrap();
             let ready = json!({"status": {"podIP": name, "phase": "Running",
                 "conditions": [{"type": "Ready", "status": "True"}]}});
@@ -192,8 +194,10 @@ impl Harness {
         }
         let base = lsn(&model, "demo-0");
         model.advance("demo-0", Lsn(base.0 + TRAFFIC)).unwrap();
+        let system_identifier = model.instance("demo-0").unwrap().system_identifier;
         let status = PostgresClusterStatus {
             current_primary: Some("demo-0".into()),
+            system_identifier: Some(system_identifier.to_string()),
             instances: members,
             ..PostgresClusterStatus::default()
         };
@@ -748,6 +752,91 @@ async fn with_automatic_failover_off_only_a_request_replaces_a_down_primary() {
     let reasons = h.reasons();
     assert_in_order(&reasons, &["FailoverStarted", "PrimaryFenced", "Promoted"]);
     assert!(!reasons.iter().any(|r| r == "SwitchoverStarted"));
+}
+
+/// Pods the scheduler cannot place, for a cluster whose primary never ran: the status names the
+/// scheduler's reason, and nothing is failed over or announced as a down primary.
+#[tokio::test]
+async fn pods_that_cannot_be_scheduled_are_reported_and_nothing_fails_over() {
+    let mut h = Harness::start(spec(3)).await;
+    // New, unbound Pods: the API server's scheduler finds no node for them.
+    let cluster = h.api::<PostgresCluster>().get("demo").await.unwrap();
+    let valid = validate::validate(&cluster).unwrap();
+    for ordinal in 0..3 {
+        let name = valid.names().instance(ordinal);
+        h.api::<Pod>()
+            .delete(&name, &kube::api::DeleteParams::default())
+            .await
+            .unwrap();
+        let role = if ordinal == 0 {
+            InstanceRole::Primary
+        } else {
+            InstanceRole::Replica
+        };
+        let pod = instance::pod(&cluster, &valid, ordinal, role, "").unwrap();
+        h.api::<Pod>()
+            .create(&PostParams::default(), &pod)
+            .await
+            .unwrap();
+    }
+    let message = loop {
+        let pod = h.pod("demo-2").await.unwrap();
+        if let Some(m) = crate::resources::pods::unschedulable(&pod) {
+            break m;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // As on a new cluster: no instance has ever answered.
+    h.api::<PostgresCluster>()
+        .patch_status(
+            "demo",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"systemIdentifier": null}})),
+        )
+        .await
+        .unwrap();
+    h.model.kill("demo-0").unwrap();
+    for _ in 0..4 {
+        h.pass().await;
+        h.clock.advance(Duration::from_secs(10));
+    }
+    let status = h.status().await;
+    let condition = |t: &str| {
+        let c = status
+            .common
+            .conditions
+            .iter()
+            .find(|c| c.type_ == t)
+            .unwrap();
+        (c.status.clone(), c.reason.clone(), c.message.clone())
+    };
+    let (available, reason, text) = condition("Available");
+    assert_eq!(
+        (available.as_str(), reason.as_str()),
+        ("False", "Unschedulable")
+    );
+    assert!(text.contains("demo-0") && text.contains(&message), "{text}");
+    let (degraded, reason, text) = condition("Degraded");
+    assert_eq!(
+        (degraded.as_str(), reason.as_str()),
+        ("True", "Unschedulable")
+    );
+    assert!(text.contains("demo-2") && text.contains(&message), "{text}");
+    assert_eq!(status.pending_failover, None);
+    assert_eq!(status.common.operation, None);
+    assert!(h.changes().is_empty(), "{:?}", h.changes());
+    let reasons = h.reasons();
+    assert!(
+        !reasons
+            .iter()
+            .any(|r| r == "PrimaryNotReady" || r == "FailoverStarted"),
+        "{reasons:?}"
+    );
+    assert!(
+        h.driver_events.iter().any(|r| r == "Unschedulable"),
+        "{:?}",
+        h.driver_events
+    );
 }
 
 /// Two instances and the user `app` (database `appdb`, password in Secret `app-password`).

@@ -1,8 +1,10 @@
 //! UpdateStatus — runs first and last. Computes the engine's status from what
 //! `ObserveInstances` saw: every instance's role, readiness, timeline, LSN and lag behind the
 //! primary, whether it streams; `readyInstances`, `replicas` (for the scale subresource), the
-//! selector, the system identifier; the `Available` condition (a writable primary) and
-//! `Replicating` (every replica streams). Finishes the `Bootstrap` operation once the primary
+//! selector, the system identifier; the `Available` condition (a writable primary; when the
+//! primary's Pod cannot be scheduled, reason `Unschedulable` with the scheduler's message) and
+//! `Replicating` (every replica streams); `Degraded=Unschedulable` while any instance's Pod
+//! cannot be placed. Finishes the `Bootstrap` operation once the primary
 //! and every wanted replica are up. Never writes; the runtime writes status once per pass.
 
 use async_trait::async_trait;
@@ -91,7 +93,19 @@ impl SubReconciler<PostgresPass> for UpdateStatus {
         if let Some(info) = primary_view.as_ref().and_then(|v| v.info) {
             pass.status.system_identifier = Some(info.system_identifier.to_string());
         }
-        let writable = primary_view.is_some_and(|v| v.writable());
+        let writable = primary_view.as_ref().is_some_and(|v| v.writable());
+        let unplaced: Vec<String> = pass
+            .instances
+            .iter()
+            .filter_map(|v| Some(format!("{}: {}", v.name, v.unschedulable.as_ref()?)))
+            .collect();
+        if !unplaced.is_empty() {
+            pass.core.degrade(
+                "Unschedulable",
+                format!("Pods cannot be scheduled: {}", unplaced.join("; ")),
+            );
+        }
+        let primary_unplaced = primary_view.as_ref().and_then(|v| v.unschedulable.clone());
         match (&primary, writable) {
             (Some(p), true) => pass.core.set_condition(
                 condition_types::AVAILABLE,
@@ -102,12 +116,20 @@ impl SubReconciler<PostgresPass> for UpdateStatus {
                     instances.len()
                 ),
             ),
-            (Some(p), false) => pass.core.set_condition(
-                condition_types::AVAILABLE,
-                Status::False,
-                "PrimaryNotReady",
-                format!("primary {p} does not accept writes"),
-            ),
+            (Some(p), false) => match primary_unplaced {
+                Some(why) => pass.core.set_condition(
+                    condition_types::AVAILABLE,
+                    Status::False,
+                    "Unschedulable",
+                    format!("primary {p} cannot be scheduled: {why}"),
+                ),
+                None => pass.core.set_condition(
+                    condition_types::AVAILABLE,
+                    Status::False,
+                    "PrimaryNotReady",
+                    format!("primary {p} does not accept writes"),
+                ),
+            },
             (None, _) => pass.core.set_condition(
                 condition_types::AVAILABLE,
                 Status::False,
