@@ -129,9 +129,27 @@ async fn reconciles_status_service_events_and_sweeps_orphans() {
     let c = reconciled(&clusters, "demo", 1).await;
 
     // No node runs Pods here: the cluster bootstraps (peers, claims, Pods) but cannot be
-    // reached, and says so without pretending to be reconciled.
-    assert_eq!(condition(&c, "Available"), ("False", "Unreachable"));
-    assert_eq!(condition(&c, "Progressing"), ("True", "ObserveCluster"));
+    // reached, and says why — the scheduler has no node for the Pods — without pretending to
+    // be reconciled.
+    assert_eq!(condition(&c, "Progressing").0, "True");
+    let c = eventually(
+        "Available=False/Unschedulable, waiting in ObserveCluster",
+        Duration::from_secs(30),
+        || {
+            let clusters = clusters.clone();
+            async move {
+                let c = clusters.get("demo").await.ok()?;
+                (condition(&c, "Available") == ("False", "Unschedulable")
+                    && condition(&c, "Progressing") == ("True", "ObserveCluster"))
+                    .then_some(c)
+            }
+        },
+    )
+    .await;
+    let conditions = &c.status.as_ref().unwrap().common.conditions;
+    let available = conditions.iter().find(|x| x.type_ == "Available").unwrap();
+    let message = &available.message;
+    assert!(message.contains("nodes are available"), "{message}");
     let status = c.status.as_ref().unwrap();
     let running = status
         .common
