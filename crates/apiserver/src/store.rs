@@ -4,7 +4,8 @@
 //! which bump the resourceVersion, record the event and wake watchers. No API semantics
 //! (preconditions, finalizers, validation) live here: see `write`.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::net::Ipv4Addr;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -64,6 +65,21 @@ pub struct State {
     pub dry_run: bool,
     tx: watch::Sender<u64>,
     gc: Arc<Notify>,
+    /// The ClusterIPs stored Services hold, kept with every Service write so that allocating
+    /// one does not scan every Service.
+    service_ips: HashSet<Ipv4Addr>,
+}
+
+/// The ClusterIP a stored Service holds, if any.
+fn cluster_ip(gr: &GroupResource, obj: &Value) -> Option<Ipv4Addr> {
+    if gr.group.is_empty() && gr.resource == "services" {
+        meta::get_path(obj, "spec.clusterIP")?
+            .as_str()?
+            .parse()
+            .ok()
+    } else {
+        None
+    }
 }
 
 impl State {
@@ -81,6 +97,7 @@ impl State {
             dry_run: false,
             tx,
             gc,
+            service_ips: HashSet::new(),
         };
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             let obj = json!({
@@ -100,6 +117,11 @@ impl State {
         s
     }
 
+    /// The ClusterIPs stored Services hold.
+    pub fn cluster_ips_in_use(&self) -> HashSet<Ipv4Addr> {
+        self.service_ips.clone()
+    }
+
     pub fn get(&self, gr: &GroupResource, ns: &str, name: &str) -> Option<&Value> {
         self.objects
             .get(gr)?
@@ -112,11 +134,12 @@ impl State {
         gr: &GroupResource,
         ns: Option<&'a str>,
     ) -> impl Iterator<Item = &'a Value> + 'a {
+        let from = (ns.unwrap_or_default().to_string(), String::new());
         self.objects
             .get(gr)
             .into_iter()
-            .flat_map(|m| m.iter())
-            .filter(move |((n, _), _)| ns.is_none_or(|x| x == n))
+            .flat_map(move |m| m.range(from.clone()..))
+            .take_while(move |((n, _), _)| ns.is_none_or(|x| x == n))
             .map(|(_, v)| v)
     }
 
@@ -173,6 +196,12 @@ impl State {
             .entry(gr.clone())
             .or_default()
             .insert(key, obj.clone());
+        if let Some(ip) = prev.as_ref().and_then(|p| cluster_ip(gr, p)) {
+            self.service_ips.remove(&ip);
+        }
+        if let Some(ip) = cluster_ip(gr, &obj) {
+            self.service_ips.insert(ip);
+        }
         let etype = if prev.is_none() {
             EventType::Added
         } else {
@@ -190,8 +219,11 @@ impl State {
         self.rv += 1;
         meta::meta_mut(&mut last).insert("resourceVersion".into(), json!(self.rv.to_string()));
         let key = Self::key_of(&last);
-        if let Some(m) = self.objects.get_mut(gr) {
-            m.remove(&key);
+        if let Some(m) = self.objects.get_mut(gr)
+            && let Some(gone) = m.remove(&key)
+            && let Some(ip) = cluster_ip(gr, &gone)
+        {
+            self.service_ips.remove(&ip);
         }
         self.record(gr, EventType::Deleted, Arc::new(last.clone()), None);
         self.gc.notify_one();
@@ -227,7 +259,9 @@ impl State {
     /// Replaces the whole content (snapshot loading). History starts empty at `rv`.
     pub fn load(&mut self, rv: u64, objects: Vec<(GroupResource, Value)>) {
         self.objects.clear();
+        self.service_ips.clear();
         for (gr, obj) in objects {
+            self.service_ips.extend(cluster_ip(&gr, &obj));
             let key = Self::key_of(&obj);
             self.objects.entry(gr).or_default().insert(key, obj);
         }

@@ -5,12 +5,15 @@
 //! the Service (labelled `endpoints.kubernetes.io/managed-by: endpoint-controller`, deleted with
 //! the Service) and EndpointSlices labelled `kubernetes.io/service-name` and owned by the
 //! Service (one slice per distinct port set; the garbage collector removes them with it).
-//! Services without a selector are left alone. IPv4 only; no topology hints.
+//! Services without a selector are left alone. IPv4 only; no topology hints. Event-driven
+//! ([`Changes`]): a pass converges only the Services that changed, whose Endpoints or slices
+//! changed, or whose selector matches a Pod that changed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
+use super::Changes;
 use crate::meta;
 use crate::registry::GroupResource;
 use crate::selectors::{LabelReq, LabelSelector};
@@ -169,140 +172,208 @@ fn upsert(state: &mut State, gr: &GroupResource, desired: Value, fields: &[&str]
     }
 }
 
-pub fn reconcile(state: &mut State) {
+/// The Services to converge on this pass, by namespace and name: every one on a full pass;
+/// else those that changed, those whose Endpoints or EndpointSlices changed (someone else wrote
+/// them), and those whose selector matches a changed Pod (before or after the change).
+fn affected(state: &State, changes: &Changes) -> BTreeSet<(String, String)> {
     let svc_gr = GroupResource::new("", "services");
-    let ep_gr = GroupResource::new("", "endpoints");
-    let slice_gr = GroupResource::new("discovery.k8s.io", "endpointslices");
-    let services: Vec<Value> = state
-        .list(&svc_gr, None)
-        .filter(|s| !meta::is_deleting(s))
-        .cloned()
-        .collect();
-    let pods: Vec<Value> = state
-        .list(&GroupResource::new("", "pods"), None)
-        .filter(|p| !meta::is_deleting(p))
-        .cloned()
-        .collect();
-    let mut wanted_slices: Vec<(String, String)> = Vec::new();
-    for svc in &services {
-        let Some(selector) = meta::get_path(svc, "spec.selector")
-            .and_then(Value::as_object)
-            .filter(|s| !s.is_empty())
-        else {
-            continue;
-        };
-        let ns = meta::namespace(svc).unwrap_or_default().to_string();
-        let name = meta::name(svc).unwrap_or_default().to_string();
-        let sel = LabelSelector(
-            selector
+    let key = |o: &Value| {
+        (
+            meta::namespace(o).unwrap_or_default().to_string(),
+            meta::name(o).unwrap_or_default().to_string(),
+        )
+    };
+    if changes.is_all() {
+        let mut all: BTreeSet<(String, String)> = state.list(&svc_gr, None).map(key).collect();
+        // Endpoints and slices whose Service is gone, so they are swept.
+        all.extend(
+            state
+                .list(&GroupResource::new("", "endpoints"), None)
+                .map(key),
+        );
+        all.extend(slice_services(state.list(&slice_gr(), None)));
+        return all;
+    }
+    let mut out: BTreeSet<(String, String)> = changes.objects(&svc_gr).map(key).collect();
+    out.extend(
+        changes
+            .objects(&GroupResource::new("", "endpoints"))
+            .map(key),
+    );
+    out.extend(slice_services(changes.objects(&slice_gr())));
+    let pods: Vec<&Value> = changes.objects(&GroupResource::new("", "pods")).collect();
+    let namespaces: BTreeSet<&str> = pods.iter().filter_map(|p| meta::namespace(p)).collect();
+    for ns in namespaces {
+        for svc in state.list(&svc_gr, Some(ns)) {
+            let Some(sel) = selector(svc) else { continue };
+            if pods
                 .iter()
-                .map(|(k, v)| LabelReq::Eq(k.clone(), v.as_str().unwrap_or_default().to_string()))
-                .collect(),
-        );
-        let matching: Vec<&Value> = pods
-            .iter()
-            .filter(|p| meta::namespace(p) == Some(ns.as_str()) && sel.matches(p))
-            .collect();
-        let groups = groups(svc, &matching);
-        let mut labels = meta::labels(svc);
-        labels.insert(MANAGED_BY.into(), json!(EP_MANAGER));
-        let mut ep = json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": name, "namespace": ns, "labels": labels}});
-        let subsets = subsets(&groups);
-        if !subsets.is_empty() {
-            ep["subsets"] = Value::Array(subsets);
+                .any(|p| meta::namespace(p) == Some(ns) && sel.matches(p))
+            {
+                out.insert(key(svc));
+            }
         }
-        upsert(
-            state,
-            &ep_gr,
-            ep,
-            &["subsets", "metadata.labels"],
-            EP_MANAGER,
-        );
+    }
+    out
+}
 
-        let uid = meta::uid(svc).unwrap_or_default().to_string();
-        let base = format!(
-            "{name}-{}",
-            uid.chars()
-                .filter(char::is_ascii_alphanumeric)
-                .take(5)
-                .collect::<String>()
-        );
-        let mut slice_labels = meta::labels(svc);
-        slice_labels.insert("kubernetes.io/service-name".into(), json!(name));
-        slice_labels.insert(
-            "endpointslice.kubernetes.io/managed-by".into(),
-            json!("endpointslice-controller.k8s.io"),
-        );
-        let owner = json!([{"apiVersion": "v1", "kind": "Service", "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true}]);
-        let empty = vec![(String::from("[]"), Vec::new())];
-        let entries: Vec<(String, Vec<Member>)> = if groups.is_empty() {
-            empty
-        } else {
-            groups.into_iter().collect()
-        };
-        for (i, (ports, members)) in entries.iter().enumerate() {
+fn slice_gr() -> GroupResource {
+    GroupResource::new("discovery.k8s.io", "endpointslices")
+}
+
+/// The Services (namespace, name) that the given EndpointSlices belong to.
+fn slice_services<'a>(
+    slices: impl Iterator<Item = &'a Value>,
+) -> impl Iterator<Item = (String, String)> {
+    slices.filter_map(|s| {
+        let labels = meta::labels(s);
+        let service = labels.get("kubernetes.io/service-name")?.as_str()?;
+        Some((meta::namespace(s)?.to_string(), service.to_string()))
+    })
+}
+
+/// A Service's selector, when it has a non-empty one (the controllers manage only those).
+fn selector(svc: &Value) -> Option<LabelSelector> {
+    let selector = meta::get_path(svc, "spec.selector")
+        .and_then(Value::as_object)
+        .filter(|s| !s.is_empty())?;
+    Some(LabelSelector(
+        selector
+            .iter()
+            .map(|(k, v)| LabelReq::Eq(k.clone(), v.as_str().unwrap_or_default().to_string()))
+            .collect(),
+    ))
+}
+
+/// What one Service wants: its Endpoints and EndpointSlices (none when the Service is gone,
+/// being deleted, or has no selector).
+fn desired(state: &State, ns: &str, name: &str) -> (Option<Value>, Vec<Value>) {
+    let svc_gr = GroupResource::new("", "services");
+    let Some(svc) = state
+        .get(&svc_gr, ns, name)
+        .filter(|s| !meta::is_deleting(s))
+    else {
+        return (None, Vec::new());
+    };
+    let Some(sel) = selector(svc) else {
+        return (None, Vec::new());
+    };
+    let matching: Vec<&Value> = state
+        .list(&GroupResource::new("", "pods"), Some(ns))
+        .filter(|p| !meta::is_deleting(p) && sel.matches(p))
+        .collect();
+    let groups = groups(svc, &matching);
+    let mut labels = meta::labels(svc);
+    labels.insert(MANAGED_BY.into(), json!(EP_MANAGER));
+    let mut ep = json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": name, "namespace": ns, "labels": labels}});
+    let subsets = subsets(&groups);
+    if !subsets.is_empty() {
+        ep["subsets"] = Value::Array(subsets);
+    }
+    let uid = meta::uid(svc).unwrap_or_default().to_string();
+    let base = format!(
+        "{name}-{}",
+        uid.chars()
+            .filter(char::is_ascii_alphanumeric)
+            .take(5)
+            .collect::<String>()
+    );
+    let mut slice_labels = meta::labels(svc);
+    slice_labels.insert("kubernetes.io/service-name".into(), json!(name));
+    slice_labels.insert(
+        "endpointslice.kubernetes.io/managed-by".into(),
+        json!("endpointslice-controller.k8s.io"),
+    );
+    let owner = json!([{"apiVersion": "v1", "kind": "Service", "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true}]);
+    let empty = vec![(String::from("[]"), Vec::new())];
+    let entries: Vec<(String, Vec<Member>)> = if groups.is_empty() {
+        empty
+    } else {
+        groups.into_iter().collect()
+    };
+    let slices = entries
+        .iter()
+        .enumerate()
+        .map(|(i, (ports, members))| {
             let slice_name = if i == 0 {
                 base.clone()
             } else {
                 format!("{base}-{i}")
             };
-            let slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
                 "metadata": {"name": slice_name, "namespace": ns, "labels": slice_labels, "ownerReferences": owner},
                 "addressType": "IPv4", "endpoints": slice_endpoints(members),
-                "ports": serde_json::from_str::<Value>(ports).unwrap_or(json!([]))});
+                "ports": serde_json::from_str::<Value>(ports).unwrap_or(json!([]))})
+        })
+        .collect();
+    (Some(ep), slices)
+}
+
+/// Converges the Endpoints and EndpointSlices of the Services that changes may affect: writes
+/// what they want and deletes what the controllers made that no Service wants any more.
+pub fn reconcile(state: &mut State, changes: &Changes) {
+    let ep_gr = GroupResource::new("", "endpoints");
+    for (ns, name) in affected(state, changes) {
+        let (ep, slices) = desired(state, &ns, &name);
+        let wanted: BTreeSet<String> = slices
+            .iter()
+            .filter_map(|s| meta::name(s).map(String::from))
+            .collect();
+        let ours = |o: &Value, label: &str, manager: &str| {
+            meta::labels(o).get(label).and_then(Value::as_str) == Some(manager)
+        };
+        let mut stale: Vec<(GroupResource, String)> = Vec::new();
+        match ep {
+            Some(ep) => upsert(
+                state,
+                &ep_gr,
+                ep,
+                &["subsets", "metadata.labels"],
+                EP_MANAGER,
+            ),
+            None => {
+                let live = state
+                    .get(&GroupResource::new("", "services"), &ns, &name)
+                    .is_some_and(|s| !meta::is_deleting(s));
+                if !live
+                    && state
+                        .get(&ep_gr, &ns, &name)
+                        .is_some_and(|e| ours(e, MANAGED_BY, EP_MANAGER))
+                {
+                    stale.push((ep_gr.clone(), name.clone()));
+                }
+            }
+        }
+        for slice in slices {
             upsert(
                 state,
-                &slice_gr,
+                &slice_gr(),
                 slice,
                 &["endpoints", "ports", "metadata.labels"],
                 SLICE_MANAGER,
             );
-            wanted_slices.push((ns.clone(), slice_name));
         }
-    }
-    // Drop what no Service wants any more.
-    let live: Vec<(String, String)> = services
-        .iter()
-        .map(|s| {
-            (
-                meta::namespace(s).unwrap_or_default().to_string(),
-                meta::name(s).unwrap_or_default().to_string(),
-            )
-        })
-        .collect();
-    let stale_eps: Vec<(String, String)> = state
-        .list(&ep_gr, None)
-        .filter(|e| meta::labels(e).get(MANAGED_BY).and_then(Value::as_str) == Some(EP_MANAGER))
-        .map(|e| {
-            (
-                meta::namespace(e).unwrap_or_default().to_string(),
-                meta::name(e).unwrap_or_default().to_string(),
-            )
-        })
-        .filter(|k| !live.contains(k))
-        .collect();
-    let stale_slices: Vec<(String, String)> = state
-        .list(&slice_gr, None)
-        .filter(|e| {
-            meta::labels(e)
-                .get("endpointslice.kubernetes.io/managed-by")
-                .and_then(Value::as_str)
-                == Some("endpointslice-controller.k8s.io")
-        })
-        .map(|e| {
-            (
-                meta::namespace(e).unwrap_or_default().to_string(),
-                meta::name(e).unwrap_or_default().to_string(),
-            )
-        })
-        .filter(|k| !wanted_slices.contains(k))
-        .collect();
-    for (gr, list) in [(ep_gr, stale_eps), (slice_gr, stale_slices)] {
-        let Some(def) = state.registry.storage_def(&gr) else {
-            continue;
-        };
-        for (ns, name) in list {
-            let _ = delete(state, &def, &ns, &name, &DeleteOptions::default());
+        stale.extend(
+            state
+                .list(&slice_gr(), Some(&ns))
+                .filter(|s| {
+                    ours(
+                        s,
+                        "endpointslice.kubernetes.io/managed-by",
+                        "endpointslice-controller.k8s.io",
+                    ) && meta::labels(s)
+                        .get("kubernetes.io/service-name")
+                        .and_then(Value::as_str)
+                        == Some(name.as_str())
+                        && !meta::name(s).is_some_and(|n| wanted.contains(n))
+                })
+                .filter_map(|s| Some((slice_gr(), meta::name(s)?.to_string()))),
+        );
+        for (gr, stale_name) in stale {
+            let Some(def) = state.registry.storage_def(&gr) else {
+                continue;
+            };
+            let _ = delete(state, &def, &ns, &stale_name, &DeleteOptions::default());
         }
     }
 }

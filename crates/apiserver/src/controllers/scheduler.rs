@@ -4,13 +4,16 @@
 //! `metadata.name`) and whose NoSchedule/NoExecute taints the Pod tolerates; among those it picks
 //! the Node with the fewest Pods (then by name). Pods that fit nowhere get `PodScheduled=False`
 //! (`Unschedulable`). Resource requests, pod (anti-)affinity, topology spread and preemption are
-//! not considered.
+//! not considered. Event-driven: a pass looks at the Pods that changed, and at every pending
+//! Pod only when a Node came, went, or changed readiness, labels or taints (as the real
+//! scheduler moves unschedulable Pods back to its active queue on such Node events).
 
 use serde_json::{Value, json};
 
+use super::Changes;
 use crate::meta;
 use crate::registry::GroupResource;
-use crate::store::State;
+use crate::store::{State, WatchEvent};
 use crate::write::{Fields, commit};
 
 const MANAGER: &str = "kube-scheduler";
@@ -138,34 +141,89 @@ fn set_condition(pod: &mut Value, status: &str, reason: Option<&str>, message: O
 }
 
 /// One scheduling pass over all pending Pods.
-pub fn schedule(state: &mut State) {
+/// Whether a Pod waits for this scheduler.
+fn pending(pod: &Value) -> bool {
+    meta::get_path(pod, "spec.nodeName")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+        && meta::get_path(pod, "spec.schedulerName")
+            .and_then(Value::as_str)
+            .is_none_or(|s| s == "default-scheduler")
+        && !meta::is_deleting(pod)
+}
+
+/// Whether a Node change can change where Pods fit: it came or went, or its readiness,
+/// labels, taints or cordon changed (not a heartbeat).
+fn node_change_matters(event: &WatchEvent) -> bool {
+    let Some(prev) = event.prev.as_deref() else {
+        return true;
+    };
+    let now = &*event.object;
+    is_ready(prev) != is_ready(now)
+        || ["metadata.labels", "spec.taints"]
+            .iter()
+            .any(|path| meta::get_path(prev, path) != meta::get_path(now, path))
+}
+
+/// Namespace and name of the Pods to look at on this pass: every pending Pod when the Nodes
+/// changed in a way that matters (or on a full pass), else the pending Pods that changed.
+fn candidates(state: &State, changes: &Changes) -> Vec<(String, String)> {
+    let pods_gr = GroupResource::new("", "pods");
+    let nodes_gr = GroupResource::new("", "nodes");
+    let key = |p: &Value| {
+        (
+            meta::namespace(p).unwrap_or_default().to_string(),
+            meta::name(p).unwrap_or_default().to_string(),
+        )
+    };
+    let everything = match changes {
+        Changes::All => true,
+        Changes::Events(events) => events
+            .iter()
+            .any(|e| e.gr == nodes_gr && node_change_matters(e)),
+    };
+    let mut out: Vec<(String, String)> = if everything {
+        state
+            .list(&pods_gr, None)
+            .filter(|p| pending(p))
+            .map(key)
+            .collect()
+    } else {
+        changes.objects(&pods_gr).map(key).collect()
+    };
+    out.sort();
+    out.dedup();
+    out
+}
+
+pub fn schedule(state: &mut State, changes: &Changes) {
     let pods_gr = GroupResource::new("", "pods");
     let Some(pod_def) = state.registry.storage_def(&pods_gr) else {
         return;
     };
+    let candidates = candidates(state, changes);
+    if candidates.is_empty() {
+        return;
+    }
     let nodes: Vec<Value> = state
         .list(&GroupResource::new("", "nodes"), None)
         .filter(|n| is_ready(n))
         .cloned()
         .collect();
-    let all_pods: Vec<Value> = state.list(&pods_gr, None).cloned().collect();
     let mut load: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    for p in &all_pods {
+    for p in state.list(&pods_gr, None) {
         if let Some(n) = meta::get_path(p, "spec.nodeName").and_then(Value::as_str) {
             *load.entry(n.to_string()).or_default() += 1;
         }
     }
-    for pod in all_pods {
-        let pending = meta::get_path(&pod, "spec.nodeName")
-            .and_then(Value::as_str)
-            .is_none_or(str::is_empty)
-            && meta::get_path(&pod, "spec.schedulerName")
-                .and_then(Value::as_str)
-                .is_none_or(|s| s == "default-scheduler")
-            && !meta::is_deleting(&pod);
-        if !pending {
+    for (ns, name) in candidates {
+        let Some(pod) = state
+            .get(&pods_gr, &ns, &name)
+            .filter(|p| pending(p))
+            .cloned()
+        else {
             continue;
-        }
+        };
         let best = nodes
             .iter()
             .filter(|n| fits(&pod, n))

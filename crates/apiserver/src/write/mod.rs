@@ -72,7 +72,7 @@ pub fn admit(
         cidr: state.service_cidr,
         next: &mut next_ip,
         in_use: if def.group.is_empty() && def.kind == "Service" {
-            cluster_ips_in_use(state)
+            state.cluster_ips_in_use()
         } else {
             Default::default()
         },
@@ -102,15 +102,6 @@ pub fn admit(
     }
     causes.extend(objmeta::validate(def.name_rule, obj));
     causes
-}
-
-/// The ClusterIPs stored Services hold.
-fn cluster_ips_in_use(state: &State) -> std::collections::HashSet<std::net::Ipv4Addr> {
-    state
-        .list(&crate::registry::GroupResource::new("", "services"), None)
-        .filter_map(|s| meta::get_path(s, "spec.clusterIP").and_then(Value::as_str))
-        .filter_map(|ip| ip.parse().ok())
-        .collect()
 }
 
 /// Keeps the registry in line with stored CRDs.
