@@ -11,7 +11,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use steward_api::common::{CommonStatus, TimeoutOverrides};
+use steward_api::common::{CommonStatus, TimeoutOverrides, condition_types};
 
 use crate::clock::Clock;
 use crate::config::TimeoutArgs;
@@ -26,6 +26,22 @@ use crate::webhook::WebhookSender;
 
 /// The field manager of status writes.
 pub const STATUS_MANAGER: &str = "steward/status";
+
+/// How often a cluster none of whose Pods can be scheduled is looked at without a change.
+pub const UNSCHEDULABLE_RESYNC: Duration = Duration::from_secs(60);
+
+/// The pass's next look: its own, unless nothing runs because the scheduler cannot place the
+/// Pods (`Available=False/Unschedulable`) — no pass can change that, and the Pod watch starts
+/// one as soon as a Pod is placed — then [`UNSCHEDULABLE_RESYNC`].
+fn backed_off(status: &CommonStatus, action: Action, resync: Duration) -> Action {
+    let unplaced = crate::conditions::get(&status.conditions, condition_types::AVAILABLE)
+        .is_some_and(|c| c.status == "False" && c.reason == "Unschedulable");
+    if unplaced {
+        Action::requeue(UNSCHEDULABLE_RESYNC.max(resync))
+    } else {
+        action
+    }
+}
 
 /// Shared by every reconcile.
 #[derive(Clone)]
@@ -131,7 +147,9 @@ impl Context {
     }
 
     /// Ends an engine's pass: logs its result, then [`Self::finish_pass`] with the engine's
-    /// `status` (its common part already taken from `core`) and the effects `core` queued.
+    /// `status` (its common part already taken from `core`) and the effects `core` queued. A
+    /// cluster that is `Available=False/Unschedulable` is looked at again after
+    /// [`UNSCHEDULABLE_RESYNC`] (or on any change), not at the steps' short requeues.
     pub async fn conclude_pass<K, S>(
         &self,
         obj: &K,
@@ -153,8 +171,10 @@ impl Context {
             result = report.result.label(), "reconcile pass finished"
         );
         let effects = std::mem::take(&mut core.effects);
-        self.finish_pass(obj, stored, status, effects, report, resync)
-            .await
+        let action = self
+            .finish_pass(obj, stored, status, effects, report, resync)
+            .await?;
+        Ok(backed_off(&core.status, action, resync))
     }
 
     /// Writes the status (when it changed) with server-side apply, then executes the pass's
@@ -260,4 +280,37 @@ pub fn error_policy<K>(_obj: Arc<K>, err: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics.error("runtime", err.category().as_str());
     tracing::warn!(category = err.category().as_str(), error = %err, "reconcile failed");
     Action::requeue(err.category().retry_after())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use steward_api::common::Condition;
+
+    fn available(status: &str, reason: &str) -> CommonStatus {
+        CommonStatus {
+            conditions: vec![Condition {
+                type_: condition_types::AVAILABLE.into(),
+                status: status.into(),
+                reason: reason.into(),
+                ..Condition::default()
+            }],
+            ..CommonStatus::default()
+        }
+    }
+
+    #[test]
+    fn clusters_whose_pods_cannot_be_placed_back_off() {
+        let soon = Action::requeue(Duration::from_secs(1));
+        let resync = Duration::from_secs(15);
+        assert_eq!(
+            backed_off(&available("False", "Unschedulable"), soon.clone(), resync),
+            Action::requeue(UNSCHEDULABLE_RESYNC)
+        );
+        assert_eq!(
+            backed_off(&available("False", "PrimaryNotReady"), soon.clone(), resync),
+            soon
+        );
+        assert_eq!(backed_off(&CommonStatus::default(), soon.clone(), resync), soon);
+    }
 }
