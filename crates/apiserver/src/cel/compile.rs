@@ -6,7 +6,7 @@
 use ::cel::Program;
 use serde_json::{Value, json};
 
-use super::library;
+use super::{check, library};
 use crate::status::Cause;
 
 /// `reason` of a rule: the kind of field error a failure becomes.
@@ -88,9 +88,18 @@ fn invalid_rule(field: String, rule: &Value, detail: &str) -> Cause {
     }
 }
 
-/// Parses `source` and checks the functions it calls.
-fn parse(source: &str) -> Result<(Program, bool), String> {
+/// Where a rule sits, for checking it.
+#[derive(Clone, Copy)]
+struct Site<'a> {
+    schema: &'a Value,
+    root: bool,
+    optional_old: bool,
+}
+
+/// Parses `source` and checks the functions it calls and the fields it selects.
+fn parse(source: &str, site: Site<'_>) -> Result<(Program, bool), String> {
     let program = library::env().compile(source).map_err(|e| e.to_string())?;
+    check::check(&program, source, site.schema, site.root, site.optional_old)?;
     let references = program.references();
     if let Some(why) = references
         .functions()
@@ -145,7 +154,7 @@ fn reason(rule: &Value) -> Result<Reason, ()> {
 
 /// Compiles the rules of one schema node. `path` is the node's path inside the CRD,
 /// `correlatable` whether an old value can be found for it (not inside non-map lists).
-fn rules(schema: &Value, path: &str, correlatable: bool, causes: &mut Vec<Cause>) -> Vec<Rule> {
+fn rules(schema: &Value, path: &str, place: Place, causes: &mut Vec<Cause>) -> Vec<Rule> {
     let list = schema
         .get("x-kubernetes-validations")
         .and_then(Value::as_array)
@@ -159,7 +168,13 @@ fn rules(schema: &Value, path: &str, correlatable: bool, causes: &mut Vec<Cause>
             causes.push(Cause::required(&format!("{at}.rule")));
             continue;
         }
-        let (program, uses_old) = match parse(&source) {
+        let optional_old = r.get("optionalOldSelf").and_then(Value::as_bool) == Some(true);
+        let site = Site {
+            schema,
+            root: place.root,
+            optional_old,
+        };
+        let (program, uses_old) = match parse(&source, site) {
             Ok(p) => p,
             Err(e) => {
                 let detail = format!("compilation failed: {e}");
@@ -167,7 +182,7 @@ fn rules(schema: &Value, path: &str, correlatable: bool, causes: &mut Vec<Cause>
                 continue;
             }
         };
-        if uses_old && !correlatable {
+        if uses_old && !place.correlatable {
             let detail = format!(
                 "oldSelf cannot be used on the uncorrelatable portion of the schema within {path}"
             );
@@ -176,7 +191,7 @@ fn rules(schema: &Value, path: &str, correlatable: bool, causes: &mut Vec<Cause>
         }
         let message_expression = match text(r, "messageExpression") {
             None => None,
-            Some(m) => match parse(&m) {
+            Some(m) => match parse(&m, site) {
                 Ok((p, _)) => Some(p),
                 Err(e) => {
                     let detail = format!("messageExpression compilation failed: {e}");
@@ -223,26 +238,33 @@ fn rules(schema: &Value, path: &str, correlatable: bool, causes: &mut Vec<Cause>
             reason,
             field_path,
             uses_old,
-            optional_old: r.get("optionalOldSelf").and_then(Value::as_bool) == Some(true),
+            optional_old,
         });
     }
     out
 }
 
+/// Where a schema node is: the resource's root or not, and whether old values can be found
+/// for it (not inside lists other than `map` lists).
+#[derive(Clone, Copy)]
+pub struct Place {
+    pub root: bool,
+    pub correlatable: bool,
+}
+
 /// Builds the rule tree under `schema` (at `path` inside the CRD).
-pub fn node(schema: &Value, path: &str, correlatable: bool, causes: &mut Vec<Cause>) -> Node {
+pub fn node(schema: &Value, path: &str, place: Place, causes: &mut Vec<Cause>) -> Node {
     let mut n = Node {
-        rules: rules(schema, path, correlatable, causes),
+        rules: rules(schema, path, place, causes),
         ..Node::default()
+    };
+    let child = Place {
+        root: false,
+        correlatable: place.correlatable,
     };
     if let Some(props) = schema.get("properties").and_then(Value::as_object) {
         for (k, sub) in props {
-            let child = node(
-                sub,
-                &format!("{path}.properties[{k}]"),
-                correlatable,
-                causes,
-            );
+            let child = node(sub, &format!("{path}.properties[{k}]"), child, causes);
             if !child.is_empty() {
                 n.properties.push((k.clone(), child));
             }
@@ -250,7 +272,7 @@ pub fn node(schema: &Value, path: &str, correlatable: bool, causes: &mut Vec<Cau
     }
     if let Some(sub) = schema.get("additionalProperties").filter(|a| a.is_object()) {
         let at = format!("{path}.additionalProperties");
-        let child = node(sub, &at, correlatable, causes);
+        let child = node(sub, &at, child, causes);
         n.additional = (!child.is_empty()).then(|| Box::new(child));
     }
     if let Some(sub) = schema.get("items").filter(|a| a.is_object()) {
@@ -260,12 +282,11 @@ pub fn node(schema: &Value, path: &str, correlatable: bool, causes: &mut Vec<Cau
                 schema.get("x-kubernetes-list-map-keys"),
             ));
         }
-        let child = node(
-            sub,
-            &format!("{path}.items"),
-            correlatable && is_map,
-            causes,
-        );
+        let items = Place {
+            root: false,
+            correlatable: place.correlatable && is_map,
+        };
+        let child = node(sub, &format!("{path}.items"), items, causes);
         n.items = (!child.is_empty()).then(|| Box::new(child));
     }
     if !n.rules.is_empty() {

@@ -4,6 +4,7 @@
 //! `library` says which functions exist; `value` how JSON becomes CEL values; `eval` how
 //! rules are run and old values correlated.
 
+mod check;
 mod compile;
 mod eval;
 mod library;
@@ -26,7 +27,11 @@ pub struct Validations {
 /// `Ok(None)`: the schema has no rules. `Err`: the CRD's causes, one per bad rule.
 pub fn compile(schema: &Value, path: &str) -> Result<Option<Validations>, Vec<Cause>> {
     let mut causes = Vec::new();
-    let root = compile::node(schema, path, true, &mut causes);
+    let place = compile::Place {
+        root: true,
+        correlatable: true,
+    };
+    let root = compile::node(schema, path, place, &mut causes);
     if !causes.is_empty() {
         return Err(causes);
     }

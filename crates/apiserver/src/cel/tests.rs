@@ -171,3 +171,62 @@ fn bad_rules_refuse_the_crd_with_their_path() {
     assert!(causes[5].message.contains("undeclared reference to 'foo'"));
     assert!(compile(&json!({"type": "object"}), "r").unwrap().is_none());
 }
+
+fn compiles(rule: &str) -> Result<(), String> {
+    let s = json!({"type": "object", "properties": {"spec": {"type": "object",
+        "x-kubernetes-validations": [{"rule": rule}],
+        "properties": {
+            "min-size": {"type": "integer"},
+            "ports": {"type": "array", "items": {"type": "object", "properties": {
+                "name": {"type": "string"}}}},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}});
+    compile(&s, "r")
+        .map(|_| ())
+        .map_err(|c| c.iter().map(Cause::render).collect::<Vec<_>>().join("; "))
+}
+
+#[test]
+fn fields_and_identifiers_are_checked_like_the_type_checker() {
+    for ok in [
+        "self.min__dash__size >= 0",
+        "has(self.ports) && self.ports.all(p, p.name != '')",
+        "self.labels.all(k, self.labels[k] != '') && self.labels.x == 'y'",
+        "self.free.anything.at.all == 1",
+        "type(self.min__dash__size) == int",
+        "self.?ports.orValue([]).size() < 3",
+    ] {
+        assert_eq!(compiles(ok), Ok(()), "{ok}");
+    }
+    let err = compiles("self.minSize >= 0").unwrap_err();
+    assert!(
+        err.contains("compilation failed: ERROR: <input>:1:5: undefined field 'minSize'"),
+        "{err}"
+    );
+    let err = compiles("has(self.nope)").unwrap_err();
+    assert!(err.contains("undefined field 'nope'"), "{err}");
+    let err = compiles("self.ports.exists(p, p.nmae == 'x')").unwrap_err();
+    assert!(err.contains("undefined field 'nmae'"), "{err}");
+    let err = compiles("self.min__dash__size == oldself.min__dash__size").unwrap_err();
+    assert!(err.contains("undeclared reference to 'oldself'"), "{err}");
+    let err = compiles("\nself.labels == p").unwrap_err();
+    assert!(
+        err.contains("<input>:2:16: undeclared reference to 'p'"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_root_exposes_api_version_kind_and_metadata() {
+    let s = json!({"type": "object", "properties": {"spec": {"type": "object"}},
+        "x-kubernetes-validations": [{"rule": "self.metadata.name.startsWith('a') && self.kind == 'X'",
+            "message": "names start with a"}]});
+    let v = compile(&s, "r").unwrap().unwrap();
+    assert!(validate(&v, &spec(json!({})), None, &[]).is_empty());
+    let mut other = spec(json!({}));
+    other["metadata"]["name"] = json!("b");
+    assert_eq!(
+        rendered(&validate(&v, &other, None, &[])),
+        ["<nil>: Invalid value: \"object\": names start with a"]
+    );
+}
