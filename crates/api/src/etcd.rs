@@ -159,7 +159,8 @@ pub struct Bootstrap {
     pub initial_cluster: Vec<InitialMember>,
     /// `new` or `existing`.
     pub initial_cluster_state: InitialClusterState,
-    /// Cluster token, so that two clusters never merge by mistake.
+    /// Cluster token, so that two clusters never merge by mistake. Immutable.
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "initialClusterToken is immutable"}]))]
     pub initial_cluster_token: String,
 }
 

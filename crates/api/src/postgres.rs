@@ -39,7 +39,11 @@ use crate::common::{CommonStatus, PodOverrides, StorageSpec, TimeoutOverrides};
     {"rule": "!has(oldSelf.storage) || !has(oldSelf.storage.storageClassName) || (has(self.storage) && has(self.storage.storageClassName) && self.storage.storageClassName == oldSelf.storage.storageClassName)",
      "message": "storage.storageClassName is immutable"},
     {"rule": "self.version == oldSelf.version || int(self.version) == int(oldSelf.version)",
-     "message": "version is the PostgreSQL major version and cannot change (major upgrades need pg_upgrade, which Steward does not run)"}
+     "message": "version is the PostgreSQL major version and cannot change (major upgrades need pg_upgrade, which Steward does not run)"},
+    {"rule": "!has(self.instanceStorage) || self.instanceStorage.all(s, s.ordinal < self.instances)",
+     "message": "instanceStorage ordinals must be between 0 and instances - 1"},
+    {"rule": "!has(self.instanceStorage) || self.instanceStorage.all(a, self.instanceStorage.exists_one(b, b.ordinal == a.ordinal))",
+     "message": "instanceStorage lists an ordinal more than once"}
 ]))]
 pub struct PostgresClusterSpec {
     /// PostgreSQL major version, e.g. `15`. The image tag is the version unless `image` is set.
@@ -56,8 +60,9 @@ pub struct PostgresClusterSpec {
     #[serde(default)]
     pub storage: StorageSpec,
     /// Per-instance storage overrides, by instance ordinal (e.g. a larger volume or another
-    /// StorageClass for one instance).
+    /// StorageClass for one instance). Each ordinal at most once, below `instances`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 9))]
     pub instance_storage: Vec<InstanceStorage>,
     /// Overrides applied to every instance Pod: resources, affinity, tolerations, node
     /// selector, annotations, labels.

@@ -2,13 +2,15 @@
 //! names, `NamesAccepted`/`Established` conditions, stored versions — set synchronously on
 //! every write instead of by a controller), and the `ResourceDef`s it registers, one per served
 //! version. All served versions share one storage; objects are read and written as-is with
-//! `apiVersion` rewritten, because conversion webhooks do not exist here. Structural-schema
-//! checks of the CRD's own schema are not performed.
+//! `apiVersion` rewritten, because conversion webhooks do not exist here. The CEL rules of
+//! every version are compiled here (a rule that does not compile refuses the CRD) and kept in
+//! the `ResourceDef`s. Structural-schema checks of the CRD's own schema are not performed.
 
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::cel;
 use crate::meta;
 use crate::registry::{NameRule, ResourceDef, ScaleDef, StatusOnCreate};
 use crate::status::Cause;
@@ -71,7 +73,17 @@ pub fn defs(crd: &Value) -> Result<Vec<ResourceDef>, Vec<Cause>> {
             "must have exactly one version marked as storage version",
         ));
     }
+    let mut validations = Vec::with_capacity(versions.len());
     for (i, v) in versions.iter().enumerate() {
+        let schema_path = format!("spec.versions[{i}].schema.openAPIV3Schema");
+        match meta::get_path(v, "schema.openAPIV3Schema").map(|sc| cel::compile(sc, &schema_path)) {
+            Some(Ok(compiled)) => validations.push(compiled.map(Arc::new)),
+            Some(Err(c)) => {
+                causes.extend(c);
+                validations.push(None);
+            }
+            None => validations.push(None),
+        }
         if s(v, "name").is_none() {
             causes.push(Cause::required(&format!("spec.versions[{i}].name")));
         }
@@ -96,8 +108,9 @@ pub fn defs(crd: &Value) -> Result<Vec<ResourceDef>, Vec<Cause>> {
         .unwrap_or(Value::Null);
     let out = versions
         .iter()
-        .filter(|v| v.get("served").and_then(Value::as_bool) == Some(true))
-        .map(|v| {
+        .zip(validations)
+        .filter(|(v, _)| v.get("served").and_then(Value::as_bool) == Some(true))
+        .map(|(v, validations)| {
             let status = meta::get_path(v, "subresources.status").is_some();
             let scale = meta::get_path(v, "subresources.scale").map(|sc| ScaleDef {
                 spec_replicas_path: s(sc, "specReplicasPath")
@@ -136,6 +149,7 @@ pub fn defs(crd: &Value) -> Result<Vec<ResourceDef>, Vec<Cause>> {
                 schema: meta::get_path(v, "schema.openAPIV3Schema")
                     .cloned()
                     .map(Arc::new),
+                validations,
                 crd: Some(name.to_string()),
                 storage_gr: None,
                 printer_columns: v

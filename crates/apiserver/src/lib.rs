@@ -12,6 +12,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod cel;
 mod controllers;
 mod convert;
 mod crd;

@@ -82,6 +82,8 @@ pub struct ResourceDef {
     pub storage_version: String,
     /// `openAPIV3Schema` of this version (CRDs only).
     pub schema: Option<Arc<Value>>,
+    /// The compiled `x-kubernetes-validations` of `schema` (CRDs with rules only).
+    pub validations: Option<Arc<crate::cel::Validations>>,
     /// Name of the CRD that registered this kind.
     pub crd: Option<String>,
     /// Extra field selectors (CRD `selectableFields`, JSON paths without the leading dot).
@@ -157,6 +159,7 @@ fn builtin(
         extra_subresources: Vec::new(),
         storage_version: version.into(),
         schema: None,
+        validations: None,
         crd: None,
         selectable_fields: Vec::new(),
         printer_columns: Vec::new(),

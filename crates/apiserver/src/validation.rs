@@ -3,8 +3,8 @@
 //! fields (unless `x-kubernetes-preserve-unknown-fields`), then validate types, `required`,
 //! `enum`, numeric bounds, `multipleOf`, string lengths, `pattern`, item and property counts,
 //! `uniqueItems`, `x-kubernetes-int-or-string` and `allOf`/`anyOf`/`oneOf`/`not`.
-//! Not enforced: CEL `x-kubernetes-validations`, `format`, and `x-kubernetes-list-type`
-//! uniqueness of keys. `metadata` is validated by `objmeta`, not here.
+//! Not enforced: `format` and `x-kubernetes-list-type` uniqueness of keys. CEL
+//! `x-kubernetes-validations` run after this, in `cel`. `metadata` is validated by `objmeta`.
 
 use serde_json::{Map, Value};
 

@@ -7,6 +7,8 @@
 #[path = "conformance/support.rs"]
 mod support;
 
+#[path = "conformance/cel.rs"]
+mod cel;
 #[path = "conformance/crd.rs"]
 mod crd;
 #[path = "conformance/crud.rs"]

@@ -1,5 +1,5 @@
 //! The write path shared by every endpoint (PUT, PATCH, apply, status, GC): admission
-//! (defaults, CRD handling, schema validation, metadata validation), system-metadata
+//! (defaults, CRD handling, schema validation, metadata validation, CEL rules), system-metadata
 //! preservation, the status-subresource split, generation bumps, managedFields for `Update`
 //! operations, the no-op rule, and deletion once the last finalizer is gone. Transport concerns
 //! (parsing requests, preconditions from URLs) live in `handlers`.
@@ -10,6 +10,7 @@ pub mod grace;
 
 use serde_json::{Value, json};
 
+use crate::cel;
 use crate::crd;
 use crate::defaults;
 use crate::ipam::Allocator;
@@ -101,6 +102,10 @@ pub fn admit(
         causes.extend(validation::process(schema, obj));
     }
     causes.extend(objmeta::validate(def.name_rule, obj));
+    if let Some(rules) = def.validations.as_deref() {
+        let more = cel::validate(rules, obj, old, &causes);
+        causes.extend(more);
+    }
     causes
 }
 
@@ -243,6 +248,15 @@ pub fn commit(
     }
     if sub.is_empty() {
         let causes = admit(state, def, Some(old), &mut new);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(def, &name, causes));
+        }
+    } else if sub == "status"
+        && let Some(rules) = def.validations.as_deref()
+    {
+        // Upstream runs every rule of the object on status writes too; the spec is the stored
+        // one, so spec rules pass (transition rules see no change, others are ratcheted).
+        let causes = cel::validate(rules, &new, Some(old), &[]);
         if !causes.is_empty() {
             return Err(ApiError::invalid(def, &name, causes));
         }

@@ -1,0 +1,159 @@
+//! Steward's own CRDs on the embedded server: every `x-kubernetes-validations` rule they carry
+//! compiles, and the rules hold as on a real cluster (immutable major version, storage class,
+//! peer identity; instance-storage ordinals below `instances` and unique), while valid updates
+//! and status writes go through.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client, Config};
+use serde_json::{Value, json};
+use steward_api::etcd::{EtcdCluster, EtcdPeer};
+use steward_api::postgres::PostgresCluster;
+use steward_apiserver::{ApiServerHandle, ServerConfig};
+
+async fn server() -> (ApiServerHandle, Client) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let server = steward_apiserver::start(ServerConfig::default())
+        .await
+        .unwrap();
+    let client = Client::try_from(Config::new(server.url().parse().unwrap())).unwrap();
+    let crds = Api::<CustomResourceDefinition>::all(client.clone());
+    for crd in steward_api::crds() {
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+    }
+    (server, client)
+}
+
+fn refusal<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> String {
+    match r {
+        Err(kube::Error::Api(s)) if s.code == 422 => s.message,
+        other => panic!("expected 422 Invalid, got {other:?}"),
+    }
+}
+
+fn merge(spec: Value) -> Patch<Value> {
+    Patch::Merge(json!({"spec": spec}))
+}
+
+#[tokio::test]
+async fn postgres_cluster_rules_hold() {
+    let (server, client) = server().await;
+    let api: Api<PostgresCluster> = Api::namespaced(client, "default");
+    let pp = PatchParams::default();
+    let cluster: PostgresCluster = serde_json::from_value(json!({
+        "apiVersion": "steward.dev/v1alpha1", "kind": "PostgresCluster",
+        "metadata": {"name": "db"},
+        "spec": {"version": "15", "instances": 3, "storage": {"storageClassName": "fast"},
+            "instanceStorage": [{"ordinal": 2, "storage": {"size": "5Gi"}}]}}))
+    .unwrap();
+    api.create(&PostParams::default(), &cluster).await.unwrap();
+
+    let msg = refusal(api.patch("db", &pp, &merge(json!({"version": "16"}))).await);
+    assert!(
+        msg.contains("spec: Invalid value: \"object\": version is the PostgreSQL major version and cannot change"),
+        "{msg}"
+    );
+    let msg = refusal(
+        api.patch(
+            "db",
+            &pp,
+            &merge(json!({"storage": {"storageClassName": "slow"}})),
+        )
+        .await,
+    );
+    assert!(
+        msg.contains("storage.storageClassName is immutable"),
+        "{msg}"
+    );
+    let msg = refusal(api.patch("db", &pp, &merge(json!({"instances": 2}))).await);
+    assert!(
+        msg.contains("instanceStorage ordinals must be between 0 and instances - 1"),
+        "{msg}"
+    );
+    let twice = json!({"instanceStorage": [
+        {"ordinal": 1, "storage": {"size": "5Gi"}}, {"ordinal": 1, "storage": {"size": "6Gi"}}]});
+    let msg = refusal(api.patch("db", &pp, &merge(twice)).await);
+    assert!(
+        msg.contains("instanceStorage lists an ordinal more than once"),
+        "{msg}"
+    );
+
+    // A valid update goes through.
+    let grown = api
+        .patch("db", &pp, &merge(json!({"instances": 5, "paused": true})))
+        .await
+        .unwrap();
+    assert_eq!(grown.spec.instances, 5);
+    // Status writes are not blocked by the spec's transition rules.
+    let status = Patch::Merge(json!({"status": {"readyInstances": 2, "replicas": 3}}));
+    let written = api.patch_status("db", &pp, &status).await.unwrap();
+    assert_eq!(written.status.unwrap().ready_instances, 2);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn etcd_rules_hold() {
+    let (server, client) = server().await;
+    let pp = PatchParams::default();
+    let clusters: Api<EtcdCluster> = Api::namespaced(client.clone(), "default");
+    let cluster: EtcdCluster = serde_json::from_value(json!({
+        "apiVersion": "steward.dev/v1alpha1", "kind": "EtcdCluster", "metadata": {"name": "e"},
+        "spec": {"replicas": 3, "version": "3.5.17", "storage": {"storageClassName": "fast"}}}))
+    .unwrap();
+    clusters
+        .create(&PostParams::default(), &cluster)
+        .await
+        .unwrap();
+    let msg = refusal(
+        clusters
+            .patch(
+                "e",
+                &pp,
+                &merge(json!({"storage": {"storageClassName": null}})),
+            )
+            .await,
+    );
+    assert!(
+        msg.contains("storage.storageClassName is immutable"),
+        "{msg}"
+    );
+    clusters
+        .patch("e", &pp, &merge(json!({"replicas": 5, "version": "3.6.0"})))
+        .await
+        .unwrap();
+
+    let peers: Api<EtcdPeer> = Api::namespaced(client, "default");
+    let peer: EtcdPeer = serde_json::from_value(json!({
+        "apiVersion": "steward.dev/v1alpha1", "kind": "EtcdPeer", "metadata": {"name": "e-0"},
+        "spec": {"clusterName": "e", "version": "3.5.17", "memberId": "8e9e05c52164694d",
+            "bootstrap": {"initialCluster": [{"name": "e-0", "peerUrl": "http://e-0:2380"}],
+                "initialClusterState": "new", "initialClusterToken": "uid-1"}}}))
+    .unwrap();
+    peers.create(&PostParams::default(), &peer).await.unwrap();
+    for (change, message) in [
+        (
+            json!({"clusterName": "other"}),
+            "spec.clusterName: Invalid value: \"string\": clusterName is immutable",
+        ),
+        (
+            json!({"memberId": "1"}),
+            "spec.memberId: Invalid value: \"string\": memberId is immutable",
+        ),
+        (
+            json!({"bootstrap": {"initialClusterToken": "uid-2"}}),
+            "spec.bootstrap.initialClusterToken: Invalid value: \"string\": initialClusterToken is immutable",
+        ),
+    ] {
+        let msg = refusal(peers.patch("e-0", &pp, &merge(change)).await);
+        assert!(msg.contains(message), "{msg}");
+    }
+    // Fields that may change still do.
+    let upgraded = peers
+        .patch("e-0", &pp, &merge(json!({"version": "3.6.0"})))
+        .await
+        .unwrap();
+    assert_eq!(upgraded.spec.version, "3.6.0");
+    server.shutdown().await;
+}
