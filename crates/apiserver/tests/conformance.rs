@@ -27,3 +27,5 @@ mod services;
 mod ssa;
 #[path = "conformance/watch.rs"]
 mod watch;
+#[path = "conformance/workloads.rs"]
+mod workloads;

@@ -11,7 +11,11 @@ pub mod cronjob;
 pub mod endpoints;
 pub mod job;
 pub mod pvc_protection;
+pub mod replicaset;
 pub mod scheduler;
+#[allow(dead_code)] // helpers for the StatefulSet and Deployment controllers that follow
+pub mod workload;
+pub mod writes;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,7 +43,8 @@ pub async fn run(server: Arc<Server>) {
         let job_due = job::reconcile(&mut state, now, &mut jobs);
         let cron_due = cronjob::reconcile(&mut state, now);
         pvc_protection::reconcile(&mut state);
-        wake = [job_due, cron_due]
+        let rs_due = replicaset::reconcile(&mut state, now);
+        wake = [job_due, cron_due, rs_due]
             .into_iter()
             .flatten()
             .fold(IDLE_WAKE, Duration::min)
