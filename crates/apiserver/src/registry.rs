@@ -371,6 +371,16 @@ pub fn builtin_kinds() -> Vec<ResourceDef> {
         apps("StatefulSet", "statefulsets", &["sts"], true),
         apps("ReplicaSet", "replicasets", &["rs"], true),
         apps("DaemonSet", "daemonsets", &["ds"], false),
+        builtin(
+            "apps",
+            "v1",
+            "ControllerRevision",
+            "controllerrevisions",
+            true,
+            &[],
+            false,
+            false,
+        ),
         crd,
     ]
 }

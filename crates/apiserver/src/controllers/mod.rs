@@ -13,6 +13,7 @@ pub mod job;
 pub mod pvc_protection;
 pub mod replicaset;
 pub mod scheduler;
+pub mod statefulset;
 #[allow(dead_code)] // helpers for the StatefulSet and Deployment controllers that follow
 pub mod workload;
 pub mod writes;
@@ -44,6 +45,7 @@ pub async fn run(server: Arc<Server>) {
         let cron_due = cronjob::reconcile(&mut state, now);
         pvc_protection::reconcile(&mut state);
         let rs_due = replicaset::reconcile(&mut state, now);
+        statefulset::reconcile(&mut state, now);
         wake = [job_due, cron_due, rs_due]
             .into_iter()
             .flatten()

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::apps::v1::{ControllerRevision, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -168,5 +168,163 @@ async fn replicaset_creates_scales_and_adopts_pods() {
         live.len() == 3 && !live.contains("stray")
     })
     .await;
+    env.finish().await;
+}
+
+async fn sts_status(api: &Api<StatefulSet>, name: &str) -> Value {
+    serde_json::to_value(api.get(name).await.unwrap().status).unwrap_or(Value::Null)
+}
+
+/// Marks Pods Ready (embedded server) until `done` holds.
+async fn drive_until<F, Fut>(env: &Env, app: &str, what: &str, mut done: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..300 {
+        if done().await {
+            return;
+        }
+        mark_all_ready(env, app).await;
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+#[tokio::test]
+async fn statefulset_orders_pods_claims_and_rolling_updates() {
+    let env = env("statefulset").await;
+    let api: Api<StatefulSet> = env.api();
+    let sts: StatefulSet = serde_json::from_value(json!({"metadata": {"name": "db"},
+        "spec": {"replicas": 3, "serviceName": "db-hl", "selector": {"matchLabels": {"app": "db"}},
+            "template": template("db", json!({})),
+            "volumeClaimTemplates": [{"metadata": {"name": "data"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Mi"}}}}],
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Delete"}}}))
+    .unwrap();
+    api.create(&PostParams::default(), &sts).await.unwrap();
+    let pods: Api<Pod> = env.api();
+    let claims: Api<PersistentVolumeClaim> = env.api();
+    eventually("db-0", || async {
+        pods.get_opt("db-0").await.unwrap().is_some()
+    })
+    .await;
+    let p0 = pods.get("db-0").await.unwrap();
+    let labels = p0.metadata.labels.clone().unwrap();
+    assert_eq!(labels["statefulset.kubernetes.io/pod-name"], "db-0");
+    assert_eq!(labels["apps.kubernetes.io/pod-index"], "0");
+    assert!(labels["controller-revision-hash"].starts_with("db-"));
+    let spec = p0.spec.clone().unwrap();
+    assert_eq!(spec.hostname.as_deref(), Some("db-0"));
+    assert_eq!(spec.subdomain.as_deref(), Some("db-hl"));
+    let vol = spec
+        .volumes
+        .unwrap()
+        .into_iter()
+        .find(|v| v.name == "data")
+        .unwrap();
+    assert_eq!(vol.persistent_volume_claim.unwrap().claim_name, "data-db-0");
+    assert!(claims.get_opt("data-db-0").await.unwrap().is_some());
+    if !env.real {
+        // OrderedReady: db-1 waits for db-0 to be Running and Ready.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(pods.get_opt("db-1").await.unwrap().is_none());
+        mark_ready(&env, "db-0").await;
+        eventually("db-1", || async {
+            pods.get_opt("db-1").await.unwrap().is_some()
+        })
+        .await;
+        assert!(pods.get_opt("db-2").await.unwrap().is_none());
+    }
+    drive_until(&env, "db", "three ready replicas", || async {
+        let s = sts_status(&api, "db").await;
+        s["readyReplicas"] == 3
+            && s["currentReplicas"] == 3
+            && s["updatedReplicas"] == 3
+            && s["currentRevision"] == s["updateRevision"]
+            && s["observedGeneration"] == 1
+    })
+    .await;
+    let first_rev = sts_status(&api, "db").await["updateRevision"].clone();
+    let revs: Api<ControllerRevision> = env.api();
+    let listed = revs.list(&ListParams::default()).await.unwrap().items;
+    assert!(
+        listed
+            .iter()
+            .any(|r| Some(r.metadata.name.as_deref().unwrap_or_default()) == first_rev.as_str())
+    );
+
+    // A template change rolls the Pods from the highest ordinal down, one at a time.
+    api.patch(
+        "db",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"template": {"metadata": {"annotations": {"v": "2"}}}}})),
+    )
+    .await
+    .unwrap();
+    eventually("new update revision", || async {
+        let s = sts_status(&api, "db").await;
+        s["updateRevision"] != first_rev && s["observedGeneration"] == 2
+    })
+    .await;
+    let new_rev = sts_status(&api, "db").await["updateRevision"].clone();
+    if !env.real {
+        eventually("db-2 replaced first", || async {
+            pods.get_opt("db-2").await.unwrap().is_some_and(|p| {
+                p.metadata.labels.unwrap()["controller-revision-hash"] == new_rev.as_str().unwrap()
+            })
+        })
+        .await;
+        let p0 = pods.get("db-0").await.unwrap().metadata.labels.unwrap();
+        assert_eq!(p0["controller-revision-hash"], first_rev.as_str().unwrap());
+    }
+    drive_until(&env, "db", "rollout complete", || async {
+        let s = sts_status(&api, "db").await;
+        s["currentRevision"] == new_rev && s["updatedReplicas"] == 3 && s["readyReplicas"] == 3
+    })
+    .await;
+
+    // Scaling down removes the highest ordinals; whenScaled: Delete removes their claims.
+    api.patch(
+        "db",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 1}})),
+    )
+    .await
+    .unwrap();
+    drive_until(&env, "db", "scaled to one with its claim only", || async {
+        let live = names(&live_pods(&env, "db").await);
+        let cl: BTreeSet<String> = claims
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|c| c.metadata.deletion_timestamp.is_none())
+            .filter_map(|c| c.metadata.name)
+            .collect();
+        live == BTreeSet::from(["db-0".to_string()])
+            && cl == BTreeSet::from(["data-db-0".to_string()])
+    })
+    .await;
+
+    // A failed Pod is replaced (the embedded server only: a kubelet owns the phase otherwise).
+    if !env.real {
+        let uid = pods.get("db-0").await.unwrap().metadata.uid;
+        pods.patch_status(
+            "db-0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Failed"}})),
+        )
+        .await
+        .unwrap();
+        eventually("db-0 recreated", || async {
+            pods.get_opt("db-0")
+                .await
+                .unwrap()
+                .is_some_and(|p| p.metadata.uid != uid)
+        })
+        .await;
+    }
     env.finish().await;
 }
