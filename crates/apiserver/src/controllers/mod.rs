@@ -8,13 +8,13 @@
 
 pub mod cron;
 pub mod cronjob;
+pub mod deployment;
 pub mod endpoints;
 pub mod job;
 pub mod pvc_protection;
 pub mod replicaset;
 pub mod scheduler;
 pub mod statefulset;
-#[allow(dead_code)] // helpers for the StatefulSet and Deployment controllers that follow
 pub mod workload;
 pub mod writes;
 
@@ -44,9 +44,10 @@ pub async fn run(server: Arc<Server>) {
         let job_due = job::reconcile(&mut state, now, &mut jobs);
         let cron_due = cronjob::reconcile(&mut state, now);
         pvc_protection::reconcile(&mut state);
+        let deploy_due = deployment::reconcile(&mut state, now);
         let rs_due = replicaset::reconcile(&mut state, now);
         statefulset::reconcile(&mut state, now);
-        wake = [job_due, cron_due, rs_due]
+        wake = [job_due, cron_due, deploy_due, rs_due]
             .into_iter()
             .flatten()
             .fold(IDLE_WAKE, Duration::min)

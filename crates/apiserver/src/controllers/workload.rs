@@ -88,11 +88,6 @@ pub fn controller_of(obj: &Value) -> Option<Value> {
         .find(|r| r["controller"] == true)
 }
 
-/// Whether `obj` is controlled by the object with this uid.
-pub fn controlled_by(obj: &Value, uid: &str) -> bool {
-    controller_of(obj).is_some_and(|r| r["uid"] == uid)
-}
-
 /// A controller reference to `owner` (with `blockOwnerDeletion`, as the controllers set it).
 pub fn controller_ref(owner: &Value, api_version: &str, kind: &str) -> Value {
     json!({"apiVersion": api_version, "kind": kind, "name": meta::name(owner).unwrap_or_default(),
@@ -199,26 +194,6 @@ pub fn pod_from_template(
 pub enum PodName<'a> {
     Exact(&'a str),
     Prefix(&'a str),
-}
-
-/// Sets a Deployment/StatefulSet-style condition (`lastUpdateTime` and `lastTransitionTime`),
-/// keeping it unchanged when status, reason and message are the same.
-pub fn set_condition(status: &mut Value, kind: &str, st: &str, reason: &str, msg: &str, now: &str) {
-    let mut list: Vec<Value> = status["conditions"].as_array().cloned().unwrap_or_default();
-    if let Some(c) = list.iter_mut().find(|c| c["type"] == kind) {
-        if c["status"] == st && c["reason"] == reason && c["message"] == msg {
-            return;
-        }
-        if c["status"] != st {
-            c["lastTransitionTime"] = json!(now);
-        }
-        *c = json!({"type": kind, "status": st, "lastUpdateTime": now,
-            "lastTransitionTime": c["lastTransitionTime"].clone(), "reason": reason, "message": msg});
-    } else {
-        list.push(json!({"type": kind, "status": st, "lastUpdateTime": now,
-            "lastTransitionTime": now, "reason": reason, "message": msg}));
-    }
-    status["conditions"] = Value::Array(list);
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::apps::v1::{ControllerRevision, ReplicaSet, StatefulSet};
+use k8s_openapi::api::apps::v1::{ControllerRevision, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
@@ -142,30 +142,24 @@ async fn replicaset_creates_scales_and_adopts_pods() {
     })
     .await;
 
-    // An orphan Pod that matches is adopted (and, being surplus and not Ready, deleted).
-    api.patch("web", &PatchParams::default(), &scale(4))
-        .await
-        .unwrap();
-    eventually("four Pods", || async {
-        live_pods(&env, "web").await.len() == 4
-    })
-    .await;
-    api.patch("web", &PatchParams::default(), &scale(3))
-        .await
-        .unwrap();
-    eventually("three again", || async {
-        live_pods(&env, "web").await.len() == 3
-    })
-    .await;
+    // An orphan Pod that matches is adopted (owner reference added), and the surplus goes.
     let orphan: Pod = serde_json::from_value(
         json!({"metadata": {"name": "stray", "labels": {"app": "web"}},
         "spec": template("web", json!({}))["spec"].clone()}),
     )
     .unwrap();
     env.pod(&orphan).await;
-    eventually("orphan adopted and removed", || async {
-        let live = names(&live_pods(&env, "web").await);
-        live.len() == 3 && !live.contains("stray")
+    eventually("orphan adopted, back to three", || async {
+        let live = live_pods(&env, "web").await;
+        let stray_ok =
+            live.iter()
+                .filter(|p| p.metadata.name.as_deref() == Some("stray"))
+                .all(|p| {
+                    p.metadata.owner_references.as_ref().is_some_and(|r| {
+                        r.iter().any(|r| r.uid == uid && r.controller == Some(true))
+                    })
+                });
+        live.len() == 3 && stray_ok
     })
     .await;
     env.finish().await;
@@ -326,5 +320,138 @@ async fn statefulset_orders_pods_claims_and_rolling_updates() {
         })
         .await;
     }
+    env.finish().await;
+}
+
+fn condition(status: &Value, kind: &str) -> Value {
+    status["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == kind).cloned())
+        .unwrap_or(Value::Null)
+}
+
+async fn replica_sets(env: &Env) -> Vec<ReplicaSet> {
+    let api: Api<ReplicaSet> = env.api();
+    api.list(&ListParams::default()).await.unwrap().items
+}
+
+#[tokio::test]
+async fn deployment_rolls_replica_sets_and_reports_progress() {
+    let env = env("deployment").await;
+    let api: Api<Deployment> = env.api();
+    let d: Deployment = serde_json::from_value(json!({"metadata": {"name": "web"},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}, "template": template("web", json!({})),
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}}}))
+    .unwrap();
+    api.create(&PostParams::default(), &d).await.unwrap();
+    let status = || async {
+        serde_json::to_value(api.get("web").await.unwrap().status).unwrap_or(Value::Null)
+    };
+    drive_until(&env, "web", "first rollout complete", || async {
+        let s = status().await;
+        s["updatedReplicas"] == 3
+            && s["availableReplicas"] == 3
+            && s["replicas"] == 3
+            && condition(&s, "Progressing")["reason"] == "NewReplicaSetAvailable"
+    })
+    .await;
+    let s = status().await;
+    assert_eq!(condition(&s, "Available")["status"], "True");
+    assert_eq!(
+        condition(&s, "Available")["reason"],
+        "MinimumReplicasAvailable"
+    );
+    assert_eq!(s["observedGeneration"], 1);
+    let sets = replica_sets(&env).await;
+    assert_eq!(sets.len(), 1);
+    let first = sets[0].clone();
+    let hash = first
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .as_ref()
+        .unwrap()
+        .metadata
+        .as_ref()
+        .unwrap()
+        .labels
+        .as_ref()
+        .unwrap()["pod-template-hash"]
+        .clone();
+    assert_eq!(
+        first.metadata.name.as_deref(),
+        Some(format!("web-{hash}").as_str())
+    );
+    assert_eq!(
+        first.metadata.annotations.as_ref().unwrap()["deployment.kubernetes.io/revision"],
+        "1"
+    );
+    let annotations = api.get("web").await.unwrap().metadata.annotations.unwrap();
+    assert_eq!(annotations["deployment.kubernetes.io/revision"], "1");
+    for p in live_pods(&env, "web").await {
+        assert_eq!(p.metadata.labels.unwrap()["pod-template-hash"], hash);
+    }
+
+    // A new template: a second ReplicaSet, never fewer than 3 available (maxUnavailable 0) and
+    // never more than 4 Pods (maxSurge 1).
+    api.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"template": {"metadata": {"annotations": {"v": "2"}}}}})),
+    )
+    .await
+    .unwrap();
+    let max_pods = std::sync::atomic::AtomicUsize::new(0);
+    drive_until(&env, "web", "second rollout complete", || async {
+        let s = status().await;
+        max_pods.fetch_max(
+            live_pods(&env, "web").await.len(),
+            std::sync::atomic::Ordering::SeqCst,
+        );
+        s["observedGeneration"] == 2
+            && s["updatedReplicas"] == 3
+            && s["replicas"] == 3
+            && s["availableReplicas"] == 3
+            && condition(&s, "Progressing")["reason"] == "NewReplicaSetAvailable"
+    })
+    .await;
+    if !env.real {
+        let max_pods = max_pods.into_inner();
+        assert!(max_pods <= 4, "{max_pods} Pods at once");
+    }
+    let sets = replica_sets(&env).await;
+    assert_eq!(sets.len(), 2);
+    let old = sets
+        .iter()
+        .find(|s| s.metadata.uid == first.metadata.uid)
+        .unwrap();
+    assert_eq!(old.spec.as_ref().unwrap().replicas, Some(0));
+    let new = sets
+        .iter()
+        .find(|s| s.metadata.uid != first.metadata.uid)
+        .unwrap();
+    assert_eq!(
+        new.metadata.annotations.as_ref().unwrap()["deployment.kubernetes.io/revision"],
+        "2"
+    );
+    assert_eq!(
+        api.get("web").await.unwrap().metadata.annotations.unwrap()["deployment.kubernetes.io/revision"],
+        "2"
+    );
+
+    // Scaling follows on the current ReplicaSet.
+    api.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 1}})),
+    )
+    .await
+    .unwrap();
+    drive_until(&env, "web", "scaled to one", || async {
+        let s = status().await;
+        s["replicas"] == 1 && s["availableReplicas"] == 1 && live_pods(&env, "web").await.len() == 1
+    })
+    .await;
     env.finish().await;
 }
