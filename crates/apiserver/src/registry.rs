@@ -195,6 +195,7 @@ pub fn builtin_kinds() -> Vec<ResourceDef> {
     pod.extra_subresources = vec![
         ("attach", "PodAttachOptions", &["create", "get"]),
         ("binding", "Binding", &["create"]),
+        ("eviction", "Eviction", &["create"]),
         ("exec", "PodExecOptions", &["create", "get"]),
         ("log", "Pod", &["get"]),
     ];

@@ -13,6 +13,8 @@ mod crd;
 mod crud;
 #[path = "conformance/discovery.rs"]
 mod discovery;
+#[path = "conformance/disruption.rs"]
+mod disruption;
 #[path = "conformance/gc.rs"]
 mod gc;
 #[path = "conformance/patch.rs"]

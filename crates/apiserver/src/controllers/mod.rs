@@ -9,6 +9,7 @@
 pub mod cron;
 pub mod cronjob;
 pub mod deployment;
+pub mod disruption;
 pub mod endpoints;
 pub mod job;
 pub mod pvc_protection;
@@ -47,7 +48,8 @@ pub async fn run(server: Arc<Server>) {
         let deploy_due = deployment::reconcile(&mut state, now);
         let rs_due = replicaset::reconcile(&mut state, now);
         statefulset::reconcile(&mut state, now);
-        wake = [job_due, cron_due, deploy_due, rs_due]
+        let pdb_due = disruption::reconcile(&mut state, now);
+        wake = [job_due, cron_due, deploy_due, rs_due, pdb_due]
             .into_iter()
             .flatten()
             .fold(IDLE_WAKE, Duration::min)

@@ -47,14 +47,19 @@ pub async fn mark_ready(env: &Env, name: &str) {
         return;
     }
     let pods: Api<Pod> = env.api();
-    pods.patch_status(
+    let r = pods.patch_status(
         name,
         &PatchParams::default(),
         &Patch::Merge(json!({"status": {"phase": "Running", "podIP": "10.9.0.1",
             "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()}]}})),
     )
-    .await
-    .unwrap();
+    .await;
+    // A controller may have deleted the Pod since it was listed.
+    match r {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => panic!("mark {name} ready: {e}"),
+    }
 }
 
 /// Marks every live Pod of `app` Ready (embedded server only).
