@@ -1,11 +1,12 @@
 //! Defaulting and the little validation done for built-in kinds, mirroring the real server's
 //! strategies where clients notice: Namespace phase/finalizer/name label, Pod defaults and
 //! `Pending` phase, Service ClusterIP allocation (see `ipam`) and port defaults, PVC `Pending`
-//! phase and the `kubernetes.io/pvc-protection` finalizer, required Pod containers, Job and CronJob defaults (see `batch`). Everything else in built-in specs is
+//! phase and the `kubernetes.io/pvc-protection` finalizer, required Pod containers, Job and CronJob defaults (see `batch`), apps/v1 workload defaults (see `apps`). Everything else in built-in specs is
 //! stored as sent, without schema validation or pruning.
 
 use serde_json::{Value, json};
 
+mod apps;
 mod batch;
 
 /// The finalizer every new PersistentVolumeClaim gets (`StorageObjectInUseProtection`).
@@ -20,6 +21,9 @@ use crate::status::Cause;
 pub fn on_create(def: &ResourceDef, obj: &mut Value, ips: &mut Allocator<'_>) -> Vec<Cause> {
     if def.group == "batch" {
         return on_batch(def, obj);
+    }
+    if def.group == "apps" {
+        return apps::defaults(&def.kind, obj);
     }
     if !def.group.is_empty() {
         return Vec::new();
@@ -70,6 +74,9 @@ pub fn on_update(
 ) -> Vec<Cause> {
     if def.group == "batch" {
         return on_batch(def, obj);
+    }
+    if def.group == "apps" {
+        return apps::defaults(&def.kind, obj);
     }
     if !def.group.is_empty() {
         return Vec::new();

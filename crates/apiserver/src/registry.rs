@@ -198,6 +198,7 @@ pub fn builtin_kinds() -> Vec<ResourceDef> {
     pod.extra_subresources = vec![
         ("attach", "PodAttachOptions", &["create", "get"]),
         ("binding", "Binding", &["create"]),
+        ("eviction", "Eviction", &["create"]),
         ("exec", "PodExecOptions", &["create", "get"]),
         ("log", "Pod", &["get"]),
     ];
@@ -374,6 +375,16 @@ pub fn builtin_kinds() -> Vec<ResourceDef> {
         apps("StatefulSet", "statefulsets", &["sts"], true),
         apps("ReplicaSet", "replicasets", &["rs"], true),
         apps("DaemonSet", "daemonsets", &["ds"], false),
+        builtin(
+            "apps",
+            "v1",
+            "ControllerRevision",
+            "controllerrevisions",
+            true,
+            &[],
+            false,
+            false,
+        ),
         crd,
     ]
 }

@@ -15,6 +15,8 @@ mod crd;
 mod crud;
 #[path = "conformance/discovery.rs"]
 mod discovery;
+#[path = "conformance/disruption.rs"]
+mod disruption;
 #[path = "conformance/gc.rs"]
 mod gc;
 #[path = "conformance/patch.rs"]
@@ -29,3 +31,5 @@ mod services;
 mod ssa;
 #[path = "conformance/watch.rs"]
 mod watch;
+#[path = "conformance/workloads.rs"]
+mod workloads;

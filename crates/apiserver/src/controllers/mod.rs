@@ -10,10 +10,16 @@
 
 pub mod cron;
 pub mod cronjob;
+pub mod deployment;
+pub mod disruption;
 pub mod endpoints;
 pub mod job;
 pub mod pvc_protection;
+pub mod replicaset;
 pub mod scheduler;
+pub mod statefulset;
+pub mod workload;
+pub mod writes;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -84,7 +90,11 @@ pub async fn run(server: Arc<Server>) {
         let job_due = job::reconcile(&mut state, now, &mut jobs);
         let cron_due = cronjob::reconcile(&mut state, now);
         pvc_protection::reconcile(&mut state);
-        wake = [job_due, cron_due]
+        let deploy_due = deployment::reconcile(&mut state, now);
+        let rs_due = replicaset::reconcile(&mut state, now);
+        statefulset::reconcile(&mut state, now);
+        let pdb_due = disruption::reconcile(&mut state, now);
+        wake = [job_due, cron_due, deploy_due, rs_due, pdb_due]
             .into_iter()
             .flatten()
             .fold(IDLE_WAKE, Duration::min)

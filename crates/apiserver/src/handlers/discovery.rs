@@ -140,8 +140,14 @@ fn resource_entries(d: &ResourceDef) -> Vec<Value> {
             "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
     }
     for (sub, kind, verbs) in &d.extra_subresources {
-        out.push(json!({"name": format!("{}/{sub}", d.plural), "singularName": "", "namespaced": d.namespaced,
-            "kind": kind, "verbs": verbs}));
+        let mut entry = json!({"name": format!("{}/{sub}", d.plural), "singularName": "", "namespaced": d.namespaced,
+            "kind": kind, "verbs": verbs});
+        if *kind == "Eviction" {
+            // As the real server lists it; kubectl drain looks for this group/version.
+            entry["group"] = json!("policy");
+            entry["version"] = json!("v1");
+        }
+        out.push(entry);
     }
     out
 }

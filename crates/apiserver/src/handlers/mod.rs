@@ -5,6 +5,7 @@
 //! Every failure is answered with a `metav1.Status` body.
 
 mod discovery;
+mod eviction;
 mod patch;
 mod proxy;
 mod read;

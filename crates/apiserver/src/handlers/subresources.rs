@@ -1,7 +1,7 @@
 //! Subresources other than status: `scale` (autoscaling/v1 Scale mapped through the kind's
 //! replica and selector paths; GET, PUT, and merge/JSON/strategic PATCH — apply is refused with
 //! 415), and the Pod subresource `binding` (sets `spec.nodeName` and `PodScheduled`);
-//! `portforward` and `eviction` answer 501. `log`, `exec` and `attach` are in `proxy`.
+//! `eviction` is in `eviction`; `portforward` answers 501. `log`, `exec` and `attach` are in `proxy`.
 
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
@@ -125,7 +125,8 @@ pub fn scale(req: &Request, t: &Target) -> ApiResult<Response> {
 pub fn pod(req: &Request, t: &Target, sub: &str) -> ApiResult<Response> {
     match (sub, &req.method) {
         ("binding", &Method::POST) => binding(req, t),
-        ("portforward" | "eviction", _) => Err(ApiError::not_implemented(format!(
+        ("eviction", &Method::POST) => super::eviction::evict(req, t),
+        ("portforward", _) => Err(ApiError::not_implemented(format!(
             "pods/{sub} is not implemented by the Steward local control plane"
         ))),
         _ => Err(ApiError::no_route()),
