@@ -311,6 +311,9 @@ mod tests {
             backed_off(&available("False", "PrimaryNotReady"), soon.clone(), resync),
             soon
         );
-        assert_eq!(backed_off(&CommonStatus::default(), soon.clone(), resync), soon);
+        assert_eq!(
+            backed_off(&CommonStatus::default(), soon.clone(), resync),
+            soon
+        );
     }
 }
