@@ -1,10 +1,13 @@
 //! Built-in controllers run inside the server: the scheduler, the Endpoints/EndpointSlice
-//! controller, the Job controller, the CronJob controller and the pvc-protection controller.
-//! They wake on every change (after a short debounce), every five seconds, and when a
-//! time-based action (a Job deadline or back-off, a CronJob schedule) is due, and converge the
-//! whole store in one pass; their writes go through the normal write path, so no-op passes write
-//! nothing. Deployment, StatefulSet, ReplicaSet, DaemonSet and PVC-binding controllers do not
-//! exist.
+//! controller, the Job controller, the CronJob controller, the pvc-protection controller, and the
+//! workload controllers of kube-controller-manager — Deployment, ReplicaSet, StatefulSet and
+//! disruption (PodDisruptionBudget status). They wake on every change (after a short debounce),
+//! every five seconds, and when a time-based action (a Job deadline or back-off, a CronJob
+//! schedule, a Pod becoming available after `minReadySeconds`, a Deployment's progress deadline,
+//! an eviction record expiring) is due, and converge the whole store in one pass, in this order;
+//! their writes go through the normal write path, so no-op passes write nothing. Workload
+//! controllers keep a pure plan per object (`*/plan.rs`) apart from their writes. DaemonSet and
+//! PVC-binding controllers do not exist.
 
 pub mod cron;
 pub mod cronjob;
