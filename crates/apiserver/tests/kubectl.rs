@@ -259,3 +259,73 @@ async fn drain_evicts_what_the_budget_allows_and_reports_the_refusal() {
     kubelet.abort();
     plane.server.shutdown().await;
 }
+
+/// The global resourceVersion, as a list reports it.
+async fn global_rv(client: &Client) -> String {
+    let pods: Api<Pod> = Api::all(client.clone());
+    pods.list(&ListParams::default().limit(1))
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn converged_workloads_cause_no_writes() {
+    let plane = plane().await;
+    let kubelet = plane.kubelet(false);
+    let deployments: Api<Deployment> = Api::namespaced(plane.client.clone(), "default");
+    let d: Deployment =
+        serde_json::from_value(json!({"metadata": {"name": "web"}, "spec": {"replicas": 2,
+        "selector": {"matchLabels": {"app": "web"}}, "template": template("web")}}))
+        .unwrap();
+    deployments
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+    let sets: Api<StatefulSet> = Api::namespaced(plane.client.clone(), "default");
+    let s: StatefulSet = serde_json::from_value(json!({"metadata": {"name": "db"}, "spec": {"replicas": 2,
+        "serviceName": "db", "selector": {"matchLabels": {"app": "db"}}, "template": template("db"),
+        "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"]}}]}})).unwrap();
+    sets.create(&PostParams::default(), &s).await.unwrap();
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(plane.client.clone(), "default");
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({"metadata": {"name": "db"},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "db"}}}}))
+    .unwrap();
+    budgets.create(&PostParams::default(), &pdb).await.unwrap();
+    for what in ["deployment/web", "statefulset/db"] {
+        let out = plane
+            .kubectl(&["rollout", "status", what, "--timeout=30s"])
+            .await;
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let mut last = global_rv(&plane.client).await;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = global_rv(&plane.client).await;
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    // Idle passes run every five seconds: wait past one.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(
+        global_rv(&plane.client).await,
+        last,
+        "a converged pass wrote something"
+    );
+    assert_eq!(
+        budgets
+            .get("db")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .disruptions_allowed,
+        1
+    );
+    kubelet.abort();
+    plane.server.shutdown().await;
+}

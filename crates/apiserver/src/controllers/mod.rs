@@ -1,12 +1,15 @@
 //! Built-in controllers run inside the server: the scheduler, the Endpoints/EndpointSlice
-//! controller, the Job controller, the CronJob controller and the pvc-protection controller.
-//! They wake on every change (after a short debounce), every five seconds, and when a
-//! time-based action (a Job deadline or back-off, a CronJob schedule) is due; their writes go
-//! through the normal write path, so no-op passes write nothing. The scheduler and the
-//! endpoints controllers are event-driven: a pass looks only at the objects that changed since
-//! the previous one ([`Changes`]), and at everything only on the first pass or when the watch
-//! history no longer holds those changes — so 10,000 stored objects cost nothing while idle. Deployment, StatefulSet, ReplicaSet, DaemonSet and PVC-binding controllers do not
-//! exist.
+//! controller, the Job controller, the CronJob controller, the pvc-protection controller, and the
+//! workload controllers of kube-controller-manager — Deployment, ReplicaSet, StatefulSet and
+//! disruption (PodDisruptionBudget status). They wake on every change (after a short debounce),
+//! every five seconds, and when a time-based action (a Job deadline or back-off, a CronJob
+//! schedule, a Pod becoming available after `minReadySeconds`, a Deployment's progress deadline,
+//! an eviction record expiring) is due; their writes go through the normal write path, so no-op
+//! passes write nothing. Workload controllers keep a pure plan per object (`*/plan.rs`) apart
+//! from their writes and converge the whole store on each pass. The scheduler and the endpoints
+//! controllers are event-driven: a pass looks only at the objects that changed since the
+//! previous one ([`Changes`]), and at everything only on the first pass or when the watch
+//! history no longer holds those changes. DaemonSet and PVC-binding controllers do not exist.
 
 pub mod cron;
 pub mod cronjob;

@@ -221,6 +221,20 @@ async fn eviction_spends_the_budget_and_refuses_past_it() {
         pdb_status(&env, "web").await["disruptionsAllowed"] == 0
     })
     .await;
+    // Keep it spent even once a replacement turns Ready (a real cluster's kubelet is quick).
+    let pdbs: Api<PodDisruptionBudget> = env.api();
+    pdbs.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"minAvailable": 3}})),
+    )
+    .await
+    .unwrap();
+    eventually("new generation observed", || async {
+        let st = pdb_status(&env, "web").await;
+        st["observedGeneration"] == 2 && st["disruptionsAllowed"] == 0
+    })
+    .await;
     let err = crate::support::api_err(evict(&env, &names[1]).await);
     assert_eq!((err.code, err.reason.as_str()), (429, "TooManyRequests"));
     assert_eq!(
@@ -232,7 +246,7 @@ async fn eviction_spends_the_budget_and_refuses_past_it() {
     assert!(
         cause
             .message
-            .starts_with("The disruption budget web needs 2 healthy pods and has"),
+            .starts_with("The disruption budget web needs 3 healthy pods and has"),
         "{}",
         cause.message
     );
