@@ -230,3 +230,18 @@ fn the_root_exposes_api_version_kind_and_metadata() {
         ["<nil>: Invalid value: \"object\": names start with a"]
     );
 }
+
+#[test]
+fn a_list_index_of_fails_when_it_runs_rather_than_passing() {
+    let s = json!({"type": "object", "properties": {"spec": {"type": "object",
+        "properties": {"l": {"type": "array", "items": {"type": "integer"}}},
+        "x-kubernetes-validations": [{"rule": "self.l.indexOf(1) == 0"}]}}});
+    let v = compile(&s, "r").unwrap().unwrap();
+    let c = validate(&v, &spec(json!({"l": [1, 2]})), None, &[]);
+    assert_eq!(c.len(), 1);
+    assert!(
+        c[0].message.contains("'no such overload'"),
+        "{}",
+        c[0].message
+    );
+}
