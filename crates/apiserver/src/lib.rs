@@ -1,6 +1,6 @@
 //! Steward's embedded control plane: an in-memory Kubernetes API server that speaks the real
-//! HTTP API (plain HTTP on loopback, no TLS, no authentication or authorization), so kube-rs
-//! clients and kubectl work against it unchanged. What is implemented, approximated and absent
+//! HTTP API (plain HTTP on loopback, no TLS; bearer-token authentication and RBAC authorization), so
+//! kube-rs clients and kubectl work against it unchanged. What is implemented, approximated and absent
 //! is listed in `docs/local-control-plane.md`.
 //!
 //! ```no_run
@@ -12,6 +12,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod auth;
 mod cel;
 mod controllers;
 mod convert;
@@ -37,7 +38,7 @@ mod watch;
 mod write;
 
 pub use ipam::ServiceCidr;
-pub use server::{ApiServerHandle, ServerConfig, start};
+pub use server::{ApiServerHandle, ServerConfig, kubeconfig_yaml, start};
 
 /// Errors from starting the server.
 #[derive(Debug, thiserror::Error)]

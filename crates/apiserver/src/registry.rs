@@ -194,6 +194,17 @@ pub fn builtin_kinds() -> Vec<ResourceDef> {
     ns.name_rule = NameRule::Label;
     ns.status_on_create = StatusOnCreate::Drop;
     ns.extra_subresources = vec![("finalize", "Namespace", &["update"])];
+    let mut service_account = builtin(
+        "",
+        "v1",
+        "ServiceAccount",
+        "serviceaccounts",
+        true,
+        &["sa"],
+        false,
+        false,
+    );
+    service_account.extra_subresources = vec![("token", "TokenRequest", &["create"])];
     let mut pod = all(builtin("", "v1", "Pod", "pods", true, &["po"], true, false));
     pod.extra_subresources = vec![
         ("attach", "PodAttachOptions", &["create", "get"]),
@@ -303,16 +314,7 @@ pub fn builtin_kinds() -> Vec<ResourceDef> {
             false,
             false,
         ),
-        builtin(
-            "",
-            "v1",
-            "ServiceAccount",
-            "serviceaccounts",
-            true,
-            &["sa"],
-            false,
-            false,
-        ),
+        service_account,
         node,
         builtin("", "v1", "Event", "events", true, &["ev"], false, false),
         events,

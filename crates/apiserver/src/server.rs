@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ipam::ServiceCidr;
 use crate::store::State;
-use crate::{Error, controllers, gc, handlers, snapshot};
+use crate::{Error, auth, controllers, gc, handlers, snapshot};
 
 /// How the server is started.
 #[derive(Clone, Debug)]
@@ -76,6 +76,7 @@ pub async fn start(config: ServerConfig) -> Result<ApiServerHandle, Error> {
     if let Some(path) = &config.state_file {
         snapshot::load(path, &mut state)?;
     }
+    auth::bootstrap::ensure(&mut state);
     let server = Arc::new(Server {
         state: Mutex::new(state),
         rv_rx: rx,
@@ -119,6 +120,16 @@ pub async fn start(config: ServerConfig) -> Result<ApiServerHandle, Error> {
     })
 }
 
+/// A kubeconfig for the server at `url` authenticating with bearer `token`: cluster, context and
+/// user `steward-dev`, namespace `default`.
+pub fn kubeconfig_yaml(url: &str, token: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: steward-dev\n  cluster:\n    server: {url}\n\
+         contexts:\n- name: steward-dev\n  context:\n    cluster: steward-dev\n    user: steward-dev\n    namespace: default\n\
+         current-context: steward-dev\nusers:\n- name: steward-dev\n  user:\n    token: {token}\npreferences: {{}}\n"
+    )
+}
+
 impl ApiServerHandle {
     pub fn addr(&self) -> SocketAddr {
         self.addr
@@ -135,15 +146,16 @@ impl ApiServerHandle {
         self.server.lock().set_history_cap(events);
     }
 
-    /// A kubeconfig pointing at this server: cluster and context `steward-dev`, a user without
-    /// credentials.
+    /// The admin bearer token (user `steward-admin`, group `system:masters`). A new one is made
+    /// at every start.
+    pub fn admin_token(&self) -> String {
+        self.server.lock().auth.tokens.admin().to_string()
+    }
+
+    /// A kubeconfig pointing at this server: cluster and context `steward-dev`, user
+    /// `steward-dev` with the admin token.
     pub fn kubeconfig_yaml(&self) -> String {
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: steward-dev\n  cluster:\n    server: {url}\n\
-             contexts:\n- name: steward-dev\n  context:\n    cluster: steward-dev\n    user: steward-dev\n    namespace: default\n\
-             current-context: steward-dev\nusers:\n- name: steward-dev\n  user: {{}}\npreferences: {{}}\n",
-            url = self.url()
-        )
+        kubeconfig_yaml(&self.url(), &self.admin_token())
     }
 
     /// Stops serving: closes open watches, waits up to five seconds for in-flight requests, and

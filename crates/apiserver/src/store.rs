@@ -63,6 +63,10 @@ pub struct State {
     pub dirty: bool,
     /// While set (a `dryRun=All` request holds the lock), mutations are computed but not stored.
     pub dry_run: bool,
+    /// Bumped by every change to an RBAC object; the authorizer's index is rebuilt when it moves.
+    pub rbac_rev: u64,
+    /// Tokens and the RBAC index.
+    pub auth: crate::auth::AuthState,
     tx: watch::Sender<u64>,
     gc: Arc<Notify>,
     /// The ClusterIPs stored Services hold, kept with every Service write so that allocating
@@ -95,6 +99,8 @@ impl State {
             service_cidr: ServiceCidr::default(),
             dirty: false,
             dry_run: false,
+            rbac_rev: 0,
+            auth: Default::default(),
             tx,
             gc,
             service_ips: HashSet::new(),
@@ -178,6 +184,9 @@ impl State {
             if let Some(e) = self.history.pop_front() {
                 self.history_floor = e.rv;
             }
+        }
+        if gr.group == crate::auth::index::RBAC_GROUP {
+            self.rbac_rev += 1;
         }
         self.dirty = true;
         self.tx.send_replace(self.rv);
@@ -266,6 +275,7 @@ impl State {
             self.objects.entry(gr).or_default().insert(key, obj);
         }
         self.rv = rv;
+        self.rbac_rev += 1;
         self.history.clear();
         self.history_floor = rv;
         self.tx.send_replace(rv);

@@ -14,10 +14,17 @@ use kube_lease_manager::LeaseManagerBuilder;
 use serde_json::json;
 use steward_apiserver::{ServerConfig, start};
 
+/// A client configuration for `server` with its admin token.
+fn admin_config(server: &steward_apiserver::ApiServerHandle) -> kube::Config {
+    let mut config = kube::Config::new(server.url().parse().unwrap());
+    config.auth_info.token = Some(server.admin_token().into());
+    config
+}
+
 async fn client() -> (Client, steward_apiserver::ApiServerHandle) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let server = start(ServerConfig::default()).await.unwrap();
-    let client = Client::try_from(Config::new(server.url().parse().unwrap())).unwrap();
+    let client = Client::try_from(admin_config(&server)).unwrap();
     (client, server)
 }
 

@@ -15,13 +15,17 @@ use kube::{Api, Client, Config};
 use serde_json::{Value, json};
 use steward_apiserver::{ApiServerHandle, ServerConfig, start};
 
+/// A client configuration for `server` with its admin token.
+fn admin_config(server: &steward_apiserver::ApiServerHandle) -> kube::Config {
+    let mut config = kube::Config::new(server.url().parse().unwrap());
+    config.auth_info.token = Some(server.admin_token().into());
+    config
+}
+
 async fn client() -> (Client, ApiServerHandle) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let server = start(ServerConfig::default()).await.unwrap();
-    (
-        Client::try_from(Config::new(server.url().parse().unwrap())).unwrap(),
-        server,
-    )
+    (Client::try_from(admin_config(&server)).unwrap(), server)
 }
 
 async fn eventually<F, Fut>(what: &str, mut check: F)

@@ -11,6 +11,13 @@ use kube::{Api, Client, Config};
 use serde_json::json;
 use steward_apiserver::{ServerConfig, start};
 
+/// A client configuration for `server` with its admin token.
+fn admin_config(server: &steward_apiserver::ApiServerHandle) -> kube::Config {
+    let mut config = kube::Config::new(server.url().parse().unwrap());
+    config.auth_info.token = Some(server.admin_token().into());
+    config
+}
+
 fn provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
@@ -36,14 +43,14 @@ async fn kubeconfig_points_at_the_server() {
 async fn shutdown_closes_watches_and_stops_serving() {
     provider();
     let server = start(ServerConfig::default()).await.unwrap();
-    let client = Client::try_from(Config::new(server.url().parse().unwrap())).unwrap();
+    let client = Client::try_from(admin_config(&server)).unwrap();
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let mut s = api
         .watch(&WatchParams::default().timeout(60), "0")
         .await
         .unwrap()
         .boxed();
-    let url = server.url();
+    let after_config = admin_config(&server);
     tokio::time::timeout(Duration::from_secs(10), server.shutdown())
         .await
         .expect("shutdown in time");
@@ -56,7 +63,7 @@ async fn shutdown_closes_watches_and_stops_serving() {
     })
     .await;
     assert!(end.is_ok(), "the watch ended");
-    let after = Client::try_from(Config::new(url.parse().unwrap())).unwrap();
+    let after = Client::try_from(after_config).unwrap();
     let api: Api<ConfigMap> = Api::namespaced(after, "default");
     assert!(
         api.list(&Default::default()).await.is_err(),
@@ -75,7 +82,7 @@ async fn state_file_survives_restart() {
         ..Default::default()
     };
     let server = start(config.clone()).await.unwrap();
-    let client = Client::try_from(Config::new(server.url().parse().unwrap())).unwrap();
+    let client = Client::try_from(admin_config(&server)).unwrap();
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
     let cm: ConfigMap =
         serde_json::from_value(json!({"metadata": {"name": "kept"}, "data": {"a": "b"}})).unwrap();
@@ -83,7 +90,7 @@ async fn state_file_survives_restart() {
     server.shutdown().await;
 
     let server = start(config).await.unwrap();
-    let client = Client::try_from(Config::new(server.url().parse().unwrap())).unwrap();
+    let client = Client::try_from(admin_config(&server)).unwrap();
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
     let got = api.get("kept").await.unwrap();
     assert_eq!(got.metadata.uid, created.metadata.uid);

@@ -21,6 +21,13 @@ use serde_json::json;
 use steward_apiserver::{ApiServerHandle, ServerConfig, start};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// A client configuration for `server` with its admin token.
+fn admin_config(server: &steward_apiserver::ApiServerHandle) -> kube::Config {
+    let mut config = kube::Config::new(server.url().parse().unwrap());
+    config.auth_info.token = Some(server.admin_token().into());
+    config
+}
+
 fn params(q: &Option<String>) -> Vec<(String, String)> {
     q.as_deref()
         .map(|q| {
@@ -112,7 +119,7 @@ async fn setup() -> Env {
         .route("/attach/{ns}/{pod}/{c}", get(exec));
     tokio::spawn(async move { axum::serve(kubelet, app).await.unwrap() });
     let server = start(ServerConfig::default()).await.unwrap();
-    let client = Client::try_from(Config::new(server.url().parse().unwrap())).unwrap();
+    let client = Client::try_from(admin_config(&server)).unwrap();
     let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1"}, "status": {
         "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": "n1"}],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},

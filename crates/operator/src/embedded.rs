@@ -36,7 +36,7 @@ pub enum EmbeddedError {
 pub struct Embedded {
     /// The API server.
     pub server: ApiServerHandle,
-    /// A client for it.
+    /// An admin client for it (the admin token: group `system:masters`).
     pub client: Client,
 }
 
@@ -59,8 +59,9 @@ impl Embedded {
             .url()
             .parse()
             .map_err(|e: http::uri::InvalidUri| EmbeddedError::Client(e.to_string()))?;
-        let client =
-            Client::try_from(Config::new(url)).map_err(|e| EmbeddedError::Client(e.to_string()))?;
+        let mut config = Config::new(url);
+        config.auth_info.token = Some(server.admin_token().into());
+        let client = Client::try_from(config).map_err(|e| EmbeddedError::Client(e.to_string()))?;
         install_crds(&client).await?;
         let ns_api: Api<Namespace> = Api::all(client.clone());
         for ns in namespaces {

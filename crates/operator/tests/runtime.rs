@@ -18,6 +18,13 @@ use steward_operator::config::operator_args_from;
 use steward_operator::embedded::Embedded;
 use steward_operator::runtime::{self, OperatorHandle};
 
+/// A client configuration for `server` with its admin token.
+fn admin_config(server: &steward_apiserver::ApiServerHandle) -> kube::Config {
+    let mut config = kube::Config::new(server.url().parse().unwrap());
+    config.auth_info.token = Some(server.admin_token().into());
+    config
+}
+
 async fn operator(client: &Client, identity: &str, extra: &[&str]) -> OperatorHandle {
     let mut args = vec![
         "--http-addr",
@@ -399,7 +406,7 @@ async fn schema_rejects_zero_replicas() {
 async fn missing_crds_stop_the_operator_with_instructions() {
     common::install_crypto();
     let server = steward_apiserver::start(Default::default()).await.unwrap();
-    let client = Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+    let client = Client::try_from(admin_config(&server)).unwrap();
     let op = operator(&client, "lonely", &["--crd-wait-seconds", "1"]).await;
     let health = reqwest::get(format!("http://{}/healthz", op.http_addr))
         .await

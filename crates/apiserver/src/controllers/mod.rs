@@ -1,6 +1,6 @@
 //! Built-in controllers run inside the server: the scheduler, the Endpoints/EndpointSlice
-//! controller, the Job controller, the CronJob controller, the pvc-protection controller, and the
-//! workload controllers of kube-controller-manager — Deployment, ReplicaSet, StatefulSet and
+//! controller, the Job controller, the CronJob controller, the pvc-protection controller, the ClusterRole
+//! aggregation controller, and the workload controllers of kube-controller-manager — Deployment, ReplicaSet, StatefulSet and
 //! disruption (PodDisruptionBudget status). They wake on every change (after a short debounce),
 //! every five seconds, and when a time-based action (a Job deadline or back-off, a CronJob
 //! schedule, a Pod becoming available after `minReadySeconds`, a Deployment's progress deadline,
@@ -11,6 +11,7 @@
 //! previous one ([`Changes`]), and at everything only on the first pass or when the watch
 //! history no longer holds those changes. DaemonSet and PVC-binding controllers do not exist.
 
+pub mod aggregation;
 pub mod cron;
 pub mod cronjob;
 pub mod deployment;
@@ -97,6 +98,7 @@ pub async fn run(server: Arc<Server>) {
         let rs_due = replicaset::reconcile(&mut state, now);
         statefulset::reconcile(&mut state, now);
         let pdb_due = disruption::reconcile(&mut state, now);
+        aggregation::reconcile(&mut state);
         wake = [job_due, cron_due, deploy_due, rs_due, pdb_due]
             .into_iter()
             .flatten()

@@ -10,6 +10,7 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::{Request, json_response};
+use crate::auth::reviews;
 use crate::registry::ResourceDef;
 use crate::status::{ApiError, ApiResult};
 
@@ -94,8 +95,20 @@ fn group_json(name: &str, versions: &[String]) -> Value {
     json!({"name": name, "versions": entries, "preferredVersion": entries.first().cloned().unwrap_or(Value::Null)})
 }
 
+/// The registry's groups plus those of the review endpoints (which store nothing).
+fn groups(req: &Request) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut groups = req.server.lock().registry.groups();
+    for (group, ..) in reviews::DISCOVERY {
+        let versions = groups.entry(group.to_string()).or_default();
+        if !versions.iter().any(|v| v == "v1") {
+            versions.push("v1".into());
+        }
+    }
+    groups
+}
+
 pub fn group_list(req: &Request) -> Response {
-    let groups = req.server.lock().registry.groups();
+    let groups = groups(req);
     let list: Vec<Value> = groups
         .iter()
         .filter(|(g, _)| !g.is_empty())
@@ -108,7 +121,7 @@ pub fn group_list(req: &Request) -> Response {
 }
 
 pub fn group(req: &Request, name: &str) -> ApiResult<Response> {
-    let groups = req.server.lock().registry.groups();
+    let groups = groups(req);
     let vs = groups
         .get(name)
         .filter(|_| !name.is_empty())
@@ -161,10 +174,20 @@ pub fn resource_list(req: &Request, group: &str, version: &str) -> ApiResult<Res
         .filter(|d| d.group == group && d.version == version)
         .cloned()
         .collect();
-    if defs.is_empty() {
+    let mut resources: Vec<Value> = defs.iter().flat_map(|d| resource_entries(d)).collect();
+    if version == "v1" {
+        for (g, plural, kind, namespaced) in reviews::DISCOVERY {
+            if g == group {
+                resources.push(
+                    json!({"name": plural, "singularName": "", "namespaced": namespaced,
+                    "kind": kind, "verbs": ["create"]}),
+                );
+            }
+        }
+    }
+    if resources.is_empty() {
         return Err(ApiError::no_route());
     }
-    let resources: Vec<Value> = defs.iter().flat_map(|d| resource_entries(d)).collect();
     let gv = if group.is_empty() {
         version.to_string()
     } else {

@@ -23,6 +23,7 @@ use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
+use crate::auth::{self, Attributes, User, index::Decision, reviews};
 use crate::registry::ResourceDef;
 use crate::server::Server;
 use crate::status::{ApiError, ApiResult};
@@ -37,6 +38,8 @@ pub fn router(server: Arc<Server>) -> Router {
 /// Everything a resource handler needs to know about the request.
 pub struct Request {
     pub server: Arc<Server>,
+    /// The authenticated user (already authorized for this request).
+    pub user: User,
     pub method: Method,
     pub query: HashMap<String, String>,
     pub headers: HeaderMap,
@@ -135,6 +138,13 @@ const BODY_LIMIT: usize = 4 * 1024 * 1024;
 
 async fn dispatch(State(server): State<Arc<Server>>, request: axum::extract::Request) -> Response {
     let (parts, body) = request.into_parts();
+    let query = Query::<HashMap<String, String>>::try_from_uri(&parts.uri)
+        .map(|q| q.0)
+        .unwrap_or_default();
+    let user = match admit_user(&server, &parts, &query) {
+        Ok(user) => user,
+        Err(e) => return e.into_response(),
+    };
     if let Some(target) = proxy::match_path(parts.uri.path()) {
         return proxy::serve(server, parts, target).await;
     }
@@ -147,9 +157,6 @@ async fn dispatch(State(server): State<Arc<Server>>, request: axum::extract::Req
         .into_response();
     };
     let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
-    let query = Query::<HashMap<String, String>>::try_from_uri(&uri)
-        .map(|q| q.0)
-        .unwrap_or_default();
     let segs: Vec<String> = uri
         .path()
         .split('/')
@@ -158,6 +165,7 @@ async fn dispatch(State(server): State<Arc<Server>>, request: axum::extract::Req
         .collect();
     let req = Request {
         server,
+        user,
         method,
         query,
         headers,
@@ -170,10 +178,39 @@ async fn dispatch(State(server): State<Arc<Server>>, request: axum::extract::Req
         ))
         .into_response();
     }
-    match route(&req, &segs) {
+    match auth::as_requester(&req.user, || route(&req, &segs)) {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
+}
+
+/// Authenticates the request and authorizes it with RBAC: the user, or the 401/403 Status.
+fn admit_user(
+    server: &Server,
+    parts: &axum::http::request::Parts,
+    query: &HashMap<String, String>,
+) -> ApiResult<User> {
+    let attrs = Attributes::from_request(&parts.method, parts.uri.path(), query);
+    let mut state = server.lock();
+    let user = auth::authenticate(&state, &parts.headers)?;
+    match auth::authorize(&mut state, &user, &attrs) {
+        Decision::Allow(_) => Ok(user),
+        Decision::Deny => Err(auth::forbidden(&user, &attrs)),
+    }
+}
+
+/// A review endpoint: POST only.
+fn post(
+    req: &Request,
+    handler: impl FnOnce(&Request) -> ApiResult<Response>,
+) -> ApiResult<Response> {
+    if req.method != Method::POST {
+        return Err(ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource ({})",
+            req.method
+        )));
+    }
+    handler(req)
 }
 
 fn route(req: &Request, segs: &[String]) -> ApiResult<Response> {
@@ -186,6 +223,26 @@ fn route(req: &Request, segs: &[String]) -> ApiResult<Response> {
         ["api"] => Ok(discovery::api_versions(req)),
         ["apis"] => Ok(discovery::group_list(req)),
         ["api", "v1"] => discovery::resource_list(req, "", "v1"),
+        [
+            "apis",
+            "authorization.k8s.io",
+            "v1",
+            "selfsubjectaccessreviews",
+        ] => post(req, reviews::self_subject_access_review),
+        ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"] => {
+            post(req, |r| reviews::subject_access_review(r, None))
+        }
+        [
+            "apis",
+            "authorization.k8s.io",
+            "v1",
+            "namespaces",
+            ns,
+            "localsubjectaccessreviews",
+        ] => post(req, |r| reviews::subject_access_review(r, Some(ns))),
+        ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"] => {
+            post(req, reviews::self_subject_review)
+        }
         ["apis", group] => discovery::group(req, group),
         ["apis", group, version] => discovery::resource_list(req, group, version),
         ["api", "v1", rest @ ..] => resource(req, "", "v1", rest),
@@ -254,6 +311,11 @@ fn resource(req: &Request, group: &str, version: &str, rest: &[&str]) -> ApiResu
             write::replace(req, &t, "finalize")
         }
         (_, true, Some("scale")) if t.def.scale.is_some() => subresources::scale(req, &t),
+        (&Method::POST, true, Some("token"))
+            if t.def.group.is_empty() && t.def.kind == "ServiceAccount" =>
+        {
+            reviews::token_request(req, t.ns(), t.name())
+        }
         (_, true, Some(sub)) if t.def.group.is_empty() && t.def.kind == "Pod" => {
             subresources::pod(req, &t, sub)
         }

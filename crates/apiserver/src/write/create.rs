@@ -144,6 +144,7 @@ pub fn create(
     {
         m.remove("status");
     }
+    crate::auth::escalation::check(state, def, None, &obj)?;
     let causes = admit(state, def, None, &mut obj);
     if !causes.is_empty() {
         return Err(ApiError::invalid(def, &name, causes));

@@ -247,6 +247,7 @@ pub fn commit(
         }
     }
     if sub.is_empty() {
+        crate::auth::escalation::check(state, def, Some(old), &new)?;
         let causes = admit(state, def, Some(old), &mut new);
         if !causes.is_empty() {
             return Err(ApiError::invalid(def, &name, causes));

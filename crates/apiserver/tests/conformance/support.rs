@@ -53,7 +53,8 @@ pub async fn env(test: &str) -> Env {
             let h = steward_apiserver::start(ServerConfig::default())
                 .await
                 .expect("start server");
-            let cfg = Config::new(h.url().parse().expect("url"));
+            let mut cfg = Config::new(h.url().parse().expect("url"));
+            cfg.auth_info.token = Some(h.admin_token().into());
             (Client::try_from(cfg).expect("client"), Some(h), false)
         }
     };

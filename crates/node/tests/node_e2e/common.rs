@@ -15,6 +15,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
+/// A client configuration for `server` with its admin token.
+pub fn admin_config(server: &steward_apiserver::ApiServerHandle) -> kube::Config {
+    let mut config = kube::Config::new(server.url().parse().unwrap());
+    config.auth_info.token = Some(server.admin_token().into());
+    config
+}
+
 pub struct Env {
     pub server: Option<ApiServerHandle>,
     pub client: Client,
@@ -34,7 +41,7 @@ pub async fn start(slot: u8) -> Env {
     let server = steward_apiserver::start(ServerConfig::default())
         .await
         .unwrap();
-    let config = kube::Config::new(server.url().parse().unwrap());
+    let config = admin_config(&server);
     let client = Client::try_from(config).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let node = start_node(&client, dir.path(), slot).await;
