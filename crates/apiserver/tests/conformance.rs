@@ -23,6 +23,8 @@ mod gc;
 mod patch;
 #[path = "conformance/pods.rs"]
 mod pods;
+#[path = "conformance/rbac.rs"]
+mod rbac;
 #[path = "conformance/selectors.rs"]
 mod selectors;
 #[path = "conformance/services.rs"]

@@ -173,43 +173,46 @@ pub fn self_subject_review(req: &Request) -> ApiResult<Response> {
 pub fn token_request(req: &Request, ns: &str, name: &str) -> ApiResult<Response> {
     req.reject_dry_run()?;
     let mut body = body_of(req, "TokenRequest", "authentication.k8s.io")?;
-    let seconds = match body["spec"].get("expirationSeconds") {
-        None | Some(Value::Null) => 3600,
-        Some(v) => v
-            .as_i64()
-            .ok_or_else(|| ApiError::bad_request("spec.expirationSeconds must be an integer"))?,
-    };
-    if seconds < 600 {
-        return Err(ApiError::new(
-            422,
-            "Invalid",
-            format!(
-                "TokenRequest.authentication.k8s.io \"{name}\" is invalid: spec.expirationSeconds: Invalid value: {seconds}: may not specify a duration less than 10 minutes"
-            ),
-        ));
-    }
-    if seconds > 1 << 32 {
-        return Err(ApiError::new(
-            422,
-            "Invalid",
-            format!(
-                "TokenRequest.authentication.k8s.io \"{name}\" is invalid: spec.expirationSeconds: Invalid value: {seconds}: may not specify a duration larger than 2^32 seconds"
-            ),
-        ));
-    }
+    // As upstream: the account is looked up before the request is validated.
     let mut state = req.server.lock();
     let gr = GroupResource::new("", "serviceaccounts");
     let uid = state
         .get(&gr, ns, name)
         .and_then(|sa| meta::uid(sa).map(String::from))
         .ok_or_else(|| ApiError::not_found(&gr, name))?;
+    let seconds = match body["spec"].get("expirationSeconds") {
+        None | Some(Value::Null) => 3600,
+        Some(v) => v
+            .as_i64()
+            .ok_or_else(|| ApiError::bad_request("spec.expirationSeconds must be an integer"))?,
+    };
+    let too = if seconds < 600 {
+        Some("less than 10 minutes")
+    } else if seconds > 1 << 32 {
+        Some("larger than 2^32 seconds")
+    } else {
+        None
+    };
+    if let Some(too) = too {
+        return Err(ApiError::new(
+            422,
+            "Invalid",
+            format!(
+                "TokenRequest.authentication.k8s.io \"\" is invalid: spec.expirationSeconds: Invalid value: {seconds}: may not specify a duration {too}"
+            ),
+        ));
+    }
     let expires = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(seconds);
     let token = state.auth.tokens.issue(ns, name, &uid, expires);
     body["metadata"]["name"] = json!(name);
     body["metadata"]["namespace"] = json!(ns);
     body["metadata"]["creationTimestamp"] = json!(meta::now());
     body["spec"]["expirationSeconds"] = json!(seconds);
-    if body["spec"].get("audiences").is_none_or(Value::is_null) {
+    if body["spec"]
+        .get("audiences")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty)
+    {
         body["spec"]["audiences"] = json!(["https://kubernetes.default.svc.cluster.local"]);
     }
     body["status"] = json!({

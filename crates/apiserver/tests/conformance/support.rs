@@ -4,7 +4,8 @@
 use std::future::Future;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::authentication::v1::TokenRequest;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -14,6 +15,8 @@ use steward_apiserver::{ApiServerHandle, ServerConfig};
 
 pub struct Env {
     pub client: Client,
+    /// The configuration `client` was built from (admin credentials).
+    pub config: Config,
     pub ns: String,
     pub real: bool,
     pub server: Option<ApiServerHandle>,
@@ -47,7 +50,7 @@ pub async fn env(test: &str) -> Env {
             let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                 .await
                 .expect("kubeconfig");
-            (Client::try_from(cfg).expect("client"), None, true)
+            (cfg, None, true)
         }
         _ => {
             let h = steward_apiserver::start(ServerConfig::default())
@@ -55,9 +58,10 @@ pub async fn env(test: &str) -> Env {
                 .expect("start server");
             let mut cfg = Config::new(h.url().parse().expect("url"));
             cfg.auth_info.token = Some(h.admin_token().into());
-            (Client::try_from(cfg).expect("client"), Some(h), false)
+            (cfg, Some(h), false)
         }
     };
+    let (config, client) = (client.clone(), Client::try_from(client).expect("client"));
     let ns = format!("conf-{}-{}", test.replace('_', "-"), suffix());
     let ns: String = ns
         .chars()
@@ -72,6 +76,7 @@ pub async fn env(test: &str) -> Env {
         .expect("create namespace");
     Env {
         client,
+        config,
         ns,
         real,
         server,
@@ -165,6 +170,42 @@ impl Env {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         panic!("create pod: {last:?}");
+    }
+
+    /// A client for the same server authenticating with bearer `token` only.
+    pub fn client_with_token(&self, token: &str) -> Client {
+        let mut cfg = self.config.clone();
+        cfg.auth_info = kube::config::AuthInfo {
+            token: Some(token.to_string().into()),
+            ..Default::default()
+        };
+        Client::try_from(cfg).expect("client")
+    }
+
+    /// Creates ServiceAccount `name` in the test namespace and returns a token for it from
+    /// `TokenRequest` (ten minutes).
+    pub async fn service_account_token(&self, name: &str) -> String {
+        let sa: ServiceAccount =
+            serde_json::from_value(json!({"metadata": {"name": name}})).expect("sa");
+        let api: Api<ServiceAccount> = self.api();
+        api.create(&PostParams::default(), &sa)
+            .await
+            .expect("create service account");
+        let request: TokenRequest =
+            serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 600}}))
+                .expect("token request");
+        api.create_token_request(name, &PostParams::default(), &request)
+            .await
+            .expect("token request")
+            .status
+            .expect("token status")
+            .token
+    }
+
+    /// A client authenticating as a new ServiceAccount `name` of the test namespace.
+    pub async fn service_account(&self, name: &str) -> Client {
+        let token = self.service_account_token(name).await;
+        self.client_with_token(&token)
     }
 
     pub fn dynamic(&self, ar: &ApiResource) -> Api<DynamicObject> {
