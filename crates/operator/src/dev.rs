@@ -16,6 +16,7 @@ use nix::fcntl::{Flock, FlockArg};
 use steward_apiserver::{ServerConfig, ServiceCidr};
 
 use crate::config::operator_args_from;
+use crate::dev_identity::{OperatorIdentity, client_for};
 use crate::embedded::{Embedded, EmbeddedError};
 use crate::runtime::OperatorHandle;
 
@@ -72,6 +73,9 @@ pub struct DevOptions {
     pub operator_flags: Vec<String>,
     /// First restart back-off of crashing containers.
     pub restart_backoff: Duration,
+    /// Run the operator as this ServiceAccount (with only the permissions its manifests
+    /// grant) instead of the admin.
+    pub operator_identity: Option<OperatorIdentity>,
 }
 
 impl DevOptions {
@@ -83,6 +87,7 @@ impl DevOptions {
             api_bind: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
             operator_flags: Vec::new(),
             restart_backoff: Duration::from_secs(10),
+            operator_identity: None,
         }
     }
 }
@@ -95,6 +100,9 @@ pub struct DevPlane {
     pub node: steward_node::NodeHandle,
     /// The operator.
     pub operator: OperatorHandle,
+    /// The client the operator uses: the admin's, or its ServiceAccount's
+    /// (`DevOptions::operator_identity`).
+    pub operator_client: Client,
     /// Where the kubeconfig was written.
     pub kubeconfig: PathBuf,
     _services_lock: Flock<File>,
@@ -129,6 +137,20 @@ fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> 
     }
 }
 
+/// Writes `text` to `path` readable by the owner only (the kubeconfig holds the admin token).
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.write_all(text.as_bytes())
+}
+
 impl DevPlane {
     /// Starts the API server (from `state.json` when present), installs the CRDs, starts the
     /// node agent and the operator, and writes `kubeconfig`.
@@ -143,7 +165,7 @@ impl DevPlane {
         };
         let embedded = Embedded::start_with(config, &["steward-system"]).await?;
         let kubeconfig = dir.join("kubeconfig");
-        std::fs::write(&kubeconfig, embedded.server.kubeconfig_yaml())
+        write_private(&kubeconfig, &embedded.server.kubeconfig_yaml())
             .map_err(io("writing", &kubeconfig))?;
         let mut node_config =
             steward_node::NodeConfig::new(NODE_NAME, dir.join("node"), options.shim.clone());
@@ -161,13 +183,20 @@ impl DevPlane {
         ];
         flags.extend(options.operator_flags.iter().cloned());
         let args = operator_args_from(flags).map_err(|e| DevError::Operator(e.to_string()))?;
-        let operator = crate::runtime::start(embedded.client.clone(), args)
+        let operator_client = match &options.operator_identity {
+            Some(identity) => {
+                client_for(&embedded.client, &embedded.server.url(), identity).await?
+            }
+            None => embedded.client.clone(),
+        };
+        let operator = crate::runtime::start(operator_client.clone(), args)
             .await
             .map_err(|e| DevError::Operator(e.to_string()))?;
         Ok(Self {
             embedded,
             node,
             operator,
+            operator_client,
             kubeconfig,
             _services_lock: services_lock,
         })

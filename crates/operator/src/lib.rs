@@ -9,6 +9,7 @@ pub mod conditions;
 pub mod config;
 pub mod crd;
 pub mod dev;
+pub mod dev_identity;
 pub mod embedded;
 pub mod error;
 pub mod etcd;

@@ -195,7 +195,12 @@ fn admit_user(
     let user = auth::authenticate(&state, &parts.headers)?;
     match auth::authorize(&mut state, &user, &attrs) {
         Decision::Allow(_) => Ok(user),
-        Decision::Deny => Err(auth::forbidden(&user, &attrs)),
+        Decision::Deny => {
+            tracing::debug!(user = %user.name, verb = %attrs.verb, group = %attrs.group,
+                resource = %attrs.resource, subresource = %attrs.subresource,
+                namespace = %attrs.namespace, path = %attrs.path, "request forbidden by RBAC");
+            Err(auth::forbidden(&user, &attrs))
+        }
     }
 }
 

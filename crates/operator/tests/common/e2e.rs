@@ -1,6 +1,8 @@
 //! The end-to-end harness. Each test gets a fresh control plane — Steward's embedded API
 //! server, the node agent running Pods as local processes and the operator — on free ports in
-//! a temporary directory, and a fresh namespace. With `STEWARD_E2E_KUBECONFIG` set, it starts
+//! a temporary directory, and a fresh namespace. The test's client is admin; the operator runs
+//! as the `steward-operator` ServiceAccount with exactly the RBAC of `deploy/rbac.yaml`, so a
+//! missing permission fails the test with a 403. With `STEWARD_E2E_KUBECONFIG` set, it starts
 //! only the node agent (joined to that cluster as a Node) and the operator (scoped to the
 //! test's namespace) against the real cluster, so the same scenarios run on both.
 
@@ -16,6 +18,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, Resource};
 use serde::de::DeserializeOwned;
 use steward_operator::dev::{DevOptions, DevPlane, apply_manifests};
+use steward_operator::dev_identity::OperatorIdentity;
 use steward_operator::runtime::OperatorHandle;
 
 /// One test's control plane.
@@ -34,6 +37,20 @@ pub struct Plane {
 
 fn shim() -> Vec<String> {
     vec![env!("CARGO_BIN_EXE_steward").to_owned(), "node-shim".into()]
+}
+
+/// In embedded mode the operator runs as the ServiceAccount of `deploy/serviceaccount.yaml`
+/// with exactly the permissions `deploy/rbac.yaml` (and the Helm chart) grant.
+fn operator_identity() -> OperatorIdentity {
+    OperatorIdentity {
+        manifests: [
+            include_str!("../../../../deploy/serviceaccount.yaml"),
+            include_str!("../../../../deploy/rbac.yaml"),
+        ]
+        .join("\n---\n"),
+        namespace: "steward-system".into(),
+        service_account: "steward-operator".into(),
+    }
 }
 
 /// The operator flags every e2e test uses (short database timeouts), then the test's own.
@@ -115,6 +132,7 @@ impl Plane {
         let mut options = DevOptions::new(dir.path(), shim());
         options.restart_backoff = Duration::from_secs(1);
         options.operator_flags = operator_flags(None, &extra_operator_flags);
+        options.operator_identity = Some(operator_identity());
         let plane = DevPlane::start(options).await.unwrap();
         let client = plane.embedded.client.clone();
         create_namespace(&client, &namespace).await;
@@ -167,18 +185,17 @@ impl Plane {
         }
     }
 
-    /// Stops the operator and starts a new one (same flags), as a restart would.
+    /// Stops the operator and starts a new one (same flags and identity), as a restart would.
     /// The old one is stopped first, so two operators never run passes at once.
     pub async fn restart_operator(&mut self) {
         let scoped = self.real.is_some().then(|| self.namespace.clone());
-        let slot = match (&mut self.embedded, &mut self.real) {
-            (Some(p), _) => &mut p.operator,
-            (None, Some((_, op))) => op,
+        let (slot, client) = match (&mut self.embedded, &mut self.real) {
+            (Some(p), _) => (&mut p.operator, p.operator_client.clone()),
+            (None, Some((_, op))) => (op, self.client.clone()),
             _ => unreachable!(),
         };
         slot.stop().await.unwrap();
-        let fresh =
-            start_operator(&self.client, scoped.as_deref(), &self.extra_operator_flags).await;
+        let fresh = start_operator(&client, scoped.as_deref(), &self.extra_operator_flags).await;
         let old = std::mem::replace(slot, fresh);
         old.shutdown().await.unwrap();
     }
