@@ -11,6 +11,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|| "steward-dev.kubeconfig".into());
     let config = steward_apiserver::ServerConfig {
         state_file: args.next().map(Into::into),
+        // kubectl sends no credentials over plain HTTP (see ServerConfig).
+        anonymous_cluster_admin: true,
         ..Default::default()
     };
     let server = steward_apiserver::start(config).await?;

@@ -26,6 +26,12 @@ pub struct ServerConfig {
     /// Range of Service ClusterIPs. Default `127.96.0.0/16`: loopback addresses a node agent's
     /// service proxy can bind without configuring interfaces.
     pub service_cidr: ServiceCidr,
+    /// Bind `cluster-admin` to `system:anonymous` (ClusterRoleBinding
+    /// `steward:anonymous-cluster-admin`). kubectl (client-go) never sends credentials over
+    /// plain HTTP, so kubectl reaches this server as `system:anonymous` whatever its kubeconfig
+    /// says; `steward dev` turns this on so that its kubeconfig works with kubectl. Default
+    /// `false`: anonymous requests get only the public information, as upstream.
+    pub anonymous_cluster_admin: bool,
 }
 
 impl Default for ServerConfig {
@@ -34,6 +40,7 @@ impl Default for ServerConfig {
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             state_file: None,
             service_cidr: ServiceCidr::default(),
+            anonymous_cluster_admin: false,
         }
     }
 }
@@ -76,7 +83,7 @@ pub async fn start(config: ServerConfig) -> Result<ApiServerHandle, Error> {
     if let Some(path) = &config.state_file {
         snapshot::load(path, &mut state)?;
     }
-    auth::bootstrap::ensure(&mut state);
+    auth::bootstrap::ensure(&mut state, config.anonymous_cluster_admin);
     let server = Arc::new(Server {
         state: Mutex::new(state),
         rv_rx: rx,

@@ -162,6 +162,8 @@ impl DevPlane {
             bind: options.api_bind,
             state_file: Some(dir.join("state.json")),
             service_cidr,
+            // kubectl sends no credentials over plain HTTP: the kubeconfig must work anyway.
+            anonymous_cluster_admin: true,
         };
         let embedded = Embedded::start_with(config, &["steward-system"]).await?;
         let kubeconfig = dir.join("kubeconfig");

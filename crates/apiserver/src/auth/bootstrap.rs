@@ -247,17 +247,31 @@ pub fn cluster_role_bindings() -> Vec<Value> {
     ]
 }
 
-/// Creates the missing default roles and bindings.
-pub fn ensure(state: &mut State) {
+/// The binding `ServerConfig::anonymous_cluster_admin` adds.
+pub const ANONYMOUS_ADMIN: &str = "steward:anonymous-cluster-admin";
+
+fn anonymous_admin() -> Value {
+    let mut b = binding(ANONYMOUS_ADMIN, "cluster-admin", &[]);
+    b["subjects"] = json!([{"apiGroup": RBAC_GROUP, "kind": "User", "name": "system:anonymous"}]);
+    b
+}
+
+/// Creates the missing default roles and bindings, and adds or removes the anonymous admin
+/// binding as configured.
+pub fn ensure(state: &mut State, anonymous_cluster_admin: bool) {
+    let bindings_gr = GroupResource::new(RBAC_GROUP, "clusterrolebindings");
+    let mut bindings = cluster_role_bindings();
+    if anonymous_cluster_admin {
+        bindings.push(anonymous_admin());
+    } else if let Some(old) = state.get(&bindings_gr, "", ANONYMOUS_ADMIN).cloned() {
+        state.remove(&bindings_gr, old);
+    }
     let sets = [
         (
             GroupResource::new(RBAC_GROUP, "clusterroles"),
             cluster_roles(),
         ),
-        (
-            GroupResource::new(RBAC_GROUP, "clusterrolebindings"),
-            cluster_role_bindings(),
-        ),
+        (bindings_gr, bindings),
     ];
     for (gr, objects) in sets {
         for mut obj in objects {
