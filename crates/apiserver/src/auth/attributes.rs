@@ -149,7 +149,7 @@ fn method_verb(method: &Method) -> &'static str {
 fn name_selector(selector: &str) -> Option<String> {
     selector.split(',').find_map(|term| {
         let (k, v) = term.split_once("==").or_else(|| term.split_once('='))?;
-        (k.trim() == "metadata.name" && !k.ends_with('!')).then(|| v.trim().to_string())
+        (k.trim() == "metadata.name").then(|| v.trim().to_string())
     })
 }
 
