@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event as K8sEvent;
 use kube::api::{ListParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::{Api, Client, Config, Resource};
+use kube::{Api, Client, Resource};
 use kube_lease_manager::LeaseManagerBuilder;
 use serde_json::json;
 use steward_apiserver::{ServerConfig, start};

@@ -16,7 +16,7 @@ use axum::routing::get;
 use futures::{AsyncBufReadExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{AttachParams, LogParams, PostParams};
-use kube::{Api, Client, Config};
+use kube::{Api, Client};
 use serde_json::json;
 use steward_apiserver::{ApiServerHandle, ServerConfig, start};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
