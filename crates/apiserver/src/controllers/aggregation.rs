@@ -40,7 +40,13 @@ fn selector_matches(sel: &Value, labels: &serde_json::Map<String, Value>) -> boo
         })
 }
 
-pub fn reconcile(state: &mut State) {
+/// Brings every aggregated ClusterRole up to date; does nothing when no RBAC object changed
+/// since the pass that recorded `seen` (the `State::rbac_rev` it saw).
+pub fn reconcile(state: &mut State, seen: &mut Option<u64>) {
+    if *seen == Some(state.rbac_rev) {
+        return;
+    }
+    *seen = Some(state.rbac_rev);
     let gr = GroupResource::new(crate::auth::index::RBAC_GROUP, "clusterroles");
     let Some(def) = state.registry.storage_def(&gr) else {
         return;

@@ -77,6 +77,7 @@ pub async fn run(server: Arc<Server>) {
     let mut jobs = job::Memory::default();
     let mut wake = IDLE_WAKE;
     let mut seen: Option<u64> = None;
+    let mut rbac_seen: Option<u64> = None;
     loop {
         tokio::select! {
             _ = server.cancel.cancelled() => return,
@@ -98,7 +99,7 @@ pub async fn run(server: Arc<Server>) {
         let rs_due = replicaset::reconcile(&mut state, now);
         statefulset::reconcile(&mut state, now);
         let pdb_due = disruption::reconcile(&mut state, now);
-        aggregation::reconcile(&mut state);
+        aggregation::reconcile(&mut state, &mut rbac_seen);
         wake = [job_due, cron_due, deploy_due, rs_due, pdb_due]
             .into_iter()
             .flatten()
