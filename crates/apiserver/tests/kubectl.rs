@@ -42,8 +42,17 @@ mod tempfile_path {
 
 pub async fn plane() -> Plane {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let server = start(ServerConfig::default()).await.unwrap();
-    let client = Client::try_from(Config::new(server.url().parse().unwrap())).unwrap();
+    // kubectl sends no token over plain HTTP: it is admin through the anonymous binding, as
+    // with `steward dev`.
+    let server = start(ServerConfig {
+        anonymous_cluster_admin: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let mut config = Config::new(server.url().parse().unwrap());
+    config.auth_info.token = Some(server.admin_token().into());
+    let client = Client::try_from(config).unwrap();
     let path = std::env::temp_dir().join(format!(
         "steward-kubectl-{}-{}.yaml",
         std::process::id(),

@@ -18,7 +18,9 @@ async fn server() -> (ApiServerHandle, Client) {
     let server = steward_apiserver::start(ServerConfig::default())
         .await
         .unwrap();
-    let client = Client::try_from(Config::new(server.url().parse().unwrap())).unwrap();
+    let mut config = Config::new(server.url().parse().unwrap());
+    config.auth_info.token = Some(server.admin_token().into());
+    let client = Client::try_from(config).unwrap();
     let crds = Api::<CustomResourceDefinition>::all(client.clone());
     for crd in steward_api::crds() {
         crds.create(&PostParams::default(), &crd).await.unwrap();

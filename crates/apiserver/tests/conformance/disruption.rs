@@ -167,16 +167,7 @@ async fn budgets_over_custom_resources_need_a_scale_subresource() {
 
 /// A client that does not retry 429 answers (kube-rs retries them by default).
 async fn no_retry_client(env: &Env) -> kube::Client {
-    let mut config = match &env.server {
-        Some(s) => kube::Config::new(s.url().parse().unwrap()),
-        None => {
-            let path = std::env::var("STEWARD_E2E_KUBECONFIG").unwrap();
-            let kc = kube::config::Kubeconfig::read_from(path).unwrap();
-            kube::Config::from_custom_kubeconfig(kc, &Default::default())
-                .await
-                .unwrap()
-        }
-    };
+    let mut config = env.config.clone();
     config.default_retry = false;
     kube::Client::try_from(config).unwrap()
 }
