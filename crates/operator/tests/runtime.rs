@@ -310,6 +310,20 @@ async fn a_pass_without_changes_writes_nothing() {
         .await
         .unwrap();
     reconciled(&clusters, "idle", 1).await;
+    // Without a node the Pod is reported Unschedulable once the scheduler has tried it; wait for
+    // that settled status, or the pass after the touch would rightly write it.
+    eventually(
+        "the status settles as Unschedulable",
+        Duration::from_secs(10),
+        || {
+            let clusters = clusters.clone();
+            async move {
+                let c = clusters.get("idle").await.ok()?;
+                (condition(&c, "Available") == ("False", "Unschedulable")).then_some(())
+            }
+        },
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let passes = |text: String| -> u64 {
         text.lines()
