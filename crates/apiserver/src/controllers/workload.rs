@@ -196,6 +196,22 @@ pub enum PodName<'a> {
     Prefix(&'a str),
 }
 
+/// Stored objects of `gr` that have a controller, grouped by the controller's uid.
+pub fn by_controller(
+    state: &crate::store::State,
+    gr: &crate::registry::GroupResource,
+) -> std::collections::HashMap<String, Vec<Value>> {
+    let mut out: std::collections::HashMap<String, Vec<Value>> = std::collections::HashMap::new();
+    for o in state.list(gr, None) {
+        if let Some(r) = controller_of(o) {
+            out.entry(r["uid"].as_str().unwrap_or_default().to_string())
+                .or_default()
+                .push(o.clone());
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

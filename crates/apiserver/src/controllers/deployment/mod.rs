@@ -7,30 +7,17 @@
 pub mod plan;
 pub mod status;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::workload::{controller_of, replicas};
+use super::workload::{by_controller, replicas};
 use super::writes;
 use crate::meta;
 use crate::registry::GroupResource;
 use crate::store::State;
 
 const MANAGER: &str = "deployment-controller";
-
-fn by_controller(state: &State, gr: &GroupResource) -> HashMap<String, Vec<Value>> {
-    let mut out: HashMap<String, Vec<Value>> = HashMap::new();
-    for o in state.list(gr, None) {
-        if let Some(r) = controller_of(o) {
-            out.entry(r["uid"].as_str().unwrap_or_default().to_string())
-                .or_default()
-                .push(o.clone());
-        }
-    }
-    out
-}
 
 fn annotate(obj: &mut Value, key: &str, value: String) {
     let m = meta::meta_mut(obj);

@@ -8,29 +8,15 @@
 pub mod build;
 pub mod plan;
 
-use std::collections::HashMap;
-
 use serde_json::Value;
 
-use super::workload::controller_of;
+use super::workload::by_controller;
 use super::writes;
 use crate::meta;
 use crate::registry::GroupResource;
 use crate::store::State;
 
 const MANAGER: &str = "statefulset-controller";
-
-fn by_controller(state: &State, gr: &GroupResource) -> HashMap<String, Vec<Value>> {
-    let mut out: HashMap<String, Vec<Value>> = HashMap::new();
-    for o in state.list(gr, None) {
-        if let Some(r) = controller_of(o) {
-            out.entry(r["uid"].as_str().unwrap_or_default().to_string())
-                .or_default()
-                .push(o.clone());
-        }
-    }
-    out
-}
 
 /// One pass over all StatefulSets.
 pub fn reconcile(state: &mut State, now: jiff::Timestamp) {
