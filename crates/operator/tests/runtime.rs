@@ -194,8 +194,8 @@ async fn reconciles_status_service_events_and_sweeps_orphans() {
         Api::namespaced(plane.client.clone(), "db");
     let pdb = budget.get("demo").await.unwrap();
     assert_eq!(
-        pdb.spec.unwrap().max_unavailable,
-        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1))
+        pdb.spec.unwrap().min_available,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(2))
     );
     assert_eq!(status.common.generations.reconciled, None);
     assert_eq!(status.common.generations.needs_scale, Some(1));
@@ -607,5 +607,90 @@ async fn the_claims_cache_keeps_up_past_the_shared_buffer() {
     )
     .await;
     stop.cancel();
+    plane.server.shutdown().await;
+}
+
+/// A pass starts from the controller's cached copy of the cluster, which can predate the
+/// operator's own last status write (a Pod event queued during a pass starts the next pass
+/// before the watch delivers that write). Such a pass would redo finished steps and its status
+/// write would erase newer progress (once, a pending switchover: the old primary came back as
+/// primary). `Context::fresh` reads the object again when the cached copy is not the newest
+/// version the operator knows, and hands the cached copy through unchanged when it is.
+#[tokio::test]
+async fn a_pass_never_starts_from_a_copy_older_than_its_own_status_write() {
+    use std::sync::Arc;
+    use steward_operator::clock::SystemClock;
+    use steward_operator::config::{TimeoutArgs, WebhookArgs};
+    use steward_operator::metrics::Metrics;
+    use steward_operator::pipeline::{PassReport, PassResult};
+    use steward_operator::runtime::context::Context;
+    use steward_operator::webhook::WebhookSender;
+    common::install_crypto();
+    let plane = Embedded::start(&["db"]).await.unwrap();
+    let clusters: Api<EtcdCluster> = Api::namespaced(plane.client.clone(), "db");
+    let metrics = Metrics::new();
+    let webhooks = WebhookSender::new(&WebhookArgs::default(), metrics.clone()).unwrap();
+    let ctx = Context::new(
+        plane.client.clone(),
+        metrics,
+        webhooks,
+        Arc::new(SystemClock),
+        TimeoutArgs::default(),
+        None,
+        "test".into(),
+    );
+    let cached = clusters
+        .create(&PostParams::default(), &cluster("c", 3, "3.4.23"))
+        .await
+        .unwrap();
+    // Nothing written yet: the cached copy is used as it is.
+    let same = Arc::new(cached.clone());
+    assert!(Arc::ptr_eq(
+        &ctx.fresh(same.clone()).await.unwrap().unwrap(),
+        &same
+    ));
+    let status = steward_api::etcd::EtcdClusterStatus {
+        replicas: 3,
+        selector: "progress=recorded".into(),
+        ..Default::default()
+    };
+    let report = PassReport {
+        result: PassResult::Converged,
+        steps_run: Vec::new(),
+        skipped: Vec::new(),
+    };
+    ctx.finish_pass(
+        &cached,
+        None,
+        &status,
+        Vec::new(),
+        &report,
+        Duration::from_secs(15),
+    )
+    .await
+    .unwrap();
+    // The copy from before the write is replaced by the stored object, with the write.
+    let fresh = ctx.fresh(Arc::new(cached.clone())).await.unwrap().unwrap();
+    assert_eq!(
+        fresh.status.as_ref().map(|s| s.selector.as_str()),
+        Some("progress=recorded")
+    );
+    assert_ne!(fresh.resource_version(), cached.resource_version());
+    // A copy as new as the write is handed through without a read.
+    assert!(Arc::ptr_eq(
+        &ctx.fresh(fresh.clone()).await.unwrap().unwrap(),
+        &fresh
+    ));
+    // Gone: nothing to reconcile.
+    clusters
+        .delete("c", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("c is gone", Duration::from_secs(10), || {
+        let clusters = clusters.clone();
+        async move { clusters.get_opt("c").await.unwrap().is_none().then_some(()) }
+    })
+    .await;
+    assert!(ctx.fresh(Arc::new(cached)).await.unwrap().is_none());
     plane.server.shutdown().await;
 }

@@ -37,6 +37,9 @@ pub const FINALIZER: &str = "steward.dev/cleanup";
 async fn reconcile(cluster: Arc<EtcdCluster>, state: Arc<State>) -> Result<Action, Error> {
     let namespace = cluster.namespace().unwrap_or_default();
     let object = format!("{namespace}/{}", cluster.name_any());
+    let Some(cluster) = state.ctx.fresh(cluster).await? else {
+        return Ok(Action::await_change());
+    };
     let api: Api<EtcdCluster> = Api::namespaced(state.ctx.client.clone(), &namespace);
     finalizer(&api, FINALIZER, cluster, |event| async {
         match event {
@@ -62,6 +65,9 @@ async fn cleanup(cluster: Arc<EtcdCluster>, state: &State) -> Result<Action, Err
         )
         .await?;
         tracing::info!(namespace, name = %cluster.name_any(), "deleted member claims (retainOnDelete: Delete)");
+    }
+    if let Some(uid) = cluster.uid() {
+        state.ctx.forget_version(&uid);
     }
     Ok(Action::await_change())
 }

@@ -38,6 +38,9 @@ struct State {
 async fn reconcile(cluster: Arc<PostgresCluster>, state: Arc<State>) -> Result<Action, Error> {
     let namespace = cluster.namespace().unwrap_or_default();
     let object = format!("{namespace}/{}", cluster.name_any());
+    let Some(cluster) = state.ctx.fresh(cluster).await? else {
+        return Ok(Action::await_change());
+    };
     let api: Api<PostgresCluster> = Api::namespaced(state.ctx.client.clone(), &namespace);
     finalizer(&api, FINALIZER, cluster, |event| async {
         match event {
@@ -62,6 +65,9 @@ async fn cleanup(cluster: Arc<PostgresCluster>, state: &State) -> Result<Action,
             &cluster.name_any(),
         )
         .await?;
+    }
+    if let Some(uid) = cluster.uid() {
+        state.ctx.forget_version(&uid);
     }
     Ok(Action::await_change())
 }

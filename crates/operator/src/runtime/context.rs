@@ -1,7 +1,8 @@
 //! What every controller shares: the client, metrics, webhooks, clock, deadlines and the Event
 //! recorder. Built once per leadership term.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kube::api::{Api, Patch, PatchParams};
@@ -70,6 +71,9 @@ pub struct Context {
     pub etcd: Arc<dyn EtcdConnector>,
     /// Opens PostgreSQL admin sessions (real `tokio-postgres`, or the model in tests).
     pub postgres: Arc<dyn PostgresConnector>,
+    /// The newest `resourceVersion` this operator knows of each cluster object, by uid: what
+    /// its last status write returned, or its last fresh read. See [`Self::fresh`].
+    known_versions: Arc<Mutex<HashMap<String, String>>>,
 }
 
 impl Context {
@@ -101,6 +105,76 @@ impl Context {
             database_timeout: Duration::from_secs(3),
             etcd: Arc::new(GrpcConnector),
             postgres: Arc::new(PgConnector),
+            known_versions: Arc::default(),
+        }
+    }
+
+    /// The cluster object a pass must start from. The controller hands over its cached copy,
+    /// which can predate this operator's own last status write (a Pod event queued during a
+    /// pass starts the next one before the watch delivers that write). A pass on such a copy
+    /// would act on stale progress and its status write would erase the newer one (a pending
+    /// switchover, a health gate). So when the cached `resourceVersion` is not the newest this
+    /// operator knows of the object, it is read again; in steady state the two agree and
+    /// nothing is read. `None`: the object is gone.
+    pub async fn fresh<K>(&self, cached: Arc<K>) -> Result<Option<Arc<K>>>
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + DeserializeOwned,
+    {
+        let Some(uid) = cached.uid() else {
+            return Ok(Some(cached));
+        };
+        let known = self.known_version(&uid);
+        if known.is_none() || known == cached.resource_version() {
+            return Ok(Some(cached));
+        }
+        let namespace = cached.namespace().unwrap_or_default();
+        let name = cached.name_any();
+        let api: Api<K> = self.api(&namespace);
+        match api.get_opt(&name).await {
+            Ok(Some(current)) if current.uid().as_deref() == Some(uid.as_str()) => {
+                tracing::debug!(
+                    object = %format!("{namespace}/{name}"),
+                    cached = ?cached.resource_version(),
+                    known = ?known,
+                    read = ?current.resource_version(),
+                    "cached copy is not the newest known version; read it again"
+                );
+                self.remember_version(&current);
+                Ok(Some(Arc::new(current)))
+            }
+            Ok(_) => {
+                self.forget_version(&uid);
+                Ok(None)
+            }
+            Err(source) => Err(Error::kube("get", format!("{namespace}/{name}"), source)),
+        }
+    }
+
+    fn known_version(&self, uid: &str) -> Option<String> {
+        self.known_versions
+            .lock()
+            .ok()
+            .and_then(|m| m.get(uid).cloned())
+    }
+
+    /// Records `obj`'s `resourceVersion` as the newest known of it.
+    fn remember_version<K: Resource>(&self, obj: &K) {
+        if let (Some(uid), Some(rv), Ok(mut known)) = (
+            obj.uid(),
+            obj.resource_version(),
+            self.known_versions.lock(),
+        ) {
+            known.insert(uid, rv);
+        }
+    }
+
+    /// Forgets a deleted object's version.
+    pub fn forget_version(&self, uid: &str) {
+        if let Ok(mut known) = self.known_versions.lock() {
+            known.remove(uid);
         }
     }
 
@@ -213,8 +287,13 @@ impl Context {
                 )
                 .await
             {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Action::await_change()),
+                Ok(written) => self.remember_version(&written),
+                Err(kube::Error::Api(s)) if s.code == 404 => {
+                    if let Some(uid) = obj.uid() {
+                        self.forget_version(&uid);
+                    }
+                    return Ok(Action::await_change());
+                }
                 Err(source) => {
                     return Err(Error::kube(
                         "apply status",

@@ -228,6 +228,26 @@ impl Plane {
         }
     }
 
+    /// Waits until the disruption controller (the embedded one, or a real cluster's) reports
+    /// that the PodDisruptionBudget `name` allows exactly `allowed` disruptions, and returns
+    /// its status. A budget the controller cannot evaluate stays at 0 (its fail-safe).
+    pub async fn disruptions_allowed(
+        &self,
+        name: &str,
+        allowed: i32,
+    ) -> k8s_openapi::api::policy::v1::PodDisruptionBudgetStatus {
+        let api: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> = self.api();
+        let what = format!("PodDisruptionBudget {name} allowing {allowed} disruption(s)");
+        self.eventually(&what, Duration::from_secs(30), || {
+            let api = api.clone();
+            async move {
+                let status = api.get_opt(name).await.ok()??.status?;
+                (status.disruptions_allowed == allowed).then_some(status)
+            }
+        })
+        .await
+    }
+
     /// Polls `probe` until it returns `Some`, or fails after `timeout` (dumping Pod logs).
     pub async fn eventually<T, F, Fut>(&self, what: &str, timeout: Duration, probe: F) -> T
     where

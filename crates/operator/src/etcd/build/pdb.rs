@@ -1,5 +1,12 @@
-//! (pure) The PodDisruptionBudget of a cluster's members, from quorum math: at most
-//! `replicas − quorum` members may be voluntarily disrupted at once (0 for one member).
+//! (pure) The PodDisruptionBudget of a cluster's members, from quorum math: a quorum of the
+//! wanted members must stay healthy, so at most `replicas − quorum` members may be voluntarily
+//! disrupted at once (0 for one member), fewer while a member is already down.
+//!
+//! The budget says `minAvailable` as an **integer**: Kubernetes' disruption controller then
+//! counts the selected Pods themselves. With `maxUnavailable` (or a percentage) it needs the
+//! scale of the Pods' controller, and member Pods are controlled by `EtcdPeer`, which has no
+//! scale subresource: the controller would fail safe (`disruptionsAllowed: 0`) and every
+//! `kubectl drain` of a member's node would wait forever.
 
 use std::collections::BTreeMap;
 
@@ -13,10 +20,13 @@ use crate::etcd::topology::quorum;
 use crate::etcd::validate::ValidatedEtcdCluster;
 use crate::resources::{Labels, child_meta};
 
-/// Members that may be down at once without losing quorum.
-pub fn max_unavailable(replicas: i32) -> i32 {
+/// Members that must stay healthy: a quorum of the wanted members.
+pub fn min_available(replicas: i32) -> i32 {
     let n = usize::try_from(replicas.max(0)).unwrap_or(0);
-    i32::try_from(n.saturating_sub(quorum(n))).unwrap_or(0)
+    if n == 0 {
+        return 0;
+    }
+    i32::try_from(quorum(n)).unwrap_or(i32::MAX)
 }
 
 /// The budget, named `<cluster>`. `None` when the owner was never stored.
@@ -26,7 +36,7 @@ pub fn budget(owner: &EtcdCluster, cluster: &ValidatedEtcdCluster) -> Option<Pod
     Some(PodDisruptionBudget {
         metadata,
         spec: Some(PodDisruptionBudgetSpec {
-            max_unavailable: Some(IntOrString::Int(max_unavailable(cluster.replicas))),
+            min_available: Some(IntOrString::Int(min_available(cluster.replicas))),
             selector: Some(LabelSelector {
                 match_labels: Some(Labels::new("etcd", &cluster.name, MEMBER_COMPONENT).to_map()),
                 ..Default::default()
@@ -43,7 +53,10 @@ mod tests {
 
     #[test]
     fn quorum_decides_the_budget() {
-        let got: Vec<i32> = (1..=7).map(max_unavailable).collect();
-        assert_eq!(got, [0, 0, 1, 1, 2, 2, 3]);
+        let got: Vec<i32> = (1..=7).map(min_available).collect();
+        assert_eq!(got, [1, 2, 2, 3, 3, 4, 4]);
+        // Disruptions allowed with every member healthy: replicas − quorum.
+        let allowed: Vec<i32> = (1..=7).map(|n| n - min_available(n)).collect();
+        assert_eq!(allowed, [0, 0, 1, 1, 2, 2, 3]);
     }
 }

@@ -13,6 +13,12 @@
 //!
 //! The budget selects by the role label, so after a fail-over it follows the new roles
 //! without a change. With one instance it selects no Pod and allows everything.
+//!
+//! It says `minAvailable: replicas − 1` as an **integer**, not `maxUnavailable: 1`: with
+//! `maxUnavailable` Kubernetes' disruption controller takes the expected count from the scale
+//! of the Pods' controller — the `PostgresCluster`, whose scale is every instance, primary
+//! included — while the budget selects only the replicas, so it would never allow a
+//! disruption. An integer `minAvailable` counts the selected Pods themselves.
 
 use std::collections::BTreeMap;
 
@@ -28,6 +34,12 @@ use crate::resources::{Labels, child_meta};
 /// Replicas that may be voluntarily disrupted at once.
 pub const MAX_UNAVAILABLE_REPLICAS: i32 = 1;
 
+/// Replicas that must stay available: all wanted replicas but [`MAX_UNAVAILABLE_REPLICAS`].
+pub fn min_available(instances: u32) -> i32 {
+    let replicas = i32::try_from(instances.saturating_sub(1)).unwrap_or(i32::MAX);
+    (replicas - MAX_UNAVAILABLE_REPLICAS).max(0)
+}
+
 /// The budget `<cluster>-replicas`. `None` when the owner was never stored.
 pub fn budget(
     owner: &PostgresCluster,
@@ -39,7 +51,7 @@ pub fn budget(
     Some(PodDisruptionBudget {
         metadata,
         spec: Some(PodDisruptionBudgetSpec {
-            max_unavailable: Some(IntOrString::Int(MAX_UNAVAILABLE_REPLICAS)),
+            min_available: Some(IntOrString::Int(min_available(cluster.instances))),
             selector: Some(LabelSelector {
                 match_labels: Some(names.role_selector(InstanceRole::Replica)),
                 ..Default::default()
@@ -63,8 +75,8 @@ mod tests {
         let pdb = budget(&owner, &v).unwrap();
         assert_eq!(pdb.metadata.name.as_deref(), Some("demo-replicas"));
         let spec = pdb.spec.unwrap();
-        assert_eq!(spec.max_unavailable, Some(IntOrString::Int(1)));
-        assert_eq!(spec.min_available, None);
+        assert_eq!(spec.min_available, Some(IntOrString::Int(1)));
+        assert_eq!(spec.max_unavailable, None);
         let selector = spec.selector.unwrap().match_labels.unwrap();
         assert_eq!(selector[ROLE_LABEL], "replica");
         assert_eq!(selector, v.names().role_selector(InstanceRole::Replica));
@@ -72,6 +84,12 @@ mod tests {
             pdb.metadata.owner_references.unwrap()[0].kind,
             "PostgresCluster"
         );
+    }
+
+    #[test]
+    fn every_replica_but_one_stays_available() {
+        let got: Vec<i32> = (1..=5).map(min_available).collect();
+        assert_eq!(got, [0, 0, 1, 2, 3]);
     }
 
     #[test]
