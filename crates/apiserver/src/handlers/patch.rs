@@ -7,6 +7,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};
 
+use super::openapi::{BodyKind, check_fields, with_warnings};
 use super::{Request, Target, json_response};
 use crate::meta;
 use crate::patch::json::{JsonPatchError, json_patch};
@@ -74,10 +75,16 @@ fn parse_body(req: &Request, kind: PatchKind) -> ApiResult<Value> {
 pub fn patch(req: &Request, t: &Target, sub: &str) -> ApiResult<Response> {
     let dry = req.dry_run()?;
     let kind = kind_of(req, &t.def)?;
-    let body = parse_body(req, kind)?;
+    let mut body = parse_body(req, kind)?;
     if kind == PatchKind::Apply {
         return server_side_apply(req, t, sub, body);
     }
+    let warnings = match kind {
+        PatchKind::Merge | PatchKind::Strategic => {
+            check_fields(req, &t.def, &mut body, BodyKind::Patch)?
+        }
+        PatchKind::Json | PatchKind::Apply => Vec::new(),
+    };
     let manager = req.manager();
     let gr = t.def.gr();
     let mut state = req.server.lock();
@@ -105,7 +112,10 @@ pub fn patch(req: &Request, t: &Target, sub: &str) -> ApiResult<Response> {
         sub,
         Fields::Record(&manager),
     )?;
-    Ok(json_response(StatusCode::OK, &obj))
+    Ok(with_warnings(
+        json_response(StatusCode::OK, &obj),
+        &warnings,
+    ))
 }
 
 fn server_side_apply(req: &Request, t: &Target, sub: &str, mut body: Value) -> ApiResult<Response> {

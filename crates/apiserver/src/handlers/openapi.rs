@@ -1,0 +1,206 @@
+//! HTTP side of the OpenAPI documents, as kube-openapi's handlers serve them: `/openapi/v3`
+//! (the index, JSON), `/openapi/v3/{gv}` (JSON; `ETag`, `If-None-Match` → 304, a `hash` that
+//! matches → immutable caching headers, a stale `hash` → 301 to the current one) and
+//! `/openapi/v2` (JSON; `ETag`, 304). Protobuf is not produced: a request that accepts only
+//! protobuf gets 406, and kubectl falls back to what it can use. Also the field-validation
+//! glue of the write handlers (`check_fields`, `with_warnings`).
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::{Request, json_response};
+use crate::openapi::fields::{self, Directive, Schema};
+use crate::openapi::{self, Serialized};
+use crate::registry::ResourceDef;
+use crate::status::{ApiError, ApiResult};
+
+/// Whether the Accept header admits JSON (no header, `*/*`, `application/*`,
+/// `application/json`).
+fn accepts_json(req: &Request) -> bool {
+    let Some(accept) = req.header("accept") else {
+        return true;
+    };
+    accept.split(',').any(|part| {
+        let media = part.split(';').next().unwrap_or_default().trim();
+        matches!(media, "" | "*/*" | "application/*" | "application/json")
+    })
+}
+
+fn not_acceptable() -> Response {
+    (
+        StatusCode::NOT_ACCEPTABLE,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "406 - Not Acceptable\n",
+    )
+        .into_response()
+}
+
+fn not_found() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "404 page not found\n",
+    )
+        .into_response()
+}
+
+fn etag_matches(req: &Request, etag: &str) -> bool {
+    req.header("if-none-match").is_some_and(|v| {
+        v.split(',')
+            .any(|t| t.trim().trim_start_matches("W/") == etag || t.trim() == "*")
+    })
+}
+
+fn serve(req: &Request, doc: &Serialized, immutable: bool) -> Response {
+    let etag = format!("\"{}\"", doc.hash);
+    let mut resp = if etag_matches(req, &etag) {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            doc.body.clone(),
+        )
+            .into_response()
+    };
+    let headers = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        headers.insert(header::ETAG, v);
+    }
+    headers.insert(header::VARY, HeaderValue::from_static("Accept"));
+    if immutable {
+        headers.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("public, immutable"),
+        );
+        let expires = jiff::Timestamp::now()
+            .checked_add(jiff::SignedDuration::from_hours(24 * 365))
+            .unwrap_or_else(|_| jiff::Timestamp::now());
+        let text =
+            jiff::fmt::strtime::format("%a, %d %b %Y %H:%M:%S GMT", expires).unwrap_or_default();
+        if let Ok(v) = HeaderValue::from_str(&text) {
+            headers.insert(header::EXPIRES, v);
+        }
+    } else {
+        headers.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-cache, private"),
+        );
+    }
+    resp
+}
+
+/// `/openapi/v3`: every group-version with the URL of its current document.
+pub fn v3_index(req: &Request) -> Response {
+    let gvs = openapi::group_versions(&req.server.lock().registry);
+    let paths: serde_json::Map<String, Value> = gvs
+        .iter()
+        .map(|(key, gv)| {
+            let doc = openapi::serialize(&openapi::v3_document(gv));
+            (
+                key.clone(),
+                json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", doc.hash)}),
+            )
+        })
+        .collect();
+    json_response(StatusCode::OK, &json!({"paths": paths}))
+}
+
+/// `/openapi/v3/{key}`.
+pub fn v3_group_version(req: &Request, key: &str) -> Response {
+    let gv = openapi::group_versions(&req.server.lock().registry).remove(key);
+    let Some(gv) = gv else {
+        return not_found();
+    };
+    if !accepts_json(req) {
+        return not_acceptable();
+    }
+    let doc = openapi::serialize(&openapi::v3_document(&gv));
+    match req.q("hash") {
+        Some(h) if !h.is_empty() && h != doc.hash => {
+            let location = format!("/openapi/v3/{key}?hash={}", doc.hash);
+            let mut resp = StatusCode::MOVED_PERMANENTLY.into_response();
+            if let Ok(v) = HeaderValue::from_str(&location) {
+                resp.headers_mut().insert(header::LOCATION, v);
+            }
+            resp
+        }
+        Some(h) if !h.is_empty() => serve(req, &doc, true),
+        _ => serve(req, &doc, false),
+    }
+}
+
+/// `/openapi/v2`.
+pub fn v2(req: &Request) -> Response {
+    if !accepts_json(req) {
+        return not_acceptable();
+    }
+    let gvs = openapi::group_versions(&req.server.lock().registry);
+    serve(req, &openapi::serialize(&openapi::v2_document(&gvs)), false)
+}
+
+/// How a body is checked: a full object, a merge or strategic merge patch (partial object,
+/// `$` directives allowed).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum BodyKind {
+    Object,
+    Patch,
+}
+
+/// Server-side field validation of a write body against the kind's schema: unknown fields are
+/// pruned (as decoding into the Go types drops them), and under `Strict` unknown or duplicate
+/// fields fail the request with upstream's wording; under `Warn` (the default) they become
+/// `Warning` headers, returned here.
+pub fn check_fields(
+    req: &Request,
+    def: &ResourceDef,
+    body: &mut Value,
+    kind: BodyKind,
+) -> ApiResult<Vec<String>> {
+    let directive = Directive::parse(req.q("fieldValidation"))?;
+    let builtins = openapi::builtins();
+    let root = if def.is_custom() {
+        openapi::crd_schema(def)
+    } else {
+        match builtins.names.get(&def.group, &def.version, &def.kind) {
+            Some(name) => json!({"$ref": format!("#/components/schemas/{name}")}),
+            None => return Ok(Vec::new()),
+        }
+    };
+    let schema = Schema {
+        root: &root,
+        components: &builtins.schemas,
+    };
+    let patch = kind == BodyKind::Patch;
+    let problems = if directive == Directive::Ignore {
+        Vec::new()
+    } else if serde_json::from_slice::<serde::de::IgnoredAny>(&req.body).is_ok() {
+        fields::problems(&req.body, schema, patch)
+    } else {
+        // A YAML body: duplicates are gone once parsed; unknown fields are still found.
+        fields::problems(body.to_string().as_bytes(), schema, patch)
+    };
+    if directive == Directive::Strict && !problems.is_empty() {
+        let strict = format!("strict decoding error: {}", problems.join(", "));
+        return Err(ApiError::bad_request(match kind {
+            BodyKind::Object => format!(
+                "{} in version \"{}\" cannot be handled as a {}: {strict}",
+                def.kind, def.version, def.kind
+            ),
+            BodyKind::Patch => strict,
+        }));
+    }
+    fields::prune(body, schema, patch);
+    Ok(problems)
+}
+
+/// Adds one `Warning: 299 - "..."` header per message.
+pub fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        if let Ok(v) = HeaderValue::from_str(&fields::warning_header(w)) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
+    resp
+}

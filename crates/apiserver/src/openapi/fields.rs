@@ -1,0 +1,351 @@
+//! Server-side field validation (`fieldValidation=Strict|Warn|Ignore`): unknown and duplicate
+//! fields of a request body, found in one pass over the JSON text against the kind's OpenAPI
+//! schema, in document order and worded as upstream's strict decoder words them
+//! (`unknown field "spec.template.spec.containers[0].foo"`, `duplicate field "spec.paused"`).
+//! `prune` drops the unknown fields, as decoding into the Go types does upstream.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+use crate::status::ApiError;
+
+/// What to do with unknown and duplicate fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Directive {
+    Ignore,
+    /// The default since Kubernetes 1.23.
+    Warn,
+    Strict,
+}
+
+impl Directive {
+    pub fn parse(value: Option<&str>) -> Result<Self, ApiError> {
+        match value {
+            None | Some("") | Some("Warn") => Ok(Self::Warn),
+            Some("Ignore") => Ok(Self::Ignore),
+            Some("Strict") => Ok(Self::Strict),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "fieldValidation directive \"{other}\" is not supported; must be one of \"Ignore\", \"Warn\", or \"Strict\""
+            ))),
+        }
+    }
+}
+
+/// A schema and the components its references point into.
+#[derive(Clone, Copy)]
+pub struct Schema<'a> {
+    pub root: &'a Value,
+    pub components: &'a Map<String, Value>,
+}
+
+/// A position in a schema: the (unresolved) schema, and whether it lies inside a built-in
+/// type (reached through a `$ref`), where an object without properties holds anything (a Go
+/// `RawExtension`, `JSON`, `FieldsV1`); in a CRD's schema such an object holds nothing.
+#[derive(Clone, Copy)]
+struct At<'a> {
+    schema: &'a Value,
+    builtin: bool,
+}
+
+impl<'a> Schema<'a> {
+    /// Follows `$ref` and single-element `allOf` wrappers.
+    fn resolve(&self, at: At<'a>) -> At<'a> {
+        let At {
+            schema: mut s,
+            mut builtin,
+        } = at;
+        for _ in 0..32 {
+            if let Some(r) = s.get("$ref").and_then(Value::as_str) {
+                match self.components.get(r.trim_start_matches(super::SCHEMAS)) {
+                    Some(target) => {
+                        s = target;
+                        builtin = true;
+                    }
+                    None => break,
+                }
+            } else if let Some(first) = s
+                .get("allOf")
+                .and_then(Value::as_array)
+                .and_then(|a| a.first())
+                && s.get("properties").is_none()
+            {
+                s = first;
+            } else {
+                break;
+            }
+        }
+        At { schema: s, builtin }
+    }
+
+    /// The schema of `key` inside an object schema: `Ok(None)` when anything goes (unknown
+    /// fields preserved, untyped), `Err(())` when the field is unknown.
+    fn field(&self, at: At<'a>, key: &str) -> Result<Option<At<'a>>, ()> {
+        let at = self.resolve(at);
+        let s = at.schema;
+        let child = |schema| {
+            Ok(Some(At {
+                schema,
+                builtin: at.builtin,
+            }))
+        };
+        if let Some(p) = s.get("properties").and_then(|p| p.get(key)) {
+            return child(p);
+        }
+        if s.get("x-kubernetes-embedded-resource")
+            .and_then(Value::as_bool)
+            == Some(true)
+            && matches!(key, "apiVersion" | "kind" | "metadata")
+        {
+            return Ok(None);
+        }
+        match s.get("additionalProperties") {
+            Some(Value::Bool(true)) => return Ok(None),
+            Some(a @ Value::Object(_)) => return child(a),
+            _ => {}
+        }
+        let preserve = s
+            .get("x-kubernetes-preserve-unknown-fields")
+            .and_then(Value::as_bool)
+            == Some(true);
+        let typed_object = s.get("type").and_then(Value::as_str) == Some("object");
+        if preserve || (s.get("properties").is_none() && (at.builtin || !typed_object)) {
+            return Ok(None);
+        }
+        Err(())
+    }
+
+    fn items(&self, at: At<'a>) -> Option<At<'a>> {
+        let at = self.resolve(at);
+        at.schema.get("items").map(|schema| At {
+            schema,
+            builtin: at.builtin,
+        })
+    }
+
+    fn root(&self) -> At<'a> {
+        At {
+            schema: self.root,
+            builtin: false,
+        }
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// Unknown and duplicate fields of a JSON body, in document order. Keys starting with `$`
+/// (strategic-merge-patch directives) are skipped when `patch_directives` is set.
+pub fn problems(body: &[u8], schema: Schema<'_>, patch_directives: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let seed = Walk {
+        schema,
+        at: Some(schema.root()),
+        path: String::new(),
+        out: &mut out,
+        patch_directives,
+    };
+    // A body that is not JSON is reported by the decoder of the write path.
+    let _ = seed.deserialize(&mut de);
+    out
+}
+
+struct Walk<'s, 'o> {
+    schema: Schema<'s>,
+    /// `None`: anything goes below here.
+    at: Option<At<'s>>,
+    path: String,
+    out: &'o mut Vec<String>,
+    patch_directives: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for Walk<'_, '_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Walk<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let items = self.at.and_then(|s| self.schema.items(s));
+        let mut i = 0usize;
+        loop {
+            let seed = Walk {
+                schema: self.schema,
+                at: items,
+                path: format!("{}[{i}]", self.path),
+                out: &mut *self.out,
+                patch_directives: self.patch_directives,
+            };
+            if seq.next_element_seed(seed)?.is_none() {
+                return Ok(());
+            }
+            i += 1;
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen: HashSet<String> = HashSet::new();
+        let mut unknown: HashSet<String> = HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let path = join(&self.path, &key);
+            if self.patch_directives && key.starts_with('$') {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            let child = match self.at {
+                None => Ok(None),
+                Some(s) => self.schema.field(s, &key),
+            };
+            match child {
+                Err(()) => {
+                    if unknown.insert(key.clone()) {
+                        self.out.push(format!("unknown field \"{path}\""));
+                    }
+                    map.next_value::<IgnoredAny>()?;
+                }
+                Ok(at) => {
+                    if !seen.insert(key.clone()) {
+                        self.out.push(format!("duplicate field \"{path}\""));
+                    }
+                    map.next_value_seed(Walk {
+                        schema: self.schema,
+                        at,
+                        path,
+                        out: &mut *self.out,
+                        patch_directives: self.patch_directives,
+                    })?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Removes the fields `problems` calls unknown (what decoding into typed objects drops).
+pub fn prune(value: &mut Value, schema: Schema<'_>, patch_directives: bool) {
+    prune_at(value, schema, Some(schema.root()), patch_directives);
+}
+
+fn prune_at(value: &mut Value, schema: Schema<'_>, at: Option<At<'_>>, directives: bool) {
+    let Some(s) = at else { return };
+    match value {
+        Value::Object(o) => {
+            o.retain(|k, _| (directives && k.starts_with('$')) || schema.field(s, k).is_ok());
+            for (k, v) in o.iter_mut() {
+                if let Ok(child) = schema.field(s, k) {
+                    prune_at(v, schema, child, directives);
+                }
+            }
+        }
+        Value::Array(a) => {
+            let items = schema.items(s);
+            for v in a {
+                prune_at(v, schema, items, directives);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The `Warning` header value upstream sends for one problem.
+pub fn warning_header(problem: &str) -> String {
+    format!("299 - {}", serde_json::Value::String(problem.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn components() -> Map<String, Value> {
+        let Value::Object(m) = json!({
+            "Obj": {"type": "object", "properties": {
+                "spec": {"allOf": [{"$ref": "#/components/schemas/Spec"}], "description": "d"},
+                "metadata": {"type": "object", "properties": {"name": {"type": "string"},
+                    "labels": {"type": "object", "additionalProperties": {"type": "string"}}}}}},
+            "Spec": {"type": "object", "properties": {
+                "paused": {"type": "boolean"},
+                "containers": {"type": "array", "items": {"$ref": "#/components/schemas/C"}},
+                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}},
+            "C": {"type": "object", "properties": {"name": {"type": "string"}}},
+        }) else {
+            unreachable!()
+        };
+        m
+    }
+
+    #[test]
+    fn reports_unknown_and_duplicate_fields_in_document_order() {
+        let comps = components();
+        let root = json!({"$ref": "#/components/schemas/Obj"});
+        let schema = Schema {
+            root: &root,
+            components: &comps,
+        };
+        let body = br#"{"metadata": {"name": "a", "labels": {"x": "1"}, "bogus": 1},
+            "spec": {"paused": true, "paused": false, "unknown1": {"deep": 1},
+                "containers": [{"name": "c", "unknownNested": "v"}], "free": {"any": 1}}}"#;
+        assert_eq!(
+            problems(body, schema, false),
+            [
+                "unknown field \"metadata.bogus\"",
+                "duplicate field \"spec.paused\"",
+                "unknown field \"spec.unknown1\"",
+                "unknown field \"spec.containers[0].unknownNested\"",
+            ]
+        );
+        let mut v: Value = serde_json::from_slice(body).unwrap();
+        prune(&mut v, schema, false);
+        assert_eq!(
+            v,
+            json!({"metadata": {"name": "a", "labels": {"x": "1"}},
+                "spec": {"paused": false, "containers": [{"name": "c"}], "free": {"any": 1}}})
+        );
+        let patch =
+            br#"{"spec": {"$setElementOrder/containers": [{"name": "c"}], "paused": true}}"#;
+        assert!(problems(patch, schema, true).is_empty());
+    }
+
+    #[test]
+    fn directive_defaults_to_warn() {
+        assert_eq!(Directive::parse(None).unwrap(), Directive::Warn);
+        assert_eq!(Directive::parse(Some("Strict")).unwrap(), Directive::Strict);
+        assert!(Directive::parse(Some("strict")).is_err());
+    }
+}
