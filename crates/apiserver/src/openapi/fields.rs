@@ -233,6 +233,14 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
                 Some(s) => self.schema.field(s, &key),
             };
             match child {
+                Err(()) if self.patch_directives => {
+                    // A patch may remove an unknown field (`"field": null`): only what the
+                    // patch would add counts, as upstream checks the patched object.
+                    let value = map.next_value::<Value>()?;
+                    if !value.is_null() && unknown.insert(key.clone()) {
+                        self.out.push(format!("unknown field \"{path}\""));
+                    }
+                }
                 Err(()) => {
                     if unknown.insert(key.clone()) {
                         self.out.push(format!("unknown field \"{path}\""));
