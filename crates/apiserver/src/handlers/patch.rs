@@ -7,9 +7,10 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use super::openapi::{BodyKind, check_fields, with_warnings};
+use super::openapi::{BodyKind, check_apply_fields, check_fields, with_warnings};
 use super::{Request, Target, json_response};
 use crate::meta;
+use crate::openapi::fields::Directive;
 use crate::patch::json::{JsonPatchError, json_patch};
 use crate::patch::merge::merge_patch;
 use crate::patch::strategic::strategic_patch;
@@ -161,6 +162,8 @@ fn server_side_apply(req: &Request, t: &Target, sub: &str, mut body: Value) -> A
     if meta::meta(&body).is_some_and(|m| m.get("managedFields").is_some_and(|v| !v.is_null())) {
         return Err(ApiError::bad_request("metadata.managedFields must be nil"));
     }
+    Directive::parse(req.q("fieldValidation"))?;
+    check_apply_fields(&t.def, t.ns(), t.name(), &body)?;
     let force = req.flag("force");
     let gr = t.def.gr();
     let mut state = req.server.lock();

@@ -10,6 +10,7 @@ use std::fmt;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
+use crate::hints::ListType;
 use crate::status::ApiError;
 
 /// What to do with unknown and duplicate fields.
@@ -291,6 +292,80 @@ fn prune_at(value: &mut Value, schema: Schema<'_>, at: Option<At<'_>>, directive
     }
 }
 
+/// Fields of an apply configuration the schema does not declare, named as
+/// structured-merge-diff names them: list elements by their keys (`[name="c"]`) in associative
+/// lists, by index elsewhere. `list_type` gives the list semantics of a field path.
+pub fn undeclared(
+    value: &Value,
+    schema: Schema<'_>,
+    list_type: &dyn Fn(&[String]) -> ListType,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    undeclared_at(
+        value,
+        schema,
+        Some(schema.root()),
+        &mut String::new(),
+        &mut Vec::new(),
+        list_type,
+        &mut out,
+    );
+    out
+}
+
+fn undeclared_at(
+    value: &Value,
+    schema: Schema<'_>,
+    at: Option<At<'_>>,
+    path: &mut String,
+    fields: &mut Vec<String>,
+    list_type: &dyn Fn(&[String]) -> ListType,
+    out: &mut Vec<String>,
+) {
+    let Some(s) = at else { return };
+    match value {
+        Value::Object(o) => {
+            for (k, v) in o {
+                let len = path.len();
+                path.push('.');
+                path.push_str(k);
+                match schema.field(s, k) {
+                    Err(()) => out.push(path.clone()),
+                    Ok(child) => {
+                        fields.push(k.clone());
+                        undeclared_at(v, schema, child, path, fields, list_type, out);
+                        fields.pop();
+                    }
+                }
+                path.truncate(len);
+            }
+        }
+        Value::Array(a) => {
+            let items = schema.items(s);
+            let keys = match list_type(fields) {
+                ListType::Map(keys) => keys,
+                ListType::Set | ListType::Atomic => Vec::new(),
+            };
+            for (i, v) in a.iter().enumerate() {
+                let segment = if keys.is_empty() {
+                    format!("[{i}]")
+                } else {
+                    let parts: Vec<String> = keys
+                        .iter()
+                        .filter_map(|k| v.get(k).map(|kv| format!("{k}={kv}")))
+                        .collect();
+                    format!("[{}]", parts.join(","))
+                };
+                let len = path.len();
+                path.push_str(&segment);
+                undeclared_at(v, schema, items, path, fields, list_type, out);
+                path.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// The `Warning` header value upstream sends for one problem.
 pub fn warning_header(problem: &str) -> String {
     format!("299 - {}", serde_json::Value::String(problem.to_string()))
@@ -348,6 +423,32 @@ mod tests {
         let patch =
             br#"{"spec": {"$setElementOrder/containers": [{"name": "c"}], "paused": true}}"#;
         assert!(problems(patch, schema, true).is_empty());
+    }
+
+    #[test]
+    fn names_undeclared_fields_as_structured_merge_diff() {
+        let comps = components();
+        let root = json!({"$ref": "#/components/schemas/Obj"});
+        let schema = Schema {
+            root: &root,
+            components: &comps,
+        };
+        let v = json!({"spec": {"bogus": 1, "containers": [{"name": "c", "x": 1}]}});
+        let by_name = |p: &[String]| {
+            if p.last().map(String::as_str) == Some("containers") {
+                ListType::Map(vec!["name".into()])
+            } else {
+                ListType::Atomic
+            }
+        };
+        assert_eq!(
+            undeclared(&v, schema, &by_name),
+            [".spec.bogus", ".spec.containers[name=\"c\"].x"]
+        );
+        assert_eq!(
+            undeclared(&v, schema, &|_| ListType::Atomic),
+            [".spec.bogus", ".spec.containers[0].x"]
+        );
     }
 
     #[test]

@@ -10,8 +10,8 @@ pub mod fields;
 mod paths;
 mod v2;
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use k8s_openapi::schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
@@ -285,6 +285,30 @@ pub fn v3_document(gv: &GroupVersion) -> Value {
         },
         "security": [{"BearerToken": []}],
     })
+}
+
+/// The serialized v3 document of a group-version. Documents of group-versions without custom
+/// kinds never change (built-in kinds are fixed at start), so they are made once per process.
+pub fn v3_serialized(gv: &GroupVersion) -> Arc<Serialized> {
+    if gv.defs.iter().any(|d| d.is_custom()) {
+        return Arc::new(serialize(&v3_document(gv)));
+    }
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<Serialized>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Mutex::default);
+    let key = key(&gv.group, &gv.version);
+    if let Some(doc) = cache
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&key)
+    {
+        return doc.clone();
+    }
+    let doc = Arc::new(serialize(&v3_document(gv)));
+    cache
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(key, doc.clone());
+    doc
 }
 
 /// Every built-in component and the names of the built-in kinds, for checking request bodies.

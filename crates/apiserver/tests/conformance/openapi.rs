@@ -411,3 +411,31 @@ async fn field_validation_of_custom_resources() {
     assert_eq!(obj.data["spec"]["extra"]["anything"], 1);
     env.finish().await;
 }
+
+#[tokio::test]
+async fn apply_refuses_undeclared_fields() {
+    let env = env("openapi-ssa").await;
+    let path = format!(
+        "/apis/apps/v1/namespaces/{}/deployments/d?fieldManager=conf&fieldValidation=Ignore",
+        env.ns
+    );
+    let body = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"app": "d"}}, "template": {"metadata": {"labels": {"app": "d"}},
+            "spec": {"containers": [{"name": "c", "image": "i", "unknownNested": 1}]}}}});
+    let req = http::Request::patch(path)
+        .header("Content-Type", "application/apply-patch+yaml")
+        .body(body.to_string().into_bytes())
+        .unwrap();
+    let (resp, bytes) = send(&env, req).await;
+    let status: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(resp.status(), 500, "{status}");
+    assert_eq!(
+        status["message"],
+        format!(
+            "failed to create typed patch object ({}/d; apps/v1, Kind=Deployment): \
+             .spec.template.spec.containers[name=\"c\"].unknownNested: field not declared in schema",
+            env.ns
+        )
+    );
+    env.finish().await;
+}
