@@ -159,61 +159,70 @@ pub fn check_fields(
     kind: BodyKind,
 ) -> ApiResult<Vec<String>> {
     let directive = Directive::parse(req.q("fieldValidation"))?;
-    let builtins = openapi::builtins();
-    let Some(root) = root_schema(def) else {
-        return Ok(Vec::new());
-    };
-    let schema = Schema {
-        root: &root,
-        components: &builtins.schemas,
-    };
     let patch = kind == BodyKind::Patch;
-    let problems = if directive == Directive::Ignore {
-        Vec::new()
-    } else if serde_json::from_slice::<serde::de::IgnoredAny>(&req.body).is_ok() {
-        fields::problems(&req.body, schema, patch)
-    } else {
-        // A YAML body: duplicates are gone once parsed; unknown fields are still found.
-        fields::problems(body.to_string().as_bytes(), schema, patch)
-    };
-    if directive == Directive::Strict && !problems.is_empty() {
-        let strict = format!("strict decoding error: {}", problems.join(", "));
-        return Err(ApiError::bad_request(match kind {
-            BodyKind::Object => format!(
-                "{} in version \"{}\" cannot be handled as a {}: {strict}",
-                def.kind, def.version, def.kind
-            ),
-            BodyKind::Patch => strict,
-        }));
+    let checked = with_schema(def, |schema| {
+        let problems = if directive == Directive::Ignore {
+            Vec::new()
+        } else if serde_json::from_slice::<serde::de::IgnoredAny>(&req.body).is_ok() {
+            fields::problems(&req.body, schema, patch)
+        } else {
+            // A YAML body: duplicates are gone once parsed; unknown fields are still found.
+            fields::problems(body.to_string().as_bytes(), schema, patch)
+        };
+        if directive == Directive::Strict && !problems.is_empty() {
+            return Err(problems);
+        }
+        fields::prune(body, schema, patch);
+        Ok(problems)
+    });
+    match checked {
+        None => Ok(Vec::new()),
+        Some(Ok(warnings)) => Ok(warnings),
+        Some(Err(problems)) => {
+            let strict = format!("strict decoding error: {}", problems.join(", "));
+            Err(ApiError::bad_request(match kind {
+                BodyKind::Object => format!(
+                    "{} in version \"{}\" cannot be handled as a {}: {strict}",
+                    def.kind, def.version, def.kind
+                ),
+                BodyKind::Patch => strict,
+            }))
+        }
     }
-    fields::prune(body, schema, patch);
-    Ok(problems)
 }
 
-/// The schema of a kind (a CRD's, or a reference into the built-in components); `None` for
-/// a built-in kind without one.
-fn root_schema(def: &ResourceDef) -> Option<Value> {
+/// The schema of a kind: a CRD's stored `openAPIV3Schema` (`custom_root`), or a reference into
+/// the built-in components; `None` for a built-in kind without one.
+fn with_schema<T>(def: &ResourceDef, f: impl FnOnce(Schema<'_>) -> T) -> Option<T> {
+    let components = &openapi::builtins().schemas;
     if def.is_custom() {
-        return Some(openapi::crd_schema(def));
+        let untyped = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+        let root = def.schema.as_deref().unwrap_or(&untyped);
+        return Some(f(Schema {
+            root,
+            components,
+            custom_root: true,
+        }));
     }
-    openapi::builtins()
+    let name = openapi::builtins()
         .names
-        .get(&def.group, &def.version, &def.kind)
-        .map(|name| json!({"$ref": format!("#/components/schemas/{name}")}))
+        .get(&def.group, &def.version, &def.kind)?;
+    let root = json!({"$ref": format!("#/components/schemas/{name}")});
+    Some(f(Schema {
+        root: &root,
+        components,
+        custom_root: false,
+    }))
 }
 
 /// Server-side apply: structured-merge-diff cannot type an apply configuration with fields its
 /// schema does not declare, whatever `fieldValidation` says, and the request fails as upstream's
 /// does (a plain error, hence 500 without a reason; kubernetes/kubernetes#122480).
 pub fn check_apply_fields(def: &ResourceDef, ns: &str, name: &str, body: &Value) -> ApiResult<()> {
-    let Some(root) = root_schema(def) else {
-        return Ok(());
-    };
-    let schema = Schema {
-        root: &root,
-        components: &openapi::builtins().schemas,
-    };
-    let undeclared = fields::undeclared(body, schema, &|path| crate::hints::list_type(def, path));
+    let undeclared = with_schema(def, |schema| {
+        fields::undeclared(body, schema, &|path| crate::hints::list_type(def, path))
+    })
+    .unwrap_or_default();
     let errors: Vec<String> = undeclared
         .iter()
         .map(|p| format!("{p}: field not declared in schema"))

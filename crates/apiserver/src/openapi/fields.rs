@@ -40,6 +40,9 @@ impl Directive {
 pub struct Schema<'a> {
     pub root: &'a Value,
     pub components: &'a Map<String, Value>,
+    /// `root` is a CRD's `openAPIV3Schema` as stored: `apiVersion` and `kind` are strings and
+    /// `metadata` is an ObjectMeta whatever it says (upstream's rule for custom resources).
+    pub custom_root: bool,
 }
 
 /// A position in a schema: the (unresolved) schema, and whether it lies inside a built-in
@@ -86,6 +89,18 @@ impl<'a> Schema<'a> {
     fn field(&self, at: At<'a>, key: &str) -> Result<Option<At<'a>>, ()> {
         let at = self.resolve(at);
         let s = at.schema;
+        if self.custom_root && std::ptr::eq(s, self.root) {
+            match key {
+                "apiVersion" | "kind" => return Ok(None),
+                "metadata" => {
+                    return Ok(self.components.get(super::OBJECT_META).map(|schema| At {
+                        schema,
+                        builtin: true,
+                    }));
+                }
+                _ => {}
+            }
+        }
         let child = |schema| {
             Ok(Some(At {
                 schema,
@@ -400,6 +415,7 @@ mod tests {
         let schema = Schema {
             root: &root,
             components: &comps,
+            custom_root: false,
         };
         let body = br#"{"metadata": {"name": "a", "labels": {"x": "1"}, "bogus": 1},
             "spec": {"paused": true, "paused": false, "unknown1": {"deep": 1},
@@ -432,6 +448,7 @@ mod tests {
         let schema = Schema {
             root: &root,
             components: &comps,
+            custom_root: false,
         };
         let v = json!({"spec": {"bogus": 1, "containers": [{"name": "c", "x": 1}]}});
         let by_name = |p: &[String]| {

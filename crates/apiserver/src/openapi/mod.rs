@@ -23,6 +23,7 @@ use crate::registry::{Registry, ResourceDef};
 pub use v2::document as v2_document;
 
 const SCHEMAS: &str = "#/components/schemas/";
+const OBJECT_META: &str = builtin::OBJECT_META;
 
 const API_VERSION_DOC: &str = "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources";
 const KIND_DOC: &str = "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds";
