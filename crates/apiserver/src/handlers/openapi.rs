@@ -5,7 +5,7 @@
 //! protobuf gets 406, and kubectl falls back to what it can use. Also the field-validation
 //! glue of the write handlers (`check_fields`, `with_warnings`).
 
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
@@ -158,7 +158,12 @@ pub fn check_fields(
     body: &mut Value,
     kind: BodyKind,
 ) -> ApiResult<Vec<String>> {
-    let directive = Directive::parse(req.q("fieldValidation"))?;
+    let options = match req.method {
+        Method::POST => "CreateOptions",
+        Method::PUT => "UpdateOptions",
+        _ => "PatchOptions",
+    };
+    let directive = Directive::parse(req.q("fieldValidation"), options)?;
     let patch = kind == BodyKind::Patch;
     let checked = with_schema(def, |schema| {
         let problems = if directive == Directive::Ignore {

@@ -162,7 +162,7 @@ fn server_side_apply(req: &Request, t: &Target, sub: &str, mut body: Value) -> A
     if meta::meta(&body).is_some_and(|m| m.get("managedFields").is_some_and(|v| !v.is_null())) {
         return Err(ApiError::bad_request("metadata.managedFields must be nil"));
     }
-    Directive::parse(req.q("fieldValidation"))?;
+    Directive::parse(req.q("fieldValidation"), "PatchOptions")?;
     check_apply_fields(&t.def, t.ns(), t.name(), &body)?;
     let force = req.flag("force");
     let gr = t.def.gr();

@@ -8,10 +8,10 @@ use std::collections::HashSet;
 use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::hints::ListType;
-use crate::status::ApiError;
+use crate::status::{ApiError, Cause};
 
 /// What to do with unknown and duplicate fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,14 +23,28 @@ pub enum Directive {
 }
 
 impl Directive {
-    pub fn parse(value: Option<&str>) -> Result<Self, ApiError> {
+    /// The `fieldValidation` query parameter of a request whose options are `options`
+    /// (`CreateOptions`, `UpdateOptions`, `PatchOptions`); an unsupported value is `422`, as
+    /// upstream's options validation answers.
+    pub fn parse(value: Option<&str>, options: &str) -> Result<Self, ApiError> {
         match value {
             None | Some("") | Some("Warn") => Ok(Self::Warn),
             Some("Ignore") => Ok(Self::Ignore),
             Some("Strict") => Ok(Self::Strict),
-            Some(other) => Err(ApiError::bad_request(format!(
-                "fieldValidation directive \"{other}\" is not supported; must be one of \"Ignore\", \"Warn\", or \"Strict\""
-            ))),
+            Some(other) => {
+                let cause = Cause::not_supported(
+                    "fieldValidation",
+                    &json!(other),
+                    &[json!(""), json!("Ignore"), json!("Strict"), json!("Warn")],
+                );
+                Err(ApiError::new(
+                    422,
+                    "Invalid",
+                    format!("{options}.meta.k8s.io \"\" is invalid: {}", cause.render()),
+                )
+                .with_details(json!({"group": "meta.k8s.io", "kind": options, "causes": [
+                    {"reason": cause.reason, "message": cause.message, "field": cause.field}]})))
+            }
         }
     }
 }
@@ -389,7 +403,6 @@ pub fn warning_header(problem: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn components() -> Map<String, Value> {
         let Value::Object(m) = json!({
@@ -470,8 +483,19 @@ mod tests {
 
     #[test]
     fn directive_defaults_to_warn() {
-        assert_eq!(Directive::parse(None).unwrap(), Directive::Warn);
-        assert_eq!(Directive::parse(Some("Strict")).unwrap(), Directive::Strict);
-        assert!(Directive::parse(Some("strict")).is_err());
+        assert_eq!(
+            Directive::parse(None, "CreateOptions").unwrap(),
+            Directive::Warn
+        );
+        assert_eq!(
+            Directive::parse(Some("Strict"), "CreateOptions").unwrap(),
+            Directive::Strict
+        );
+        let e = Directive::parse(Some("strict"), "PatchOptions").unwrap_err();
+        assert_eq!(e.code, 422);
+        assert_eq!(
+            e.message,
+            "PatchOptions.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported value: \"strict\": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\""
+        );
     }
 }

@@ -439,3 +439,24 @@ async fn apply_refuses_undeclared_fields() {
     );
     env.finish().await;
 }
+
+#[tokio::test]
+async fn unsupported_field_validation_values_are_invalid() {
+    let env = env("openapi-fieldval-bad").await;
+    let (resp, status) = post(
+        &env,
+        &format!(
+            "/api/v1/namespaces/{}/configmaps?fieldValidation=strict",
+            env.ns
+        ),
+        r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}"#,
+    )
+    .await;
+    assert_eq!(resp.status(), 422, "{status}");
+    assert_eq!(status["reason"], "Invalid");
+    assert_eq!(
+        status["message"],
+        "CreateOptions.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported value: \"strict\": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\""
+    );
+    env.finish().await;
+}
