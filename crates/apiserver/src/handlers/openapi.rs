@@ -141,11 +141,12 @@ pub fn v2(req: &Request) -> Response {
 }
 
 /// How a body is checked: a full object, a merge or strategic merge patch (partial object,
-/// `$` directives allowed).
+/// `$` directives allowed), or the object a JSON patch produced.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum BodyKind {
     Object,
     Patch,
+    Patched,
 }
 
 /// Server-side field validation of a write body against the kind's schema: unknown fields are
@@ -168,10 +169,13 @@ pub fn check_fields(
     let checked = with_schema(def, |schema| {
         let problems = if directive == Directive::Ignore {
             Vec::new()
-        } else if serde_json::from_slice::<serde::de::IgnoredAny>(&req.body).is_ok() {
+        } else if kind != BodyKind::Patched
+            && serde_json::from_slice::<serde::de::IgnoredAny>(&req.body).is_ok()
+        {
             fields::problems(&req.body, schema, patch)
         } else {
-            // A YAML body: duplicates are gone once parsed; unknown fields are still found.
+            // A YAML body (duplicates are gone once parsed; unknown fields are still found) or
+            // the result of a JSON patch.
             fields::problems(body.to_string().as_bytes(), schema, patch)
         };
         if directive == Directive::Strict && !problems.is_empty() {
@@ -190,7 +194,7 @@ pub fn check_fields(
                     "{} in version \"{}\" cannot be handled as a {}: {strict}",
                     def.kind, def.version, def.kind
                 ),
-                BodyKind::Patch => strict,
+                BodyKind::Patch | BodyKind::Patched => strict,
             }))
         }
     }

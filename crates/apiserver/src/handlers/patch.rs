@@ -94,7 +94,14 @@ pub fn patch(req: &Request, t: &Target, sub: &str) -> ApiResult<Response> {
         .get(&gr, t.ns(), t.name())
         .cloned()
         .ok_or_else(|| ApiError::not_found(&gr, t.name()))?;
-    let candidate = patched(&t.def, kind, &to_version(&t.def, &old), &body)?;
+    let mut candidate = patched(&t.def, kind, &to_version(&t.def, &old), &body)?;
+    // A JSON patch says nothing about fields by itself: its result is checked (upstream
+    // checks the patched object for every patch type).
+    let warnings = if kind == PatchKind::Json {
+        check_fields(req, &t.def, &mut candidate, BodyKind::Patched)?
+    } else {
+        warnings
+    };
     if let Some(rv) = meta::resource_version(&candidate)
         && Some(rv) != meta::resource_version(&old)
     {

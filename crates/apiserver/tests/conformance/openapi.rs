@@ -375,6 +375,27 @@ async fn field_validation_of_built_in_kinds() {
             .contains("strict decoding error: unknown field \"spec\""),
         "{status}"
     );
+    // A JSON patch: its result is checked.
+    let req = http::Request::patch(format!("{base}/w?fieldValidation=Strict"))
+        .header("Content-Type", "application/json-patch+json")
+        .body(br#"[{"op": "add", "path": "/bogus", "value": 1}]"#.to_vec())
+        .unwrap();
+    let (resp, bytes) = send(&env, req).await;
+    assert_eq!(resp.status(), 400);
+    let status: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        status["message"], "strict decoding error: unknown field \"bogus\"",
+        "{status}"
+    );
+    let req = http::Request::patch(format!("{base}/w"))
+        .header("Content-Type", "application/json-patch+json")
+        .body(br#"[{"op": "add", "path": "/bogus", "value": 1}]"#.to_vec())
+        .unwrap();
+    let (resp, bytes) = send(&env, req).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(warnings(&resp), ["299 - \"unknown field \\\"bogus\\\"\""]);
+    let patched: Value = serde_json::from_slice(&bytes).unwrap();
+    assert!(patched.get("bogus").is_none(), "{patched}");
     env.finish().await;
 }
 
