@@ -1,8 +1,8 @@
 //! The real kubectl (`$KUBECTL`, else the CI venv's, as in tests/kubectl.rs) against the
 //! embedded server's OpenAPI documents: `kubectl apply` with its default `--validate=strict`
 //! (server-side field validation, advertised by the v3 documents), `--validate=warn`, and
-//! `kubectl explain` of built-in and custom kinds. Also what is particular to this server:
-//! protobuf OpenAPI is refused with 406.
+//! `kubectl explain` of built-in and custom kinds, and the v2 (protobuf) fallback kubectl takes
+//! where the v3 documents cannot answer. Also the formats served per Accept header.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::PathBuf;
@@ -313,34 +313,148 @@ async fn explain_reads_built_in_and_custom_schemas() {
     plane.server.shutdown().await;
 }
 
-/// This server produces no protobuf: a request that accepts only protobuf gets 406, as
-/// upstream answers a format it does not serve; JSON is served.
+/// OpenAPI v3 is served as JSON only: a request that accepts only protobuf gets 406, as
+/// upstream answers a format it does not produce. v2 is JSON or protobuf.
 #[tokio::test]
-async fn protobuf_only_openapi_requests_get_406() {
+async fn openapi_formats_follow_the_accept_header() {
     let plane = plane(false).await;
-    for path in ["/openapi/v2", "/openapi/v3/api/v1"] {
-        for (accept, code) in [
-            (
-                "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
-                406,
-            ),
-            (
-                "application/com.github.proto-openapi.spec.v3@v1.0+protobuf",
-                406,
-            ),
-            ("application/json", 200),
-            (
-                "application/com.github.proto-openapi.spec.v3@v1.0+protobuf, application/json",
-                200,
-            ),
-        ] {
-            let req = http::Request::get(path)
-                .header("Accept", accept)
-                .body(Vec::new())
-                .unwrap();
-            let resp = plane.client.send(req.map(Into::into)).await.unwrap();
-            assert_eq!(resp.status().as_u16(), code, "{path} {accept}");
+    let proto_v2 = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+    for (path, accept, code, content_type) in [
+        (
+            "/openapi/v3/api/v1",
+            "application/com.github.proto-openapi.spec.v3@v1.0+protobuf",
+            406,
+            "",
+        ),
+        (
+            "/openapi/v3/api/v1",
+            "application/json",
+            200,
+            "application/json",
+        ),
+        (
+            "/openapi/v3/api/v1",
+            "application/com.github.proto-openapi.spec.v3@v1.0+protobuf, application/json",
+            200,
+            "application/json",
+        ),
+        ("/openapi/v2", "application/yaml", 406, ""),
+        (
+            "/openapi/v2",
+            "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+            200,
+            proto_v2,
+        ),
+        (
+            "/openapi/v2",
+            "application/json;q=0.5, application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+            200,
+            proto_v2,
+        ),
+        ("/openapi/v2", "*/*", 200, "application/json"),
+    ] {
+        let req = http::Request::get(path)
+            .header("Accept", accept)
+            .body(Vec::new())
+            .unwrap();
+        let resp = plane.client.send(req.map(Into::into)).await.unwrap();
+        assert_eq!(resp.status().as_u16(), code, "{path} {accept}");
+        let got = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if code == 200 {
+            assert_eq!(got, content_type, "{path} {accept}");
         }
     }
+    plane.server.shutdown().await;
+}
+
+/// kubectl falls back to the v2 document (protobuf) for client-side validation where the v3
+/// documents cannot say whether the server validates: `kind: List`, and kinds whose CRD does
+/// not exist yet; and `explain --output=plaintext-openapiv2` reads it.
+#[tokio::test]
+async fn kubectl_uses_the_v2_document_where_v3_cannot_answer() {
+    let plane = plane(false).await;
+    let list = "apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: l1, namespace: default}
+  data: {a: \"1\"}
+  bogus: 2
+";
+    let path = plane.file("list.yaml", list);
+    let out = plane.kubectl(&["apply", "-f", &path]).await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(
+            "error validating data: ValidationError(ConfigMap): unknown field \"bogus\" in io.k8s.api.core.v1.ConfigMap"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    let path = plane.file("list-ok.yaml", &list.replace("  bogus: 2\n", ""));
+    let out = plane.kubectl(&["apply", "-f", &path]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("configmap/l1 created"),
+        "{}",
+        stdout(&out)
+    );
+    // A CRD and one of its objects in one file: validated before the CRD exists (against v2,
+    // which knows nothing of it), then mapped after it was created, as on a real cluster.
+    let both = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {size: {type: integer}}}
+---
+apiVersion: example.com/v1
+kind: Gadget
+metadata: {name: g1, namespace: default}
+spec: {size: 3}
+";
+    let path = plane.file("both.yaml", both);
+    let out = plane.kubectl(&["apply", "-f", &path]).await;
+    assert!(
+        stdout(&out)
+            .contains("customresourcedefinition.apiextensions.k8s.io/gadgets.example.com created"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        !stderr(&out).contains("error validating"),
+        "{}",
+        stderr(&out)
+    );
+    let out = plane
+        .kubectl(&[
+            "explain",
+            "pods.spec.containers",
+            "--output=plaintext-openapiv2",
+        ])
+        .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("RESOURCE: containers <[]Object>"),
+        "{}",
+        stdout(&out)
+    );
     plane.server.shutdown().await;
 }

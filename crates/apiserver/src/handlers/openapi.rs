@@ -15,15 +15,44 @@ use crate::openapi::{self, Serialized};
 use crate::registry::ResourceDef;
 use crate::status::{ApiError, ApiResult};
 
-/// Whether the Accept header admits JSON (no header, `*/*`, `application/*`,
-/// `application/json`).
-fn accepts_json(req: &Request) -> bool {
-    let Some(accept) = req.header("accept") else {
-        return true;
-    };
-    accept.split(',').any(|part| {
-        let media = part.split(';').next().unwrap_or_default().trim();
-        matches!(media, "" | "*/*" | "application/*" | "application/json")
+/// The formats the OpenAPI handlers produce.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Json,
+    /// gnostic's `openapi_v2.Document` (v2 only).
+    ProtoV2,
+}
+
+const PROTO_V2: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+/// What upstream answers protobuf in (the `@` form is not a valid media type for Go's parser).
+const PROTO_V2_RETURNED: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+/// Content negotiation as kube-openapi's: the Accept clauses by preference (`q`, then order),
+/// the first one a produced format matches wins (`*/*` and `application/*` are JSON).
+fn negotiate(req: &Request, offered: &[Format]) -> Option<Format> {
+    let accept = req.header("accept").unwrap_or("*/*");
+    let mut clauses: Vec<(f32, &str)> = accept
+        .split(',')
+        .map(|part| {
+            let mut it = part.split(';');
+            let media = it.next().unwrap_or_default().trim();
+            let q = it
+                .filter_map(|p| p.trim().strip_prefix("q="))
+                .find_map(|q| q.parse::<f32>().ok())
+                .unwrap_or(1.0);
+            (q, if media.is_empty() { "*/*" } else { media })
+        })
+        .filter(|(q, _)| *q > 0.0)
+        .collect();
+    clauses.sort_by(|a, b| b.0.total_cmp(&a.0));
+    clauses.into_iter().find_map(|(_, media)| {
+        offered.iter().copied().find(|f| {
+            matches!(
+                (f, media),
+                (Format::Json, "*/*" | "application/*" | "application/json")
+                    | (Format::ProtoV2, PROTO_V2 | PROTO_V2_RETURNED)
+            )
+        })
     })
 }
 
@@ -52,14 +81,14 @@ fn etag_matches(req: &Request, etag: &str) -> bool {
     })
 }
 
-fn serve(req: &Request, doc: &Serialized, immutable: bool) -> Response {
+fn serve(req: &Request, doc: &Serialized, content_type: &'static str, immutable: bool) -> Response {
     let etag = format!("\"{}\"", doc.hash);
     let mut resp = if etag_matches(req, &etag) {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
         (
             StatusCode::OK,
-            [(header::CONTENT_TYPE, "application/json")],
+            [(header::CONTENT_TYPE, content_type)],
             doc.body.clone(),
         )
             .into_response()
@@ -113,7 +142,7 @@ pub fn v3_group_version(req: &Request, key: &str) -> Response {
     let Some(gv) = gv else {
         return not_found();
     };
-    if !accepts_json(req) {
+    if negotiate(req, &[Format::Json]).is_none() {
         return not_acceptable();
     }
     let doc = openapi::v3_serialized(&gv);
@@ -126,18 +155,27 @@ pub fn v3_group_version(req: &Request, key: &str) -> Response {
             }
             resp
         }
-        Some(h) if !h.is_empty() => serve(req, &doc, true),
-        _ => serve(req, &doc, false),
+        Some(h) if !h.is_empty() => serve(req, &doc, "application/json", true),
+        _ => serve(req, &doc, "application/json", false),
     }
 }
 
-/// `/openapi/v2`.
+/// `/openapi/v2`: JSON, or protobuf (what kubectl asks for).
 pub fn v2(req: &Request) -> Response {
-    if !accepts_json(req) {
+    let Some(format) = negotiate(req, &[Format::Json, Format::ProtoV2]) else {
         return not_acceptable();
-    }
+    };
     let gvs = openapi::group_versions(&req.server.lock().registry);
-    serve(req, &openapi::serialize(&openapi::v2_document(&gvs)), false)
+    let doc = openapi::v2_document(&gvs);
+    match format {
+        Format::Json => serve(req, &openapi::serialize(&doc), "application/json", false),
+        Format::ProtoV2 => serve(
+            req,
+            &openapi::hashed(openapi::proto::encode(&doc)),
+            PROTO_V2_RETURNED,
+            false,
+        ),
+    }
 }
 
 /// How a body is checked: a full object, a merge or strategic merge patch (partial object,

@@ -8,6 +8,7 @@
 mod builtin;
 pub mod fields;
 mod paths;
+pub mod proto;
 mod v2;
 
 use std::collections::{BTreeMap, HashMap};
@@ -87,7 +88,11 @@ pub struct Serialized {
 }
 
 pub fn serialize(doc: &Value) -> Serialized {
-    let body = doc.to_string().into_bytes();
+    hashed(doc.to_string().into_bytes())
+}
+
+/// Bytes with their hash.
+pub fn hashed(body: Vec<u8>) -> Serialized {
     let hash = Sha512::digest(&body)
         .iter()
         .map(|b| format!("{b:02X}"))

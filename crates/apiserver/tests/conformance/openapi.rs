@@ -263,7 +263,7 @@ async fn crd_group_versions_appear_and_follow_schema_changes() {
 }
 
 #[tokio::test]
-async fn v2_document_is_served_as_json() {
+async fn v2_document_is_served_as_json_and_protobuf() {
     let env = env("openapi-v2").await;
     let (resp, body) = get(&env, "/openapi/v2", &[("Accept", "application/json")]).await;
     assert_eq!(resp.status(), 200);
@@ -287,6 +287,27 @@ async fn v2_document_is_served_as_json() {
     )
     .await;
     assert_eq!(resp.status(), 304);
+    // What kubectl asks for: protobuf (gnostic's openapi_v2.Document), answered in the
+    // media-type spelling Go can parse. Field 1 (`swagger`) comes first.
+    let (resp, body) = get(
+        &env,
+        "/openapi/v2",
+        &[(
+            "Accept",
+            "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+        )],
+    )
+    .await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        header(&resp, "content-type"),
+        "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+    );
+    assert!(
+        body.starts_with(b"\x0a\x032.0"),
+        "{:?}",
+        &body[..8.min(body.len())]
+    );
     env.finish().await;
 }
 
