@@ -26,6 +26,7 @@ mod ipam;
 mod managed_fields;
 mod meta;
 mod objmeta;
+mod openapi;
 mod patch;
 mod registry;
 mod selectors;

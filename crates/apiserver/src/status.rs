@@ -258,6 +258,12 @@ impl ApiError {
         if let Some(d) = &self.details {
             s["details"] = d.clone();
         }
+        if self.reason.is_empty() {
+            // `reason` is omitted when unknown (a plain error turned into a 500), as upstream.
+            if let Some(o) = s.as_object_mut() {
+                o.remove("reason");
+            }
+        }
         s
     }
 }

@@ -19,6 +19,8 @@ mod discovery;
 mod disruption;
 #[path = "conformance/gc.rs"]
 mod gc;
+#[path = "conformance/openapi.rs"]
+mod openapi;
 #[path = "conformance/patch.rs"]
 mod patch;
 #[path = "conformance/pods.rs"]

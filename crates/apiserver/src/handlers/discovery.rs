@@ -1,7 +1,7 @@
 //! Discovery documents in the legacy (non-aggregated) format: `/version`, `/api`, `/api/v1`,
 //! `/apis`, `/apis/{group}`, `/apis/{group}/{version}`, and the root path list. Requests for the
-//! aggregated format get the legacy one (clients fall back on the content type). OpenAPI is not
-//! served.
+//! aggregated format get the legacy one (clients fall back on the content type). OpenAPI is in
+//! `openapi.rs`.
 
 use std::cmp::Ordering;
 
@@ -28,7 +28,7 @@ const VERBS: [&str; 8] = [
 pub fn root() -> Response {
     json_response(
         StatusCode::OK,
-        &json!({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/version"]}),
+        &json!({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v2", "/openapi/v3", "/openapi/v3/", "/readyz", "/version"]}),
     )
 }
 

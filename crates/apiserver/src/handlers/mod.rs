@@ -6,6 +6,7 @@
 
 mod discovery;
 mod eviction;
+mod openapi;
 mod patch;
 mod proxy;
 mod read;
@@ -224,7 +225,9 @@ fn route(req: &Request, segs: &[String]) -> ApiResult<Response> {
         [] => Ok(discovery::root()),
         ["version"] => Ok(discovery::version()),
         ["healthz" | "livez" | "readyz", ..] => Ok((StatusCode::OK, "ok").into_response()),
-        ["openapi", ..] => Err(ApiError::no_route()),
+        ["openapi", "v3"] => Ok(openapi::v3_index(req)),
+        ["openapi", "v3", rest @ ..] => Ok(openapi::v3_group_version(req, &rest.join("/"))),
+        ["openapi", "v2"] => Ok(openapi::v2(req)),
         ["api"] => Ok(discovery::api_versions(req)),
         ["apis"] => Ok(discovery::group_list(req)),
         ["api", "v1"] => discovery::resource_list(req, "", "v1"),

@@ -7,8 +7,10 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};
 
+use super::openapi::{BodyKind, check_apply_fields, check_fields, with_warnings};
 use super::{Request, Target, json_response};
 use crate::meta;
+use crate::openapi::fields::Directive;
 use crate::patch::json::{JsonPatchError, json_patch};
 use crate::patch::merge::merge_patch;
 use crate::patch::strategic::strategic_patch;
@@ -74,10 +76,16 @@ fn parse_body(req: &Request, kind: PatchKind) -> ApiResult<Value> {
 pub fn patch(req: &Request, t: &Target, sub: &str) -> ApiResult<Response> {
     let dry = req.dry_run()?;
     let kind = kind_of(req, &t.def)?;
-    let body = parse_body(req, kind)?;
+    let mut body = parse_body(req, kind)?;
     if kind == PatchKind::Apply {
         return server_side_apply(req, t, sub, body);
     }
+    let warnings = match kind {
+        PatchKind::Merge | PatchKind::Strategic => {
+            check_fields(req, &t.def, &mut body, BodyKind::Patch)?
+        }
+        PatchKind::Json | PatchKind::Apply => Vec::new(),
+    };
     let manager = req.manager();
     let gr = t.def.gr();
     let mut state = req.server.lock();
@@ -86,7 +94,14 @@ pub fn patch(req: &Request, t: &Target, sub: &str) -> ApiResult<Response> {
         .get(&gr, t.ns(), t.name())
         .cloned()
         .ok_or_else(|| ApiError::not_found(&gr, t.name()))?;
-    let candidate = patched(&t.def, kind, &to_version(&t.def, &old), &body)?;
+    let mut candidate = patched(&t.def, kind, &to_version(&t.def, &old), &body)?;
+    // A JSON patch says nothing about fields by itself: its result is checked (upstream
+    // checks the patched object for every patch type).
+    let warnings = if kind == PatchKind::Json {
+        check_fields(req, &t.def, &mut candidate, BodyKind::Patched)?
+    } else {
+        warnings
+    };
     if let Some(rv) = meta::resource_version(&candidate)
         && Some(rv) != meta::resource_version(&old)
     {
@@ -105,7 +120,10 @@ pub fn patch(req: &Request, t: &Target, sub: &str) -> ApiResult<Response> {
         sub,
         Fields::Record(&manager),
     )?;
-    Ok(json_response(StatusCode::OK, &obj))
+    Ok(with_warnings(
+        json_response(StatusCode::OK, &obj),
+        &warnings,
+    ))
 }
 
 fn server_side_apply(req: &Request, t: &Target, sub: &str, mut body: Value) -> ApiResult<Response> {
@@ -151,6 +169,8 @@ fn server_side_apply(req: &Request, t: &Target, sub: &str, mut body: Value) -> A
     if meta::meta(&body).is_some_and(|m| m.get("managedFields").is_some_and(|v| !v.is_null())) {
         return Err(ApiError::bad_request("metadata.managedFields must be nil"));
     }
+    Directive::parse(req.q("fieldValidation"), "PatchOptions")?;
+    check_apply_fields(&t.def, t.ns(), t.name(), &body)?;
     let force = req.flag("force");
     let gr = t.def.gr();
     let mut state = req.server.lock();

@@ -6,6 +6,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};
 
+use super::openapi::{BodyKind, check_fields, with_warnings};
 use super::{Request, Target, json_response, read};
 use crate::meta;
 use crate::status::{ApiError, ApiResult};
@@ -20,12 +21,16 @@ pub fn create(req: &Request, t: &Target) -> ApiResult<Response> {
             "create requires a namespace in the URL",
         ));
     }
-    let body = req.json_body()?;
+    let mut body = req.json_body()?;
+    let warnings = check_fields(req, &t.def, &mut body, BodyKind::Object)?;
     let manager = req.manager();
     let mut state = req.server.lock();
     state.dry_run = dry;
     let obj = w::create::create(&mut state, &t.def, t.ns(), body, Fields::Record(&manager))?;
-    Ok(json_response(StatusCode::CREATED, &obj))
+    Ok(with_warnings(
+        json_response(StatusCode::CREATED, &obj),
+        &warnings,
+    ))
 }
 
 /// Checks a full-object body against the URL and returns the stored object it replaces.
@@ -69,6 +74,7 @@ pub fn prepare_replace(
 pub fn replace(req: &Request, t: &Target, sub: &str) -> ApiResult<Response> {
     let dry = req.dry_run()?;
     let mut body = req.json_body()?;
+    let warnings = check_fields(req, &t.def, &mut body, BodyKind::Object)?;
     let manager = req.manager();
     let mut state = req.server.lock();
     state.dry_run = dry;
@@ -81,7 +87,10 @@ pub fn replace(req: &Request, t: &Target, sub: &str) -> ApiResult<Response> {
         sub,
         Fields::Record(&manager),
     )?;
-    Ok(json_response(StatusCode::OK, &obj))
+    Ok(with_warnings(
+        json_response(StatusCode::OK, &obj),
+        &warnings,
+    ))
 }
 
 fn delete_options(req: &Request) -> ApiResult<DeleteOptions> {
