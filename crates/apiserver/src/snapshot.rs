@@ -74,17 +74,49 @@ pub fn load(path: &Path, state: &mut State) -> Result<(), Error> {
     Ok(())
 }
 
+/// The snapshot file.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Doc<'a> {
+    resource_version: String,
+    #[serde(rename = "nextClusterIP")]
+    next_cluster_ip: u32,
+    objects: Vec<Entry<'a>>,
+}
+
+/// One stored object in the snapshot file.
+#[derive(serde::Serialize)]
+struct Entry<'a> {
+    group: &'a str,
+    resource: &'a str,
+    object: &'a Value,
+}
+
+/// Writes the snapshot. Under the lock only the shared handles of the stored objects are
+/// taken (no copy); serialising and writing happen after it is released, so a large store
+/// does not stall requests.
 pub fn save(server: &Server, path: &Path) -> std::io::Result<()> {
-    let doc = {
+    let (rv, next_ip, objects) = {
         let mut state = server.lock();
         state.dirty = false;
-        let mut objects = Vec::new();
-        for (gr, objs) in state.resources() {
-            for obj in objs.values() {
-                objects.push(json!({"group": gr.group, "resource": gr.resource, "object": obj}));
-            }
-        }
-        json!({"resourceVersion": state.rv.to_string(), "nextClusterIP": state.next_cluster_ip, "objects": objects})
+        let objects: Vec<(GroupResource, Arc<Value>)> = state
+            .resources()
+            .flat_map(|(gr, objs)| objs.values().map(move |o| (gr.clone(), o.clone())))
+            .collect();
+        (state.rv, state.next_cluster_ip, objects)
+    };
+    let entries: Vec<Entry<'_>> = objects
+        .iter()
+        .map(|(gr, obj)| Entry {
+            group: &gr.group,
+            resource: &gr.resource,
+            object: obj,
+        })
+        .collect();
+    let doc = Doc {
+        resource_version: rv.to_string(),
+        next_cluster_ip: next_ip,
+        objects: entries,
     };
     let tmp = path.with_extension("tmp");
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -104,8 +136,15 @@ pub async fn run(server: Arc<Server>, path: std::path::PathBuf) {
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
         }
         let dirty = server.lock().dirty;
-        if dirty && let Err(e) = save(&server, &path) {
-            tracing::warn!(error = %e, path = %path.display(), "cannot write snapshot");
+        if dirty {
+            let (server, path) = (server.clone(), path.clone());
+            let saved = tokio::task::spawn_blocking(move || {
+                save(&server, &path).map_err(|e| (e, path))
+            })
+            .await;
+            if let Ok(Err((e, path))) = saved {
+                tracing::warn!(error = %e, path = %path.display(), "cannot write snapshot");
+            }
         }
     }
 }

@@ -51,7 +51,9 @@ pub const HISTORY_CAP: usize = 10_000;
 pub struct State {
     pub rv: u64,
     pub registry: Registry,
-    objects: HashMap<GroupResource, BTreeMap<ObjKey, Value>>,
+    /// Each stored version is one allocation, shared with its watch event and with the next
+    /// event's `prev`: the history costs one copy per version, not three.
+    objects: HashMap<GroupResource, BTreeMap<ObjKey, Arc<Value>>>,
     history: VecDeque<Arc<WatchEvent>>,
     /// Events with an RV at or below this are no longer available.
     pub history_floor: u64,
@@ -132,6 +134,7 @@ impl State {
         self.objects
             .get(gr)?
             .get(&(ns.to_string(), name.to_string()))
+            .map(AsRef::as_ref)
     }
 
     /// Objects of a resource, sorted by (namespace, name); `ns = None` means all namespaces.
@@ -140,6 +143,16 @@ impl State {
         gr: &GroupResource,
         ns: Option<&'a str>,
     ) -> impl Iterator<Item = &'a Value> + 'a {
+        self.list_shared(gr, ns).map(AsRef::as_ref)
+    }
+
+    /// As [`Self::list`], the shared handles: a caller takes them under the lock and copies or
+    /// serialises after releasing it.
+    pub fn list_shared<'a>(
+        &'a self,
+        gr: &GroupResource,
+        ns: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a Arc<Value>> + 'a {
         let from = (ns.unwrap_or_default().to_string(), String::new());
         self.objects
             .get(gr)
@@ -149,7 +162,9 @@ impl State {
             .map(|(_, v)| v)
     }
 
-    pub fn resources(&self) -> impl Iterator<Item = (&GroupResource, &BTreeMap<ObjKey, Value>)> {
+    pub fn resources(
+        &self,
+    ) -> impl Iterator<Item = (&GroupResource, &BTreeMap<ObjKey, Arc<Value>>)> {
         self.objects.iter()
     }
 
@@ -200,15 +215,16 @@ impl State {
         self.rv += 1;
         meta::meta_mut(&mut obj).insert("resourceVersion".into(), json!(self.rv.to_string()));
         let key = Self::key_of(&obj);
+        let stored = Arc::new(obj);
         let prev = self
             .objects
             .entry(gr.clone())
             .or_default()
-            .insert(key, obj.clone());
+            .insert(key, stored.clone());
         if let Some(ip) = prev.as_ref().and_then(|p| cluster_ip(gr, p)) {
             self.service_ips.remove(&ip);
         }
-        if let Some(ip) = cluster_ip(gr, &obj) {
+        if let Some(ip) = cluster_ip(gr, &stored) {
             self.service_ips.insert(ip);
         }
         let etype = if prev.is_none() {
@@ -216,8 +232,8 @@ impl State {
         } else {
             etype
         };
-        self.record(gr, etype, Arc::new(obj.clone()), prev.map(Arc::new));
-        obj
+        self.record(gr, etype, stored.clone(), prev);
+        Arc::unwrap_or_clone(stored)
     }
 
     /// Removes an object; `last` is its final state (a DELETED event carries it with a new RV).
@@ -228,15 +244,16 @@ impl State {
         self.rv += 1;
         meta::meta_mut(&mut last).insert("resourceVersion".into(), json!(self.rv.to_string()));
         let key = Self::key_of(&last);
+        let last = Arc::new(last);
         if let Some(m) = self.objects.get_mut(gr)
             && let Some(gone) = m.remove(&key)
             && let Some(ip) = cluster_ip(gr, &gone)
         {
             self.service_ips.remove(&ip);
         }
-        self.record(gr, EventType::Deleted, Arc::new(last.clone()), None);
+        self.record(gr, EventType::Deleted, last.clone(), None);
         self.gc.notify_one();
-        last
+        Arc::unwrap_or_clone(last)
     }
 
     /// Wakes the garbage collector (after deletions or deletionTimestamp changes).
@@ -272,7 +289,7 @@ impl State {
         for (gr, obj) in objects {
             self.service_ips.extend(cluster_ip(&gr, &obj));
             let key = Self::key_of(&obj);
-            self.objects.entry(gr).or_default().insert(key, obj);
+            self.objects.entry(gr).or_default().insert(key, Arc::new(obj));
         }
         self.rv = rv;
         self.rbac_rev += 1;

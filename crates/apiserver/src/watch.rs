@@ -105,6 +105,7 @@ pub fn start(server: Arc<Server>, req: WatchRequest) -> ApiResult<Response> {
     };
     let (tx, rx) = mpsc::channel::<Bytes>(256);
     let mut initial = Vec::new();
+    let mut listed: Vec<Arc<Value>> = Vec::new();
     let mut cursor;
     let mut stop_now = false;
     {
@@ -112,14 +113,13 @@ pub fn start(server: Arc<Server>, req: WatchRequest) -> ApiResult<Response> {
         cursor = state.rv;
         match requested {
             None => {
-                for obj in state.list(&req.def.gr(), req.namespace.as_deref()) {
-                    if req.visible(obj) {
-                        initial.push(line("ADDED", &to_version(&req.def, obj)));
-                    }
-                }
-                if req.send_initial_events {
-                    initial.push(bookmark(&req.def, cursor, true));
-                }
+                // The visible objects' handles under the lock; their lines after it.
+                listed.extend(
+                    state
+                        .list_shared(&req.def.gr(), req.namespace.as_deref())
+                        .filter(|obj| req.visible(obj))
+                        .cloned(),
+                );
             }
             Some(rv) => match state.events_after(rv) {
                 Ok(_) => cursor = rv,
@@ -128,6 +128,16 @@ pub fn start(server: Arc<Server>, req: WatchRequest) -> ApiResult<Response> {
                     stop_now = true;
                 }
             },
+        }
+    }
+    if requested.is_none() {
+        initial.extend(
+            listed
+                .iter()
+                .map(|obj| line("ADDED", &to_version(&req.def, obj))),
+        );
+        if req.send_initial_events {
+            initial.push(bookmark(&req.def, cursor, true));
         }
     }
     tokio::spawn(async move {

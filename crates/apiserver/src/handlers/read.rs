@@ -88,7 +88,7 @@ pub fn list(req: &Request, t: &Target) -> ApiResult<Response> {
     let mut items = Vec::new();
     let mut next = None;
     let mut remaining = 0u64;
-    for obj in state.list(&t.def.gr(), t.namespace.as_deref()) {
+    for obj in state.list_shared(&t.def.gr(), t.namespace.as_deref()) {
         let key = (
             meta::namespace(obj).unwrap_or_default().to_string(),
             meta::name(obj).unwrap_or_default().to_string(),
@@ -108,8 +108,11 @@ pub fn list(req: &Request, t: &Target) -> ApiResult<Response> {
         if limit > 0 && items.len() + 1 == limit {
             next = Some(key);
         }
-        items.push(to_version(&t.def, obj));
+        items.push(obj.clone());
     }
+    // Converting and serialising the items does not need the store.
+    drop(state);
+    let items: Vec<Value> = items.iter().map(|obj| to_version(&t.def, obj)).collect();
     let mut md = json!({"resourceVersion": list_rv.to_string()});
     if remaining > 0
         && let Some((ns, name)) = next

@@ -1,0 +1,251 @@
+//! Steward at many clusters (issues 11 and 17; record results in docs/performance.md):
+//! the embedded API server in this process, `steward operator` as a separate process, and
+//! `--clusters N` clusters (default 1,000): half `EtcdCluster` (3 members), half
+//! `PostgresCluster` (3 instances, one user), from the examples. No node agent runs, so Pods
+//! stay Pending, as in issue 17's measurement on a real API server.
+//!
+//! Phases and figures:
+//! 1. **Create** the clusters, 16 requests in flight: the apply time, and the slowest
+//!    `/readyz` the API server answered meanwhile (a stalling server shows here).
+//! 2. **First child**: start the operator; the time until every cluster has its first child
+//!    (its Service), and the last cluster's time.
+//! 3. **Steady state** (`--steady S` seconds, default 60, after a 90 s settle): the operator's
+//!    RSS and CPU share of one core (from `/proc`), and the API writes in that window (the
+//!    API server's resourceVersion advances by one per stored change, Events included).
+//! 4. The API server's RSS (this process: the server, its client and the bench).
+//!
+//! `cargo bench -p steward-operator --bench scale` (add `-- --clusters N --steady S`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use kube::api::{Api, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+use steward_api::etcd::EtcdCluster;
+use steward_api::postgres::PostgresCluster;
+use steward_operator::embedded::Embedded;
+
+const NS: &str = "db";
+
+fn arg(name: &str, default: u64) -> u64 {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
+struct Operator(Child);
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Resident set size of a process, in MiB.
+fn rss_mib(pid: &str) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// User + system CPU time of a process, in clock ticks (100 per second on Linux).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let field = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    // After the command: state is field 0, utime 11, stime 12.
+    field(11) + field(12)
+}
+
+/// The API server's current resourceVersion (a list's).
+async fn resource_version(client: &Client) -> u64 {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let list = api.list_metadata(&ListParams::default().limit(1)).await.unwrap();
+    list.metadata
+        .resource_version
+        .and_then(|rv| rv.parse().ok())
+        .unwrap()
+}
+
+fn etcd(name: &str) -> EtcdCluster {
+    serde_saphyr::from_str(
+        &include_str!("../../../examples/etcd-cluster.yaml")
+            .replace("name: example", &format!("name: {name}"))
+            .replace("namespace: default", &format!("namespace: {NS}")),
+    )
+    .unwrap()
+}
+
+fn postgres(name: &str) -> (Secret, PostgresCluster) {
+    let text = include_str!("../../../examples/postgres-cluster.yaml")
+        .replace("name: demo-pg", &format!("name: {name}"))
+        .replace("namespace: default", &format!("namespace: {NS}"));
+    let mut docs = text.split("\n---\n");
+    let secret = serde_saphyr::from_str(docs.next().unwrap()).unwrap();
+    let cluster = serde_saphyr::from_str(docs.next().unwrap()).unwrap();
+    (secret, cluster)
+}
+
+#[tokio::main]
+async fn main() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let n = arg("--clusters", 1000);
+    let steady = arg("--steady", 60);
+    let plane = Embedded::start(&[NS, "steward-system"]).await.unwrap();
+    let client = plane.client.clone();
+    println!("scale: {n} clusters ({} etcd, {} PostgreSQL)", n / 2, n - n / 2);
+
+    // The password Secret of every PostgreSQL cluster's user.
+    let (secret, _) = postgres("pg");
+    Api::<Secret>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+
+    // 1. Create, while a prober measures /readyz.
+    let slowest = Arc::new(AtomicU64::new(0));
+    let probing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let prober = {
+        let (client, slowest, probing) = (client.clone(), slowest.clone(), probing.clone());
+        tokio::spawn(async move {
+            while probing.load(Ordering::Relaxed) {
+                let started = Instant::now();
+                let req = http::Request::get("/readyz").body(Vec::new()).unwrap();
+                let _ = client.request_text(req).await;
+                let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                slowest.fetch_max(ms, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+    let started = Instant::now();
+    let names: Vec<(bool, String)> = (0..n)
+        .map(|i| (i % 2 == 0, format!("c{i:05}")))
+        .collect();
+    futures::stream::iter(names.clone())
+        .for_each_concurrent(16, |(is_etcd, name)| {
+            let client = client.clone();
+            async move {
+                if is_etcd {
+                    Api::<EtcdCluster>::namespaced(client, NS)
+                        .create(&PostParams::default(), &etcd(&name))
+                        .await
+                        .unwrap();
+                } else {
+                    Api::<PostgresCluster>::namespaced(client, NS)
+                        .create(&PostParams::default(), &postgres(&name).1)
+                        .await
+                        .unwrap();
+                }
+            }
+        })
+        .await;
+    let applied = started.elapsed();
+    probing.store(false, Ordering::Relaxed);
+    prober.await.unwrap();
+    println!(
+        "create: {n} clusters in {:.1} s ({:.0}/s); slowest /readyz meanwhile {} ms",
+        applied.as_secs_f64(),
+        n as f64 / applied.as_secs_f64(),
+        slowest.load(Ordering::Relaxed)
+    );
+
+    // 2. The operator, as its own process, until every cluster has its first child.
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n\
+             users:\n- name: u\n  user:\n    token: {}\ncontexts:\n- name: c\n  context:\n    \
+             cluster: c\n    user: u\ncurrent-context: c\n",
+            plane.server.url(),
+            plane.server.admin_token()
+        ),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let operator = Operator(
+        Command::new(env!("CARGO_BIN_EXE_steward"))
+            .args(["operator", "--http-addr", "127.0.0.1:0"])
+            .env("KUBECONFIG", &kubeconfig)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("operator.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = operator.0.id();
+    let services: Api<Service> = Api::namespaced(client.clone(), NS);
+    let mut first_child: std::collections::HashMap<String, Duration> = Default::default();
+    let deadline = Instant::now() + Duration::from_secs(arg("--wait", 600));
+    let wanted: std::collections::HashSet<&str> = names.iter().map(|(_, n)| n.as_str()).collect();
+    while first_child.len() < names.len() && Instant::now() < deadline {
+        let list = services.list_metadata(&ListParams::default()).await.unwrap();
+        for s in list.items {
+            // Services are `<cluster>`, `<cluster>-client`, `<cluster>-primary`, `-replicas`.
+            let name = s.name_any();
+            let cluster = name.split('-').next().unwrap_or_default();
+            if wanted.contains(cluster) {
+                first_child
+                    .entry(cluster.to_owned())
+                    .or_insert_with(|| started.elapsed());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let mut operator = operator;
+    if let Ok(Some(exit)) = operator.0.try_wait() {
+        let log = std::fs::read_to_string(dir.path().join("operator.log")).unwrap_or_default();
+        panic!("the operator exited ({exit}):\n{log}");
+    }
+    let got = names
+        .iter()
+        .filter(|(_, name)| first_child.contains_key(name))
+        .count();
+    let last = first_child.values().max().copied().unwrap_or_default();
+    println!(
+        "first child: {got}/{n} clusters; the last after {:.1} s (operator started at 0)",
+        last.as_secs_f64()
+    );
+
+    // 3. Steady state.
+    tokio::time::sleep(Duration::from_secs(90)).await;
+    let (rv0, ticks0, t0) = (
+        resource_version(&client).await,
+        cpu_ticks(pid),
+        Instant::now(),
+    );
+    tokio::time::sleep(Duration::from_secs(steady)).await;
+    let (rv1, ticks1, elapsed) = (
+        resource_version(&client).await,
+        cpu_ticks(pid),
+        t0.elapsed(),
+    );
+    let cpu = (ticks1 - ticks0) as f64 / 100.0 / elapsed.as_secs_f64() * 100.0;
+    println!(
+        "steady ({steady} s): operator RSS {:.0} MiB, CPU {cpu:.1} % of a core, API writes {}",
+        rss_mib(&pid.to_string()),
+        rv1 - rv0
+    );
+    println!(
+        "API server process (server + bench) RSS {:.0} MiB",
+        rss_mib("self")
+    );
+    drop(operator);
+    plane.server.shutdown().await;
+}
