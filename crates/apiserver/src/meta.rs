@@ -83,6 +83,15 @@ pub fn set_finalizers(obj: &mut Value, list: &[String]) {
     }
 }
 
+/// The object's labels, borrowed (an empty map when it has none).
+pub fn labels_ref(obj: &Value) -> &Map<String, Value> {
+    static EMPTY: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
+    meta(obj)
+        .and_then(|m| m.get("labels"))
+        .and_then(Value::as_object)
+        .unwrap_or(&EMPTY)
+}
+
 pub fn labels(obj: &Value) -> Map<String, Value> {
     meta(obj)
         .and_then(|m| m.get("labels"))

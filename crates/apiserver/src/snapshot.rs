@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::Error;
 use crate::registry::GroupResource;
@@ -138,10 +138,9 @@ pub async fn run(server: Arc<Server>, path: std::path::PathBuf) {
         let dirty = server.lock().dirty;
         if dirty {
             let (server, path) = (server.clone(), path.clone());
-            let saved = tokio::task::spawn_blocking(move || {
-                save(&server, &path).map_err(|e| (e, path))
-            })
-            .await;
+            let saved =
+                tokio::task::spawn_blocking(move || save(&server, &path).map_err(|e| (e, path)))
+                    .await;
             if let Ok(Err((e, path))) = saved {
                 tracing::warn!(error = %e, path = %path.display(), "cannot write snapshot");
             }

@@ -289,7 +289,10 @@ impl State {
         for (gr, obj) in objects {
             self.service_ips.extend(cluster_ip(&gr, &obj));
             let key = Self::key_of(&obj);
-            self.objects.entry(gr).or_default().insert(key, Arc::new(obj));
+            self.objects
+                .entry(gr)
+                .or_default()
+                .insert(key, Arc::new(obj));
         }
         self.rv = rv;
         self.rbac_rev += 1;

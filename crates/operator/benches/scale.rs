@@ -66,15 +66,89 @@ fn cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
     let fields: Vec<&str> = after.split_whitespace().collect();
-    let field = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    let field = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     // After the command: state is field 0, utime 11, stime 12.
     field(11) + field(12)
+}
+
+/// Objects of kind `K` (all namespaces) written after resourceVersion `since`.
+async fn written_since<K>(client: &Client, since: u64) -> usize
+where
+    K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let api: Api<K> = Api::all(client.clone());
+    let list = api.list_metadata(&ListParams::default()).await.unwrap();
+    list.items
+        .iter()
+        .filter(|o| {
+            o.resource_version()
+                .and_then(|rv| rv.parse::<u64>().ok())
+                .is_some_and(|rv| rv > since)
+        })
+        .count()
+}
+
+/// Which kinds were written after `since` (objects written, not writes: an object written
+/// twice counts once).
+async fn written_kinds(client: &Client, since: u64) -> String {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::{Endpoints, PersistentVolumeClaim, Pod};
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    use k8s_openapi::api::events::v1::Event;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    let counts = [
+        (
+            "EtcdCluster",
+            written_since::<EtcdCluster>(client, since).await,
+        ),
+        (
+            "PostgresCluster",
+            written_since::<PostgresCluster>(client, since).await,
+        ),
+        (
+            "EtcdPeer",
+            written_since::<steward_api::etcd::EtcdPeer>(client, since).await,
+        ),
+        ("Pod", written_since::<Pod>(client, since).await),
+        ("Service", written_since::<Service>(client, since).await),
+        (
+            "PersistentVolumeClaim",
+            written_since::<PersistentVolumeClaim>(client, since).await,
+        ),
+        ("Secret", written_since::<Secret>(client, since).await),
+        ("ConfigMap", written_since::<ConfigMap>(client, since).await),
+        (
+            "PodDisruptionBudget",
+            written_since::<PodDisruptionBudget>(client, since).await,
+        ),
+        ("Endpoints", written_since::<Endpoints>(client, since).await),
+        (
+            "EndpointSlice",
+            written_since::<EndpointSlice>(client, since).await,
+        ),
+        ("Event", written_since::<Event>(client, since).await),
+        ("Lease", written_since::<Lease>(client, since).await),
+    ];
+    counts
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The API server's current resourceVersion (a list's).
 async fn resource_version(client: &Client) -> u64 {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
-    let list = api.list_metadata(&ListParams::default().limit(1)).await.unwrap();
+    let list = api
+        .list_metadata(&ListParams::default().limit(1))
+        .await
+        .unwrap();
     list.metadata
         .resource_version
         .and_then(|rv| rv.parse().ok())
@@ -107,7 +181,11 @@ async fn main() {
     let steady = arg("--steady", 60);
     let plane = Embedded::start(&[NS, "steward-system"]).await.unwrap();
     let client = plane.client.clone();
-    println!("scale: {n} clusters ({} etcd, {} PostgreSQL)", n / 2, n - n / 2);
+    println!(
+        "scale: {n} clusters ({} etcd, {} PostgreSQL)",
+        n / 2,
+        n - n / 2
+    );
 
     // The password Secret of every PostgreSQL cluster's user.
     let (secret, _) = postgres("pg");
@@ -133,9 +211,7 @@ async fn main() {
         })
     };
     let started = Instant::now();
-    let names: Vec<(bool, String)> = (0..n)
-        .map(|i| (i % 2 == 0, format!("c{i:05}")))
-        .collect();
+    let names: Vec<(bool, String)> = (0..n).map(|i| (i % 2 == 0, format!("c{i:05}"))).collect();
     futures::stream::iter(names.clone())
         .for_each_concurrent(16, |(is_etcd, name)| {
             let client = client.clone();
@@ -195,7 +271,10 @@ async fn main() {
     let deadline = Instant::now() + Duration::from_secs(arg("--wait", 600));
     let wanted: std::collections::HashSet<&str> = names.iter().map(|(_, n)| n.as_str()).collect();
     while first_child.len() < names.len() && Instant::now() < deadline {
-        let list = services.list_metadata(&ListParams::default()).await.unwrap();
+        let list = services
+            .list_metadata(&ListParams::default())
+            .await
+            .unwrap();
         for s in list.items {
             // Services are `<cluster>`, `<cluster>-client`, `<cluster>-primary`, `-replicas`.
             let name = s.name_any();
@@ -241,6 +320,10 @@ async fn main() {
         "steady ({steady} s): operator RSS {:.0} MiB, CPU {cpu:.1} % of a core, API writes {}",
         rss_mib(&pid.to_string()),
         rv1 - rv0
+    );
+    println!(
+        "  objects written in that window: {}",
+        written_kinds(&client, rv0).await
     );
     println!(
         "API server process (server + bench) RSS {:.0} MiB",

@@ -58,11 +58,10 @@ pub fn selects(selector: Option<&Value>, labels: &Map<String, Value>) -> bool {
     let Some(sel) = selector.filter(|s| s.is_object()) else {
         return false;
     };
-    let match_labels = sel["matchLabels"].as_object().cloned().unwrap_or_default();
-    let exprs = sel["matchExpressions"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let none = Vec::new();
+    let empty = Map::new();
+    let match_labels = sel["matchLabels"].as_object().unwrap_or(&empty);
+    let exprs = sel["matchExpressions"].as_array().unwrap_or(&none);
     if match_labels.is_empty() && exprs.is_empty() {
         return false;
     }
@@ -70,7 +69,7 @@ pub fn selects(selector: Option<&Value>, labels: &Map<String, Value>) -> bool {
     label_ok
         && exprs.iter().all(|e| {
             let value = e["key"].as_str().and_then(|k| labels.get(k));
-            let values = e["values"].as_array().cloned().unwrap_or_default();
+            let values = e["values"].as_array().unwrap_or(&none);
             match e["operator"].as_str().unwrap_or_default() {
                 "In" => value.is_some_and(|v| values.contains(v)),
                 "NotIn" => value.is_none_or(|v| !values.contains(v)),

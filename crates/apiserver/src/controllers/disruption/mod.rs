@@ -8,6 +8,7 @@
 
 pub mod plan;
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -72,29 +73,53 @@ pub fn scale_of(state: &State, owner: &Value, ns: &str) -> Result<Option<(String
     Ok(Some((uid.to_string(), n)))
 }
 
-/// One pass over all budgets; returns when an eviction record expires.
+/// One pass over all budgets; returns when an eviction record expires. The Pods are indexed
+/// once per pass by (namespace, label, value), so a budget looks only at the Pods that carry
+/// its first `matchLabels` pair (a pass costs the Pods plus the budgets, not their product).
 pub fn reconcile(state: &mut State, now: jiff::Timestamp) -> Option<Duration> {
     let gr = GroupResource::new("policy", "poddisruptionbudgets");
-    let budgets: Vec<Value> = state.list(&gr, None).cloned().collect();
     let pods_gr = GroupResource::new("", "pods");
     let mut requeue: Option<Duration> = None;
-    for pdb in &budgets {
-        let ns = meta::namespace(pdb).unwrap_or_default().to_string();
-        let selector = meta::get_path(pdb, "spec.selector");
-        let pods: Vec<Value> = state
-            .list(&pods_gr, Some(&ns))
-            .filter(|p| selects(selector, &meta::labels(p)))
-            .cloned()
-            .collect();
-        let (status, recheck) = {
-            let st: &State = state;
-            plan::status(pdb, &pods, &|o: &Value, n: &str| scale_of(st, o, n), now)
-        };
-        let name = meta::name(pdb).unwrap_or_default().to_string();
-        writes::status(state, &gr, &ns, &name, MANAGER, status);
-        if let Some(r) = recheck {
-            requeue = Some(requeue.map_or(r, |q| q.min(r)));
+    let planned: Vec<(String, String, Value)> = {
+        let st: &State = state;
+        let mut by_label: HashMap<(&str, &str, &Value), Vec<&Value>> = HashMap::new();
+        for pod in st.list(&pods_gr, None) {
+            let ns = meta::namespace(pod).unwrap_or_default();
+            for (k, v) in meta::labels_ref(pod) {
+                by_label.entry((ns, k.as_str(), v)).or_default().push(pod);
+            }
         }
+        let mut planned = Vec::new();
+        for pdb in st.list(&gr, None) {
+            let ns = meta::namespace(pdb).unwrap_or_default();
+            let selector = meta::get_path(pdb, "spec.selector");
+            let first = selector
+                .and_then(|s| s["matchLabels"].as_object())
+                .and_then(|m| m.iter().next());
+            let candidates: Vec<&Value> = match first {
+                Some((k, v)) => by_label
+                    .get(&(ns, k.as_str(), v))
+                    .cloned()
+                    .unwrap_or_default(),
+                None => st.list(&pods_gr, Some(ns)).collect(),
+            };
+            let pods: Vec<Value> = candidates
+                .into_iter()
+                .filter(|p| selects(selector, meta::labels_ref(p)))
+                .cloned()
+                .collect();
+            let (status, recheck) =
+                plan::status(pdb, &pods, &|o: &Value, n: &str| scale_of(st, o, n), now);
+            if let Some(r) = recheck {
+                requeue = Some(requeue.map_or(r, |q| q.min(r)));
+            }
+            let name = meta::name(pdb).unwrap_or_default().to_string();
+            planned.push((ns.to_string(), name, status));
+        }
+        planned
+    };
+    for (ns, name, status) in planned {
+        writes::status(state, &gr, &ns, &name, MANAGER, status);
     }
     requeue
 }

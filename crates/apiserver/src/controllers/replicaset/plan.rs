@@ -77,7 +77,7 @@ pub fn plan(rs: &Value, owned: &[Value], orphans: &[Value], now: jiff::Timestamp
     let deleting = meta::is_deleting(rs);
     let mut mine: Vec<&Value> = Vec::new();
     for p in owned {
-        if selects(selector, &meta::labels(p)) {
+        if selects(selector, meta::labels_ref(p)) {
             mine.push(p);
         } else {
             out.release
@@ -86,7 +86,7 @@ pub fn plan(rs: &Value, owned: &[Value], orphans: &[Value], now: jiff::Timestamp
     }
     if !deleting {
         for p in orphans {
-            if !meta::is_deleting(p) && selects(selector, &meta::labels(p)) {
+            if !meta::is_deleting(p) && selects(selector, meta::labels_ref(p)) {
                 out.adopt
                     .push(meta::name(p).unwrap_or_default().to_string());
                 mine.push(p);
