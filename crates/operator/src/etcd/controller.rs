@@ -9,7 +9,6 @@ use k8s_openapi::api::core::v1::Service;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::ReflectHandle;
-use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use steward_api::common::RetentionPolicy;
 use steward_api::etcd::{EtcdCluster, EtcdPeer};
@@ -135,7 +134,8 @@ pub async fn run(
         stores,
         pipeline: pipeline(),
     });
-    Controller::new(clusters, watcher::Config::default())
+    let (cache, trigger) = crate::runtime::stores::primary(clusters);
+    Controller::for_stream(trigger, cache)
         .owns_shared_stream(service_events)
         .owns_shared_stream(peer_events)
         .graceful_shutdown_on(async move { stop.cancelled().await })

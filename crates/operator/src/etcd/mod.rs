@@ -14,7 +14,6 @@ pub mod validate;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
-use kube::runtime::reflector::Store;
 use steward_api::etcd::{EtcdCluster, EtcdClusterStatus, EtcdPeer};
 
 use crate::pipeline::{Pass, PassCore, Pipeline};
@@ -29,13 +28,13 @@ use validate::ValidatedEtcdCluster;
 #[derive(Clone)]
 pub struct EtcdStores {
     /// Services.
-    pub services: Store<Service>,
+    pub services: crate::runtime::stores::Indexed<Service>,
     /// Member Pods.
-    pub pods: Store<Pod>,
+    pub pods: crate::runtime::stores::Indexed<Pod>,
     /// Member claims.
-    pub claims: Store<PersistentVolumeClaim>,
+    pub claims: crate::runtime::stores::Indexed<PersistentVolumeClaim>,
     /// Peers.
-    pub peers: Store<EtcdPeer>,
+    pub peers: crate::runtime::stores::Indexed<EtcdPeer>,
 }
 
 /// The controller name used in metrics, logs and field managers.

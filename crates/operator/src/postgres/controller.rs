@@ -139,8 +139,8 @@ pub async fn run(
         stores,
         pipeline: pipeline(),
     });
-    let controller = Controller::new(clusters, watcher::Config::default());
-    let cache = controller.store();
+    let (cache, trigger) = crate::runtime::stores::primary(clusters);
+    let controller = Controller::for_stream(trigger, cache.clone());
     controller
         .owns_shared_stream(service_events)
         .owns_shared_stream(pod_events)

@@ -17,7 +17,6 @@ use std::fmt;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
-use kube::runtime::reflector::Store;
 use steward_api::postgres::{PostgresCluster, PostgresClusterStatus};
 
 use crate::pipeline::{Pass, PassCore, Pipeline};
@@ -35,11 +34,11 @@ pub const CONTROLLER: &str = "postgres";
 #[derive(Clone)]
 pub struct PostgresStores {
     /// Services.
-    pub services: Store<Service>,
+    pub services: crate::runtime::stores::Indexed<Service>,
     /// Instance Pods.
-    pub pods: Store<Pod>,
+    pub pods: crate::runtime::stores::Indexed<Pod>,
     /// Instance claims.
-    pub claims: Store<PersistentVolumeClaim>,
+    pub claims: crate::runtime::stores::Indexed<PersistentVolumeClaim>,
 }
 
 /// The generated passwords of the operator's superuser and the replication user. `Debug`

@@ -1,8 +1,10 @@
 //! Shared reflector stores: one watch per child kind for all controllers, filtered to objects
 //! Steward manages. Steps read children from these caches, never with fresh GETs.
 
+use std::collections::HashMap;
 use std::fmt::Debug;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use kube::runtime::reflector::{self, ReflectHandle, Store};
@@ -13,7 +15,103 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use super::context::Context;
-use crate::resources::labels::{MANAGED_BY, MANAGER};
+use crate::resources::labels::{INSTANCE, MANAGED_BY, MANAGER};
+
+/// A cache with an index by (namespace, `app.kubernetes.io/instance`): the children of one
+/// cluster without scanning every cluster's. Every child Steward makes carries the instance
+/// label. The index is rebuilt lazily, on the first lookup after the watch changed the cache
+/// (a counter moved by the stream that feeds the store), so a pass over a converged cluster
+/// costs a hash lookup, not a walk over 1,000 clusters' Pods. `Deref`s to the plain store.
+#[derive(Clone)]
+pub struct Indexed<K: Resource<DynamicType = ()> + 'static> {
+    store: Store<K>,
+    /// Moved after each event the store applied; `None`: unknown (rebuild on every lookup).
+    changes: Option<Arc<AtomicU64>>,
+    index: Arc<Mutex<Index<K>>>,
+}
+
+type InstanceKey = (String, String);
+
+struct Index<K> {
+    built_at: Option<u64>,
+    by_instance: HashMap<InstanceKey, Vec<Arc<K>>>,
+}
+
+impl<K: Resource<DynamicType = ()> + Clone + 'static> Indexed<K> {
+    fn new(store: Store<K>, changes: Option<Arc<AtomicU64>>) -> Self {
+        Self {
+            store,
+            changes,
+            index: Arc::new(Mutex::new(Index {
+                built_at: None,
+                by_instance: HashMap::new(),
+            })),
+        }
+    }
+
+    /// The cached objects of cluster `instance` in `namespace`.
+    pub fn of_instance(&self, namespace: &str, instance: &str) -> Vec<Arc<K>> {
+        let version = self.changes.as_ref().map(|c| c.load(Ordering::Acquire));
+        let Ok(mut index) = self.index.lock() else {
+            return self.scan(namespace, instance);
+        };
+        if version.is_none() || index.built_at != version {
+            let mut by_instance: HashMap<InstanceKey, Vec<Arc<K>>> = HashMap::new();
+            for obj in self.store.state() {
+                let meta = obj.meta();
+                if let (Some(ns), Some(inst)) = (
+                    meta.namespace.as_ref(),
+                    meta.labels.as_ref().and_then(|l| l.get(INSTANCE)),
+                ) {
+                    by_instance
+                        .entry((ns.clone(), inst.clone()))
+                        .or_default()
+                        .push(obj);
+                }
+            }
+            index.by_instance = by_instance;
+            index.built_at = version;
+        }
+        index
+            .by_instance
+            .get(&(namespace.to_owned(), instance.to_owned()))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn scan(&self, namespace: &str, instance: &str) -> Vec<Arc<K>> {
+        self.store
+            .state()
+            .into_iter()
+            .filter(|o| {
+                let meta = o.meta();
+                meta.namespace.as_deref() == Some(namespace)
+                    && meta
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(INSTANCE))
+                        .map(String::as_str)
+                        == Some(instance)
+            })
+            .collect()
+    }
+}
+
+/// A store no counter follows (tests that fill a store by hand): the index is rebuilt on every
+/// lookup.
+impl<K: Resource<DynamicType = ()> + Clone + 'static> From<Store<K>> for Indexed<K> {
+    fn from(store: Store<K>) -> Self {
+        Self::new(store, None)
+    }
+}
+
+impl<K: Resource<DynamicType = ()> + 'static> std::ops::Deref for Indexed<K> {
+    type Target = Store<K>;
+
+    fn deref(&self) -> &Store<K> {
+        &self.store
+    }
+}
 
 /// Events a shared cache buffers for each subscriber.
 pub const BUFFER: usize = 1024;
@@ -24,19 +122,57 @@ where
     K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
 {
     let config = watcher::Config::default().labels(&format!("{MANAGED_BY}={MANAGER}"));
-    watcher(api, config).default_backoff()
+    watcher(api, config).default_backoff().modify(slim)
+}
+
+/// Drops what no step reads before an object enters a cache: `managedFields` (often the
+/// largest part of a child: one entry per field manager, every field listed) and kubectl's
+/// last-applied annotation. Steps compare desired state with the fields they set, never with
+/// managed fields, and server-side apply does not need them on the client.
+pub fn slim<K: Resource>(obj: &mut K) {
+    let meta = obj.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
+/// The cache and trigger stream of a controller's own kind (every object of `K` it watches),
+/// slimmed like the child caches: for `Controller::for_stream`.
+pub fn primary<K>(
+    api: Api<K>,
+) -> (
+    Store<K>,
+    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store::<K>();
+    let stream = reflector::reflector(
+        writer,
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .modify(slim),
+    )
+    .applied_objects();
+    (store, stream)
 }
 
 /// Drives a cache's watch stream until `stop`, logging watch errors.
-fn drive<K, S>(stream: S, stop: CancellationToken)
+fn drive<K, S>(stream: S, changes: Arc<AtomicU64>, stop: CancellationToken)
 where
     K: Resource<DynamicType = ()> + Send + 'static,
     S: futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
 {
     tokio::spawn(async move {
-        let drive = stream.for_each(|event| async move {
-            if let Err(err) = event {
-                tracing::warn!(kind = %K::kind(&()), error = %err, "shared cache watch error");
+        let drive = stream.for_each(|event| {
+            // The reflector applied the event to the store before passing it on.
+            changes.fetch_add(1, Ordering::Release);
+            async move {
+                if let Err(err) = event {
+                    tracing::warn!(kind = %K::kind(&()), error = %err, "shared cache watch error");
+                }
             }
         });
         tokio::select! {
@@ -48,13 +184,18 @@ where
 
 /// Starts a cache of `K` (objects labelled `managed-by=steward`) that steps read and no
 /// controller subscribes to, driven until `stop`.
-pub fn cached<K>(api: Api<K>, stop: CancellationToken) -> Store<K>
+pub fn cached<K>(api: Api<K>, stop: CancellationToken) -> Indexed<K>
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
     let (store, writer) = reflector::store::<K>();
-    drive(reflector::reflector(writer, managed_watch(api)), stop);
-    store
+    let changes = Arc::new(AtomicU64::new(0));
+    drive(
+        reflector::reflector(writer, managed_watch(api)),
+        changes.clone(),
+        stop,
+    );
+    Indexed::new(store, Some(changes))
 }
 
 /// Starts a shared cache of `K` (objects labelled `managed-by=steward`), driven until `stop`.
@@ -64,7 +205,7 @@ where
 pub fn shared<K>(
     ctx: &Arc<Context>,
     stop: CancellationToken,
-) -> Option<(Store<K>, ReflectHandle<K>)>
+) -> Option<(Indexed<K>, ReflectHandle<K>)>
 where
     K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
         + Clone
@@ -77,6 +218,11 @@ where
     let api: Api<K> = ctx.watched_api();
     let (store, writer) = reflector::store_shared::<K>(BUFFER);
     let subscriber = writer.subscribe()?;
-    drive(managed_watch(api).reflect_shared(writer), stop);
-    Some((store, subscriber))
+    let changes = Arc::new(AtomicU64::new(0));
+    drive(
+        managed_watch(api).reflect_shared(writer),
+        changes.clone(),
+        stop,
+    );
+    Some((Indexed::new(store, Some(changes)), subscriber))
 }

@@ -24,7 +24,6 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, ReflectHandle};
-use kube::runtime::watcher;
 use steward_api::etcd::{EtcdPeer, EtcdPeerStatus};
 use tokio_util::sync::CancellationToken;
 
@@ -311,7 +310,8 @@ pub async fn run(
         ctx: ctx.clone(),
         stores,
     });
-    Controller::new(peers, watcher::Config::default())
+    let (cache, trigger) = crate::runtime::stores::primary(peers);
+    Controller::for_stream(trigger, cache)
         .owns_shared_stream(pod_events)
         .graceful_shutdown_on(async move { stop.cancelled().await })
         .run(

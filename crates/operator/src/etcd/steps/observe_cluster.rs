@@ -27,9 +27,8 @@ pub struct ObserveCluster;
 fn member_pods(pass: &EtcdPass) -> Vec<std::sync::Arc<k8s_openapi::api::core::v1::Pod>> {
     pass.stores
         .pods
-        .state()
+        .of_instance(&pass.core.namespace, &pass.core.name)
         .into_iter()
-        .filter(|p| p.namespace().as_deref() == Some(pass.core.namespace.as_str()))
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter(|p| {
             let l = p.labels();

@@ -33,9 +33,8 @@ pub fn cluster_peers(pass: &EtcdPass) -> Vec<std::sync::Arc<EtcdPeer>> {
     let uid = pass.cluster.uid();
     pass.stores
         .peers
-        .state()
+        .of_instance(&pass.core.namespace, &pass.core.name)
         .into_iter()
-        .filter(|p| p.namespace().as_deref() == Some(pass.core.namespace.as_str()))
         .filter(|p| p.spec.cluster_name == pass.core.name)
         .filter(|p| {
             p.owner_references()

@@ -33,9 +33,8 @@ impl SubReconciler<EtcdPass> for SweepOrphans {
         let candidates: Vec<_> = pass
             .stores
             .services
-            .state()
+            .of_instance(&pass.core.namespace, &pass.core.name)
             .iter()
-            .filter(|svc| svc.namespace().as_deref() == Some(pass.core.namespace.as_str()))
             .filter(|svc| {
                 let labels = svc.labels();
                 ours.iter().all(|(k, v)| labels.get(k) == Some(v))

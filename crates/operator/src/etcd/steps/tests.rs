@@ -95,10 +95,10 @@ async fn pass_with(
         Default::default(),
     );
     let stores = EtcdStores {
-        services: reflector::store().0,
-        pods: reflector::store().0,
-        claims: reflector::store().0,
-        peers,
+        services: reflector::store().0.into(),
+        pods: reflector::store().0.into(),
+        claims: reflector::store().0.into(),
+        peers: peers.into(),
     };
     let mut pass = EtcdPass {
         core,
@@ -526,7 +526,7 @@ async fn lost_data_without_quorum_is_reported_and_nothing_is_removed() {
             .unwrap();
         peer.status = Some(lost_status(id));
     }
-    p.stores.peers = cache(&peers);
+    p.stores.peers = cache(&peers).into();
     // What ObserveCluster sees: the member list needs a leader, which there is not.
     p.observed = None;
     model.clear_calls();
@@ -549,7 +549,7 @@ async fn lost_data_without_quorum_is_reported_and_nothing_is_removed() {
     model.elect();
     observe_into(&mut p, &model).await;
     peers[1].status = Some(lost_status(id1));
-    p.stores.peers = cache(&peers);
+    p.stores.peers = cache(&peers).into();
     model.clear_calls();
     let outcome = RecoverMembers.reconcile(&mut p).await.unwrap();
     assert!(
@@ -604,7 +604,7 @@ async fn member_pods_that_cannot_be_scheduled_are_the_reported_cause() {
         .unwrap();
         writer.apply_watcher_event(&watcher::Event::Apply(pod));
     }
-    pass.stores.pods = store;
+    pass.stores.pods = store.into();
     pass.observed = None;
     ObserveCluster.reconcile(&mut pass).await.unwrap();
     UpdateStatus.reconcile(&mut pass).await.unwrap();

@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
 use steward_api::postgres::InstanceRole;
 
 use crate::error::Error;
@@ -42,9 +43,8 @@ pub fn cluster_pods(pass: &PostgresPass) -> Vec<std::sync::Arc<Pod>> {
     let selector = pass.names.instances_selector();
     pass.stores
         .pods
-        .state()
+        .of_instance(&pass.core.namespace, &pass.names.cluster)
         .into_iter()
-        .filter(|p| p.namespace().as_deref() == Some(pass.core.namespace.as_str()))
         .filter(|p| {
             let labels = p.labels();
             selector.iter().all(|(k, v)| labels.get(k) == Some(v))
@@ -83,10 +83,11 @@ impl SubReconciler<PostgresPass> for ObserveInstances {
             };
             let pod = pods.iter().find(|p| p.name_any() == name);
             let claim_name = pass.names.claim(&name);
-            let claim = pass.stores.claims.state().iter().any(|c| {
-                c.name_any() == claim_name
-                    && c.namespace().as_deref() == Some(pass.core.namespace.as_str())
-            });
+            let claim = pass
+                .stores
+                .claims
+                .get(&ObjectRef::new(&claim_name).within(&pass.core.namespace))
+                .is_some();
             let mut view = InstanceView {
                 name: name.clone(),
                 ordinal,

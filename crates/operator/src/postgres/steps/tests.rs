@@ -278,9 +278,9 @@ impl Harness {
             validated: None,
             status: stored_status,
             stores: PostgresStores {
-                services: reflector::store().0,
-                pods: self.pod_cache().await,
-                claims: reflector::store().0,
+                services: reflector::store().0.into(),
+                pods: self.pod_cache().await.into(),
+                claims: reflector::store().0.into(),
             },
             names: ClusterNames::new("demo", NS),
             credentials: None,
