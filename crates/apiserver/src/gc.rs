@@ -66,9 +66,10 @@ enum Action {
 pub fn pass(state: &mut State) -> bool {
     let defs = state.registry.storage_resources();
     let mut owners: HashMap<String, Owner> = HashMap::new();
-    let mut objects: Vec<(Arc<ResourceDef>, Value)> = Vec::new();
+    // Shared handles, not copies: a pass looks at every stored object.
+    let mut objects: Vec<(Arc<ResourceDef>, Arc<Value>)> = Vec::new();
     for def in &defs {
-        for obj in state.list(&def.gr(), None) {
+        for obj in state.list_shared(&def.gr(), None) {
             if let Some(uid) = meta::uid(obj) {
                 owners.insert(
                     uid.to_string(),

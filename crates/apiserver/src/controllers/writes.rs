@@ -77,6 +77,13 @@ pub fn status(
     manager: &str,
     status: Value,
 ) {
+    // A pass over every object recomputes every status: compare before copying anything.
+    if state
+        .get(gr, ns, name)
+        .is_some_and(|o| o.get("status") == Some(&status))
+    {
+        return;
+    }
     update(state, gr, ns, name, "status", manager, |o| {
         o["status"] = status
     });
