@@ -296,10 +296,19 @@ async fn main() {
         .iter()
         .filter(|(_, name)| first_child.contains_key(name))
         .count();
-    let last = first_child.values().max().copied().unwrap_or_default();
+    let mut times: Vec<Duration> = first_child.values().copied().collect();
+    times.sort();
+    let at = |q: f64| {
+        let i = ((times.len() as f64 * q).ceil() as usize).clamp(1, times.len().max(1)) - 1;
+        times.get(i).map_or(0.0, Duration::as_secs_f64)
+    };
     println!(
-        "first child: {got}/{n} clusters; the last after {:.1} s (operator started at 0)",
-        last.as_secs_f64()
+        "first child: {got}/{n} clusters; p50 {:.1} s, p90 {:.1} s, p99 {:.1} s, last {:.1} s \
+         (operator started at 0)",
+        at(0.5),
+        at(0.9),
+        at(0.99),
+        at(1.0)
     );
 
     // 3. Steady state.
