@@ -4,7 +4,6 @@
 //! task plays it, marking every Pod Running and Ready.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::PathBuf;
 use std::process::Output;
 use std::time::Duration;
 
@@ -12,108 +11,40 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, Client, Config};
+use kube::{Api, Client};
 use serde_json::{Value, json};
-use steward_apiserver::{ApiServerHandle, ServerConfig, start};
 
-pub fn kubectl_bin() -> PathBuf {
-    match std::env::var("KUBECTL") {
-        Ok(k) if !k.is_empty() => k.into(),
-        _ => PathBuf::from(std::env::var("HOME").unwrap_or_default())
-            .join(".cache/steward-ci/kubectl-venv/bin/kubectl"),
-    }
-}
+#[path = "support/kubectl.rs"]
+mod support;
 
-pub struct Plane {
-    pub client: Client,
-    pub server: ApiServerHandle,
-    kubeconfig: tempfile_path::Path,
-}
+use support::plane;
 
-mod tempfile_path {
-    /// A kubeconfig file removed on drop.
-    pub struct Path(pub std::path::PathBuf);
-    impl Drop for Path {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-}
-
-pub async fn plane() -> Plane {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    // kubectl sends no token over plain HTTP: it is admin through the anonymous binding, as
-    // with `steward dev`.
-    let server = start(ServerConfig {
-        anonymous_cluster_admin: true,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let mut config = Config::new(server.url().parse().unwrap());
-    config.auth_info.token = Some(server.admin_token().into());
-    let client = Client::try_from(config).unwrap();
-    let path = std::env::temp_dir().join(format!(
-        "steward-kubectl-{}-{}.yaml",
-        std::process::id(),
-        rand_suffix()
-    ));
-    std::fs::write(&path, server.kubeconfig_yaml()).unwrap();
-    Plane {
-        client,
-        server,
-        kubeconfig: tempfile_path::Path(path),
-    }
-}
-
-fn rand_suffix() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0)
-}
-
-impl Plane {
-    pub async fn kubectl(&self, args: &[&str]) -> Output {
-        let bin = kubectl_bin();
-        tokio::process::Command::new(&bin)
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig.0)
-            .args(args)
-            .output()
-            .await
-            .unwrap_or_else(|e| panic!("running {} (set KUBECTL): {e}", bin.display()))
-    }
-
-    /// Plays the kubelet until aborted: every Pod that is not Ready (and, with `bound_only`,
-    /// bound to a Node) becomes Running and Ready.
-    pub fn kubelet(&self, bound_only: bool) -> tokio::task::JoinHandle<()> {
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), "default");
-        tokio::spawn(async move {
-            loop {
-                for p in pods
-                    .list(&ListParams::default())
-                    .await
-                    .map(|l| l.items)
-                    .unwrap_or_default()
-                {
-                    let ready = p
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.conditions.as_ref())
-                        .is_some_and(|cs| {
-                            cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-                        });
-                    let bound = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
-                    if !ready && p.metadata.deletion_timestamp.is_none() && (bound || !bound_only) {
-                        let _ = pods.patch_status(p.metadata.name.as_deref().unwrap_or_default(), &PatchParams::default(),
+/// Plays the kubelet until aborted: every Pod that is not Ready (and, with `bound_only`,
+/// bound to a Node) becomes Running and Ready.
+fn kubelet(client: &Client, bound_only: bool) -> tokio::task::JoinHandle<()> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    tokio::spawn(async move {
+        loop {
+            for p in pods
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default()
+            {
+                let ready = p
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+                let bound = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
+                if !ready && p.metadata.deletion_timestamp.is_none() && (bound || !bound_only) {
+                    let _ = pods.patch_status(p.metadata.name.as_deref().unwrap_or_default(), &PatchParams::default(),
                             &Patch::Merge(json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}))).await;
-                    }
                 }
-                tokio::time::sleep(Duration::from_millis(100)).await;
             }
-        })
-    }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
 }
 
 pub fn text(out: &Output) -> String {
@@ -131,8 +62,8 @@ fn template(app: &str) -> Value {
 
 #[tokio::test]
 async fn rollout_status_completes_for_deployments_and_statefulsets() {
-    let plane = plane().await;
-    let kubelet = plane.kubelet(false);
+    let plane = plane(false).await;
+    let kubelet = kubelet(&plane.client, false);
     let deployments: Api<Deployment> = Api::namespaced(plane.client.clone(), "default");
     let d: Deployment =
         serde_json::from_value(json!({"metadata": {"name": "web"}, "spec": {"replicas": 3,
@@ -188,8 +119,8 @@ async fn rollout_status_completes_for_deployments_and_statefulsets() {
 
 #[tokio::test]
 async fn drain_evicts_what_the_budget_allows_and_reports_the_refusal() {
-    let plane = plane().await;
-    let kubelet = plane.kubelet(true);
+    let plane = plane(false).await;
+    let kubelet = kubelet(&plane.client, true);
     let nodes: Api<Node> = Api::all(plane.client.clone());
     let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1"},
         "status": {"conditions": [{"type": "Ready", "status": "True"}]}}))
@@ -282,8 +213,8 @@ async fn global_rv(client: &Client) -> String {
 
 #[tokio::test]
 async fn converged_workloads_cause_no_writes() {
-    let plane = plane().await;
-    let kubelet = plane.kubelet(false);
+    let plane = plane(false).await;
+    let kubelet = kubelet(&plane.client, false);
     let deployments: Api<Deployment> = Api::namespaced(plane.client.clone(), "default");
     let d: Deployment =
         serde_json::from_value(json!({"metadata": {"name": "web"}, "spec": {"replicas": 2,

@@ -17,20 +17,18 @@ use kube::{Api, Client};
 use serde_json::json;
 use steward_apiserver::{ApiServerHandle, ServerConfig, kubeconfig_yaml, start};
 
+#[path = "support/kubectl.rs"]
+mod support;
+
 /// Runs kubectl; returns (success, stdout, stderr).
 fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
-    let bin = std::env::var("KUBECTL").unwrap_or_else(|_| {
-        format!(
-            "{}/.cache/steward-ci/kubectl-venv/bin/kubectl",
-            std::env::var("HOME").unwrap()
-        )
-    });
+    let bin = support::kubectl_bin();
     let out = Command::new(&bin)
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args(args)
         .output()
-        .unwrap_or_else(|e| panic!("running {bin} (set KUBECTL): {e}"));
+        .unwrap_or_else(|e| panic!("running {} (set KUBECTL): {e}", bin.display()));
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).trim().to_string(),
