@@ -52,9 +52,11 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Indexed<K> {
     /// The cached objects of cluster `instance` in `namespace`.
     pub fn of_instance(&self, namespace: &str, instance: &str) -> Vec<Arc<K>> {
         let version = self.changes.as_ref().map(|c| c.load(Ordering::Acquire));
-        let Ok(mut index) = self.index.lock() else {
-            return self.scan(namespace, instance);
-        };
+        // The index is rebuilt from the store whenever in doubt, so a poisoned lock is harmless.
+        let mut index = self
+            .index
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if version.is_none() || index.built_at != version {
             let mut by_instance: HashMap<InstanceKey, Vec<Arc<K>>> = HashMap::new();
             for obj in self.store.state() {
@@ -77,23 +79,6 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Indexed<K> {
             .get(&(namespace.to_owned(), instance.to_owned()))
             .cloned()
             .unwrap_or_default()
-    }
-
-    fn scan(&self, namespace: &str, instance: &str) -> Vec<Arc<K>> {
-        self.store
-            .state()
-            .into_iter()
-            .filter(|o| {
-                let meta = o.meta();
-                meta.namespace.as_deref() == Some(namespace)
-                    && meta
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(INSTANCE))
-                        .map(String::as_str)
-                        == Some(instance)
-            })
-            .collect()
     }
 }
 
