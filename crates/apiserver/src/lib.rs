@@ -28,6 +28,7 @@ mod meta;
 mod objmeta;
 mod openapi;
 mod patch;
+mod proto;
 mod registry;
 mod selectors;
 mod server;

@@ -31,6 +31,29 @@ pub struct WatchRequest {
     pub send_initial_events: bool,
     pub bookmarks: bool,
     pub timeout: Option<Duration>,
+    /// Frames of protobuf `WatchEvent`s instead of JSON lines (the kind has a protobuf form).
+    pub protobuf: bool,
+}
+
+/// Marks a streamed response, which content negotiation must not buffer.
+#[derive(Clone, Copy, Debug)]
+pub struct Streamed;
+
+/// A JSON line re-written as a protobuf watch frame.
+fn protobuf_frame(line: &Bytes) -> Bytes {
+    let framed = serde_json::from_slice::<Value>(line)
+        .map_err(|e| crate::proto::Error::new(e.to_string()))
+        .and_then(|event| crate::proto::watch_frame(&event));
+    match framed {
+        Ok(frame) => Bytes::from(frame),
+        Err(e) => {
+            tracing::warn!(error = %e, "a watch event could not be encoded as protobuf");
+            let status = ApiError::internal(format!("a watch event could not be encoded: {e}"));
+            crate::proto::watch_frame(&json!({"type": "ERROR", "object": status.to_status()}))
+                .map(Bytes::from)
+                .unwrap_or_default()
+        }
+    }
 }
 
 fn line(etype: &str, object: &Value) -> Bytes {
@@ -140,6 +163,7 @@ pub fn start(server: Arc<Server>, req: WatchRequest) -> ApiResult<Response> {
             initial.push(bookmark(&req.def, cursor, true));
         }
     }
+    let protobuf = req.protobuf;
     tokio::spawn(async move {
         for chunk in initial {
             if tx.send(chunk).await.is_err() {
@@ -151,16 +175,20 @@ pub fn start(server: Arc<Server>, req: WatchRequest) -> ApiResult<Response> {
         }
         stream(server, req, tx, cursor).await;
     });
-    let body = Body::from_stream(futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|b| (Ok::<Bytes, std::io::Error>(b), rx))
+    let body = Body::from_stream(futures::stream::unfold(rx, move |mut rx| async move {
+        rx.recv().await.map(|b| {
+            let chunk = if protobuf { protobuf_frame(&b) } else { b };
+            (Ok::<Bytes, std::io::Error>(chunk), rx)
+        })
     }));
-    Ok((
-        [(axum::http::header::CONTENT_TYPE, "application/json")],
-        body,
-    )
-        .into_response())
+    let content_type = if protobuf {
+        crate::proto::WATCH_MEDIA_TYPE
+    } else {
+        "application/json"
+    };
+    let mut response = ([(axum::http::header::CONTENT_TYPE, content_type)], body).into_response();
+    response.extensions_mut().insert(Streamed);
+    Ok(response)
 }
 
 fn bad_rv(rv: &str) -> ApiError {

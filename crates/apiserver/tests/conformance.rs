@@ -25,6 +25,8 @@ mod openapi;
 mod patch;
 #[path = "conformance/pods.rs"]
 mod pods;
+#[path = "conformance/protobuf.rs"]
+mod protobuf;
 #[path = "conformance/rbac.rs"]
 mod rbac;
 #[path = "conformance/selectors.rs"]

@@ -269,3 +269,85 @@ async fn converged_workloads_cause_no_writes() {
     kubelet.abort();
     plane.server.shutdown().await;
 }
+
+/// The everyday generators as people type them. kubectl 1.37 sends their bodies (and the
+/// scale, delete and review requests) as protobuf; each command's effect is read back as JSON.
+#[tokio::test]
+async fn generators_create_what_they_say() {
+    use k8s_openapi::api::batch::v1::Job;
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
+    let plane = plane(false).await;
+    let kubelet = kubelet(&plane.client, false);
+    let run = |args: &'static [&'static str]| {
+        let plane = &plane;
+        async move {
+            let out = plane.kubectl(args).await;
+            assert!(out.status.success(), "kubectl {}: {}", args.join(" "), text(&out));
+            String::from_utf8_lossy(&out.stdout).to_string()
+        }
+    };
+    run(&["create", "namespace", "gen"]).await;
+    Api::<Namespace>::all(plane.client.clone())
+        .get("gen")
+        .await
+        .unwrap();
+    let c = plane.client.clone();
+
+    run(&["create", "configmap", "cfg", "-n", "gen", "--from-literal=a=1", "--from-literal=b="]).await;
+    let cm = Api::<ConfigMap>::namespaced(c.clone(), "gen").get("cfg").await.unwrap();
+    assert_eq!(
+        serde_json::to_value(cm.data.unwrap()).unwrap(),
+        json!({"a": "1", "b": ""})
+    );
+
+    run(&["create", "secret", "generic", "pw", "-n", "gen", "--from-literal=password=hunter2"]).await;
+    let secret = Api::<Secret>::namespaced(c.clone(), "gen").get("pw").await.unwrap();
+    assert_eq!(secret.data.unwrap()["password"].0, b"hunter2");
+    assert_eq!(secret.type_.as_deref(), Some("Opaque"));
+
+    run(&["create", "deployment", "web", "-n", "gen", "--image=registry.example/web:1", "--replicas=2", "--port=8080"]).await;
+    let deployments = Api::<Deployment>::namespaced(c.clone(), "gen");
+    let spec = deployments.get("web").await.unwrap().spec.unwrap();
+    assert_eq!(spec.replicas, Some(2));
+    let container = &spec.template.spec.unwrap().containers[0];
+    assert_eq!(container.image.as_deref(), Some("registry.example/web:1"));
+    assert_eq!(container.ports.as_ref().unwrap()[0].container_port, 8080);
+
+    run(&["expose", "deployment", "web", "-n", "gen", "--port=80", "--target-port=8080"]).await;
+    let services = Api::<Service>::namespaced(c.clone(), "gen");
+    let spec = services.get("web").await.unwrap().spec.unwrap();
+    assert_eq!(spec.selector.unwrap()["app"], "web");
+    let port = &spec.ports.unwrap()[0];
+    assert_eq!(port.port, 80);
+    assert_eq!(serde_json::to_value(&port.target_port).unwrap(), json!(8080));
+    assert!(spec.cluster_ip.is_some_and(|ip| !ip.is_empty()));
+
+    run(&["create", "service", "clusterip", "db", "-n", "gen", "--tcp=5432:5432"]).await;
+    let spec = services.get("db").await.unwrap().spec.unwrap();
+    assert_eq!(spec.ports.unwrap()[0].port, 5432);
+
+    run(&["run", "one", "-n", "gen", "--image=registry.example/one:1", "--restart=Never", "--labels=x=y"]).await;
+    let pod = Api::<Pod>::namespaced(c.clone(), "gen").get("one").await.unwrap();
+    assert_eq!(pod.metadata.labels.unwrap()["x"], "y");
+    assert_eq!(pod.spec.unwrap().restart_policy.as_deref(), Some("Never"));
+
+    run(&["create", "job", "once", "-n", "gen", "--image=registry.example/job:1"]).await;
+    let job = Api::<Job>::namespaced(c.clone(), "gen").get("once").await.unwrap();
+    assert_eq!(
+        job.spec.unwrap().template.spec.unwrap().containers[0].image.as_deref(),
+        Some("registry.example/job:1")
+    );
+
+    run(&["scale", "deployment", "web", "-n", "gen", "--replicas=3"]).await;
+    assert_eq!(deployments.get("web").await.unwrap().spec.unwrap().replicas, Some(3));
+    run(&["rollout", "status", "deployment/web", "-n", "gen", "--timeout=30s"]).await;
+    run(&["wait", "--for=condition=Available", "deployment/web", "-n", "gen", "--timeout=30s"]).await;
+
+    let out = run(&["auth", "can-i", "create", "pods", "-n", "gen"]).await;
+    assert_eq!(out.trim(), "yes");
+
+    run(&["delete", "configmap", "cfg", "-n", "gen"]).await;
+    assert!(Api::<ConfigMap>::namespaced(c.clone(), "gen").get_opt("cfg").await.unwrap().is_none());
+    kubelet.abort();
+    plane.server.shutdown().await;
+}

@@ -20,11 +20,12 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Query, State};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use crate::auth::{self, Attributes, User, index::Decision, reviews};
+use crate::proto;
 use crate::registry::ResourceDef;
 use crate::server::Server;
 use crate::status::{ApiError, ApiResult};
@@ -157,7 +158,11 @@ async fn dispatch(State(server): State<Arc<Server>>, request: axum::extract::Req
         )
         .into_response();
     };
-    let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
+    let (method, uri, mut headers) = (parts.method, parts.uri, parts.headers);
+    let body = match protobuf_body(&method, &mut headers, body) {
+        Ok(body) => body,
+        Err(e) => return e.into_response(),
+    };
     let segs: Vec<String> = uri
         .path()
         .split('/')
@@ -172,17 +177,98 @@ async fn dispatch(State(server): State<Arc<Server>>, request: axum::extract::Req
         headers,
         body,
     };
-    let ct = req.header("content-type").unwrap_or_default();
-    if ct.starts_with("application/vnd.kubernetes.protobuf") || ct.starts_with("application/cbor") {
-        return ApiError::unsupported_media_type(format!(
-            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (not {ct})"
-        ))
-        .into_response();
-    }
-    match auth::as_requester(&req.user, || route(&req, &segs)) {
+    let negotiated = proto::negotiate(req.header("accept"));
+    let response = match auth::as_requester(&req.user, || route(&req, &segs)) {
         Ok(r) => r,
         Err(e) => e.into_response(),
+    };
+    match negotiated {
+        proto::Negotiated::Protobuf { json_ok } => protobuf_response(response, json_ok).await,
+        proto::Negotiated::Json => response,
     }
+}
+
+/// A protobuf request body (create, update, delete options, reviews) read into the JSON every
+/// handler works on; CBOR, protobuf patches and custom kinds are `415` as upstream answers.
+fn protobuf_body(method: &Method, headers: &mut HeaderMap, body: Bytes) -> ApiResult<Bytes> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let unsupported = || {
+        ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf (not {ct})"
+        ))
+    };
+    if ct.starts_with("application/cbor") {
+        return Err(unsupported());
+    }
+    if !ct.starts_with(proto::MEDIA_TYPE) || body.is_empty() {
+        return Ok(body);
+    }
+    if *method == Method::PATCH {
+        return Err(unsupported());
+    }
+    let obj = proto::decode(&body, None).map_err(|e| {
+        if e.to_string().starts_with("no protobuf message") {
+            unsupported()
+        } else {
+            ApiError::bad_request(format!("the body of the request could not be read: {e}"))
+        }
+    })?;
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(Bytes::from(obj.to_string()))
+}
+
+/// A handler's JSON answer written as protobuf when its kind has a protobuf form; JSON when it
+/// has none and the client accepts JSON too, `406` otherwise. Streams (watches) encode their
+/// own frames.
+async fn protobuf_response(response: Response, json_ok: bool) -> Response {
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes() == b"application/json");
+    if !is_json || response.extensions().get::<crate::watch::Streamed>().is_some() {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return ApiError::internal("the response could not be read for protobuf encoding")
+            .into_response();
+    };
+    let encoded = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|v| proto::encode(&v));
+    match encoded {
+        Some(Ok(wire)) => {
+            parts.headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(proto::MEDIA_TYPE),
+            );
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Response::from_parts(parts, axum::body::Body::from(wire))
+        }
+        Some(Err(e)) => {
+            tracing::warn!(error = %e, "a response could not be encoded as protobuf");
+            ApiError::internal(format!("the response could not be encoded as protobuf: {e}"))
+                .into_response()
+        }
+        None if json_ok => Response::from_parts(parts, axum::body::Body::from(bytes)),
+        None => not_acceptable().into_response(),
+    }
+}
+
+/// `406`: the client accepts only protobuf and the kind has no protobuf form.
+pub fn not_acceptable() -> ApiError {
+    ApiError::new(
+        406,
+        "NotAcceptable",
+        "only the following media types are accepted: application/json, application/yaml",
+    )
 }
 
 /// Authenticates the request and authorizes it with RBAC: the user, or the 401/403 Status.

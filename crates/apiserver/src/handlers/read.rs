@@ -147,6 +147,18 @@ pub fn watch(req: &Request, t: &Target) -> ApiResult<Response> {
             "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
         ));
     }
+    let protobuf = match crate::proto::negotiate(req.header("accept")) {
+        crate::proto::Negotiated::Json => false,
+        crate::proto::Negotiated::Protobuf { json_ok } => {
+            if crate::proto::supports(&t.def.api_version(), &t.def.kind) {
+                true
+            } else if json_ok {
+                false
+            } else {
+                return Err(super::not_acceptable());
+            }
+        }
+    };
     watch::start(
         req.server.clone(),
         WatchRequest {
@@ -157,6 +169,7 @@ pub fn watch(req: &Request, t: &Target) -> ApiResult<Response> {
             send_initial_events: send_initial,
             bookmarks: req.flag("allowWatchBookmarks"),
             timeout,
+            protobuf,
         },
     )
 }
