@@ -47,6 +47,10 @@ pub fn on_create(def: &ResourceDef, obj: &mut Value, ips: &mut Allocator<'_>) ->
             obj["status"] = json!({"loadBalancer": {}});
             causes
         }
+        "Secret" => {
+            default_str(obj, "type", "Opaque");
+            Vec::new()
+        }
         "PersistentVolumeClaim" => {
             if meta::get_path(obj, "spec.volumeMode").is_none() {
                 meta::set_path(obj, "spec.volumeMode", json!("Filesystem"));
@@ -88,6 +92,10 @@ pub fn on_update(
         }
         "Pod" => pod(obj),
         "Service" => service(obj, Some(old), ips),
+        "Secret" => {
+            default_str(obj, "type", "Opaque");
+            Vec::new()
+        }
         _ => Vec::new(),
     }
 }

@@ -22,7 +22,8 @@ use support::plane;
 /// Plays the kubelet until aborted: every Pod that is not Ready (and, with `bound_only`,
 /// bound to a Node) becomes Running and Ready.
 fn kubelet(client: &Client, bound_only: bool) -> tokio::task::JoinHandle<()> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::all(client.clone());
+    let client = client.clone();
     tokio::spawn(async move {
         loop {
             for p in pods
@@ -38,7 +39,8 @@ fn kubelet(client: &Client, bound_only: bool) -> tokio::task::JoinHandle<()> {
                     .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
                 let bound = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
                 if !ready && p.metadata.deletion_timestamp.is_none() && (bound || !bound_only) {
-                    let _ = pods.patch_status(p.metadata.name.as_deref().unwrap_or_default(), &PatchParams::default(),
+                    let ns = p.metadata.namespace.as_deref().unwrap_or("default");
+                    let _ = Api::<Pod>::namespaced(client.clone(), ns).patch_status(p.metadata.name.as_deref().unwrap_or_default(), &PatchParams::default(),
                             &Patch::Merge(json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}))).await;
                 }
             }
@@ -282,7 +284,12 @@ async fn generators_create_what_they_say() {
         let plane = &plane;
         async move {
             let out = plane.kubectl(args).await;
-            assert!(out.status.success(), "kubectl {}: {}", args.join(" "), text(&out));
+            assert!(
+                out.status.success(),
+                "kubectl {}: {}",
+                args.join(" "),
+                text(&out)
+            );
             String::from_utf8_lossy(&out.stdout).to_string()
         }
     };
@@ -293,19 +300,53 @@ async fn generators_create_what_they_say() {
         .unwrap();
     let c = plane.client.clone();
 
-    run(&["create", "configmap", "cfg", "-n", "gen", "--from-literal=a=1", "--from-literal=b="]).await;
-    let cm = Api::<ConfigMap>::namespaced(c.clone(), "gen").get("cfg").await.unwrap();
+    run(&[
+        "create",
+        "configmap",
+        "cfg",
+        "-n",
+        "gen",
+        "--from-literal=a=1",
+        "--from-literal=b=",
+    ])
+    .await;
+    let cm = Api::<ConfigMap>::namespaced(c.clone(), "gen")
+        .get("cfg")
+        .await
+        .unwrap();
     assert_eq!(
         serde_json::to_value(cm.data.unwrap()).unwrap(),
         json!({"a": "1", "b": ""})
     );
 
-    run(&["create", "secret", "generic", "pw", "-n", "gen", "--from-literal=password=hunter2"]).await;
-    let secret = Api::<Secret>::namespaced(c.clone(), "gen").get("pw").await.unwrap();
+    run(&[
+        "create",
+        "secret",
+        "generic",
+        "pw",
+        "-n",
+        "gen",
+        "--from-literal=password=hunter2",
+    ])
+    .await;
+    let secret = Api::<Secret>::namespaced(c.clone(), "gen")
+        .get("pw")
+        .await
+        .unwrap();
     assert_eq!(secret.data.unwrap()["password"].0, b"hunter2");
     assert_eq!(secret.type_.as_deref(), Some("Opaque"));
 
-    run(&["create", "deployment", "web", "-n", "gen", "--image=registry.example/web:1", "--replicas=2", "--port=8080"]).await;
+    run(&[
+        "create",
+        "deployment",
+        "web",
+        "-n",
+        "gen",
+        "--image=registry.example/web:1",
+        "--replicas=2",
+        "--port=8080",
+    ])
+    .await;
     let deployments = Api::<Deployment>::namespaced(c.clone(), "gen");
     let spec = deployments.get("web").await.unwrap().spec.unwrap();
     assert_eq!(spec.replicas, Some(2));
@@ -313,41 +354,112 @@ async fn generators_create_what_they_say() {
     assert_eq!(container.image.as_deref(), Some("registry.example/web:1"));
     assert_eq!(container.ports.as_ref().unwrap()[0].container_port, 8080);
 
-    run(&["expose", "deployment", "web", "-n", "gen", "--port=80", "--target-port=8080"]).await;
+    run(&[
+        "expose",
+        "deployment",
+        "web",
+        "-n",
+        "gen",
+        "--port=80",
+        "--target-port=8080",
+    ])
+    .await;
     let services = Api::<Service>::namespaced(c.clone(), "gen");
     let spec = services.get("web").await.unwrap().spec.unwrap();
     assert_eq!(spec.selector.unwrap()["app"], "web");
     let port = &spec.ports.unwrap()[0];
     assert_eq!(port.port, 80);
-    assert_eq!(serde_json::to_value(&port.target_port).unwrap(), json!(8080));
+    assert_eq!(
+        serde_json::to_value(&port.target_port).unwrap(),
+        json!(8080)
+    );
     assert!(spec.cluster_ip.is_some_and(|ip| !ip.is_empty()));
 
-    run(&["create", "service", "clusterip", "db", "-n", "gen", "--tcp=5432:5432"]).await;
+    run(&[
+        "create",
+        "service",
+        "clusterip",
+        "db",
+        "-n",
+        "gen",
+        "--tcp=5432:5432",
+    ])
+    .await;
     let spec = services.get("db").await.unwrap().spec.unwrap();
     assert_eq!(spec.ports.unwrap()[0].port, 5432);
 
-    run(&["run", "one", "-n", "gen", "--image=registry.example/one:1", "--restart=Never", "--labels=x=y"]).await;
-    let pod = Api::<Pod>::namespaced(c.clone(), "gen").get("one").await.unwrap();
+    run(&[
+        "run",
+        "one",
+        "-n",
+        "gen",
+        "--image=registry.example/one:1",
+        "--restart=Never",
+        "--labels=x=y",
+    ])
+    .await;
+    let pod = Api::<Pod>::namespaced(c.clone(), "gen")
+        .get("one")
+        .await
+        .unwrap();
     assert_eq!(pod.metadata.labels.unwrap()["x"], "y");
     assert_eq!(pod.spec.unwrap().restart_policy.as_deref(), Some("Never"));
 
-    run(&["create", "job", "once", "-n", "gen", "--image=registry.example/job:1"]).await;
-    let job = Api::<Job>::namespaced(c.clone(), "gen").get("once").await.unwrap();
+    run(&[
+        "create",
+        "job",
+        "once",
+        "-n",
+        "gen",
+        "--image=registry.example/job:1",
+    ])
+    .await;
+    let job = Api::<Job>::namespaced(c.clone(), "gen")
+        .get("once")
+        .await
+        .unwrap();
     assert_eq!(
-        job.spec.unwrap().template.spec.unwrap().containers[0].image.as_deref(),
+        job.spec.unwrap().template.spec.unwrap().containers[0]
+            .image
+            .as_deref(),
         Some("registry.example/job:1")
     );
 
     run(&["scale", "deployment", "web", "-n", "gen", "--replicas=3"]).await;
-    assert_eq!(deployments.get("web").await.unwrap().spec.unwrap().replicas, Some(3));
-    run(&["rollout", "status", "deployment/web", "-n", "gen", "--timeout=30s"]).await;
-    run(&["wait", "--for=condition=Available", "deployment/web", "-n", "gen", "--timeout=30s"]).await;
+    assert_eq!(
+        deployments.get("web").await.unwrap().spec.unwrap().replicas,
+        Some(3)
+    );
+    run(&[
+        "rollout",
+        "status",
+        "deployment/web",
+        "-n",
+        "gen",
+        "--timeout=30s",
+    ])
+    .await;
+    run(&[
+        "wait",
+        "--for=condition=Available",
+        "deployment/web",
+        "-n",
+        "gen",
+        "--timeout=30s",
+    ])
+    .await;
 
     let out = run(&["auth", "can-i", "create", "pods", "-n", "gen"]).await;
     assert_eq!(out.trim(), "yes");
 
     run(&["delete", "configmap", "cfg", "-n", "gen"]).await;
-    assert!(Api::<ConfigMap>::namespaced(c.clone(), "gen").get_opt("cfg").await.unwrap().is_none());
+    assert!(
+        Api::<ConfigMap>::namespaced(c.clone(), "gen")
+            .get_opt("cfg")
+            .await
+            .unwrap()
+            .is_none()
+    );
     kubelet.abort();
     plane.server.shutdown().await;
 }

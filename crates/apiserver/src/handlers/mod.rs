@@ -232,7 +232,12 @@ async fn protobuf_response(response: Response, json_ok: bool) -> Response {
         .headers()
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes() == b"application/json");
-    if !is_json || response.extensions().get::<crate::watch::Streamed>().is_some() {
+    if !is_json
+        || response
+            .extensions()
+            .get::<crate::watch::Streamed>()
+            .is_some()
+    {
         return response;
     }
     let (mut parts, body) = response.into_parts();
@@ -254,8 +259,10 @@ async fn protobuf_response(response: Response, json_ok: bool) -> Response {
         }
         Some(Err(e)) => {
             tracing::warn!(error = %e, "a response could not be encoded as protobuf");
-            ApiError::internal(format!("the response could not be encoded as protobuf: {e}"))
-                .into_response()
+            ApiError::internal(format!(
+                "the response could not be encoded as protobuf: {e}"
+            ))
+            .into_response()
         }
         None if json_ok => Response::from_parts(parts, axum::body::Body::from(bytes)),
         None => not_acceptable().into_response(),

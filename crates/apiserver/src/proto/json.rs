@@ -53,7 +53,8 @@ const INT_OR_STRING: &str = "apimachinery.pkg.util.intstr.IntOrString";
 const QUANTITY: &str = "apimachinery.pkg.api.resource.Quantity";
 const SCHEMA: &str = "apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps";
 const SCHEMA_JSON: &str = "apiextensions_apiserver.pkg.apis.apiextensions.v1.JSON";
-const SCHEMA_OR_BOOL: &str = "apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrBool";
+const SCHEMA_OR_BOOL: &str =
+    "apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrBool";
 const SCHEMA_OR_ARRAY: &str =
     "apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrArray";
 const SCHEMA_OR_STRINGS: &str =
@@ -76,9 +77,11 @@ const INLINE: &[&str] = &[
 ];
 
 fn is_inline(desc: &MessageDescriptor, field: &str) -> bool {
-    INLINE
-        .iter()
-        .any(|f| f.strip_prefix(desc.full_name()).and_then(|r| r.strip_prefix('.')) == Some(field))
+    INLINE.iter().any(|f| {
+        f.strip_prefix(desc.full_name())
+            .and_then(|r| r.strip_prefix('.'))
+            == Some(field)
+    })
 }
 
 /// A field's JSON key: its name, except in CRD schemas.
@@ -142,7 +145,11 @@ fn message_json(msg: &dyn MessageDyn) -> Result<Option<Value>, Error> {
         )),
         INT_OR_STRING => {
             if field("type").and_then(|v| v.to_i64()).unwrap_or(0) == 1 {
-                Value::String(field("strVal").and_then(|v| v.to_str().map(String::from)).unwrap_or_default())
+                Value::String(
+                    field("strVal")
+                        .and_then(|v| v.to_str().map(String::from))
+                        .unwrap_or_default(),
+                )
             } else {
                 Value::from(field("intVal").and_then(|v| v.to_i32()).unwrap_or(0))
             }
@@ -168,7 +175,11 @@ fn message_json(msg: &dyn MessageDyn) -> Result<Option<Value>, Error> {
             }
         },
         FIELDS_V1 | RAW_EXTENSION | SCHEMA_JSON => {
-            let name = if desc.full_name() == FIELDS_V1 { "Raw" } else { "raw" };
+            let name = if desc.full_name() == FIELDS_V1 {
+                "Raw"
+            } else {
+                "raw"
+            };
             let Some(raw) = field(name).and_then(|v| v.to_bytes().map(<[u8]>::to_vec)) else {
                 return Ok(None);
             };
@@ -351,7 +362,11 @@ pub fn from_json(desc: &MessageDescriptor, v: &Value) -> Result<Box<dyn MessageD
                     .parse()
                     .map_err(|e| Error::new(format!("invalid time {s:?}: {e}")))?;
                 set(&mut *msg, "seconds", ReflectValueBox::I64(ts.as_second()));
-                set(&mut *msg, "nanos", ReflectValueBox::I32(ts.subsec_nanosecond()));
+                set(
+                    &mut *msg,
+                    "nanos",
+                    ReflectValueBox::I32(ts.subsec_nanosecond()),
+                );
             }
         }
         DURATION => {
@@ -382,9 +397,17 @@ pub fn from_json(desc: &MessageDescriptor, v: &Value) -> Result<Box<dyn MessageD
             };
             set(&mut *msg, "string", ReflectValueBox::String(s));
         }
-        FIELDS_V1 => set(&mut *msg, "Raw", ReflectValueBox::Bytes(v.to_string().into_bytes())),
+        FIELDS_V1 => set(
+            &mut *msg,
+            "Raw",
+            ReflectValueBox::Bytes(v.to_string().into_bytes()),
+        ),
         RAW_EXTENSION | SCHEMA_JSON => {
-            set(&mut *msg, "raw", ReflectValueBox::Bytes(v.to_string().into_bytes()));
+            set(
+                &mut *msg,
+                "raw",
+                ReflectValueBox::Bytes(v.to_string().into_bytes()),
+            );
         }
         SCHEMA_OR_BOOL | SCHEMA_OR_ARRAY | SCHEMA_OR_STRINGS => match v {
             Value::Bool(b) => set(&mut *msg, "allows", ReflectValueBox::Bool(*b)),
@@ -477,7 +500,10 @@ pub fn from_json(desc: &MessageDescriptor, v: &Value) -> Result<Box<dyn MessageD
                         })?;
                         let mut map = f.mut_map(&mut *msg);
                         for (k, item) in entries {
-                            map.insert(value_box(&kt, &Value::String(k.clone()))?, value_box(&vt, item)?);
+                            map.insert(
+                                value_box(&kt, &Value::String(k.clone()))?,
+                                value_box(&vt, item)?,
+                            );
                         }
                     }
                 }

@@ -64,7 +64,9 @@ fn message(full_name: &str) -> Result<MessageDescriptor, Error> {
 fn package(group: &str, version: &str) -> String {
     match group {
         "" => format!("api.core.{version}"),
-        "apiextensions.k8s.io" => format!("apiextensions_apiserver.pkg.apis.apiextensions.{version}"),
+        "apiextensions.k8s.io" => {
+            format!("apiextensions_apiserver.pkg.apis.apiextensions.{version}")
+        }
         "meta.k8s.io" => format!("apimachinery.pkg.apis.meta.{version}"),
         g => format!("api.{}.{version}", g.split('.').next().unwrap_or(g)),
     }
@@ -92,9 +94,10 @@ pub fn supports(api_version: &str, kind: &str) -> bool {
 /// `fallback` names the kind when the envelope leaves its type empty.
 pub fn decode(bytes: &[u8], fallback: Option<(&str, &str)>) -> Result<Value, Error> {
     let unknown = envelope(bytes)?;
-    let (mut api_version, mut kind) =
-        with_message(&*unknown, "typeMeta", |t| (get_str(t, "apiVersion"), get_str(t, "kind")))
-            .unwrap_or_default();
+    let (mut api_version, mut kind) = with_message(&*unknown, "typeMeta", |t| {
+        (get_str(t, "apiVersion"), get_str(t, "kind"))
+    })
+    .unwrap_or_default();
     if kind.is_empty()
         && let Some((v, k)) = fallback
     {
@@ -112,8 +115,11 @@ pub fn decode(bytes: &[u8], fallback: Option<(&str, &str)>) -> Result<Value, Err
             "content type {content_type:?} is not supported inside a protobuf envelope"
         )));
     }
-    let desc = descriptor(&api_version, &kind)
-        .ok_or_else(|| Error::new(format!("no protobuf message for {api_version}, Kind={kind}")))?;
+    let desc = descriptor(&api_version, &kind).ok_or_else(|| {
+        Error::new(format!(
+            "no protobuf message for {api_version}, Kind={kind}"
+        ))
+    })?;
     let message = desc
         .parse_from_bytes(&get_bytes(&*unknown, "raw"))
         .map_err(|e| Error::new(format!("invalid {kind} message: {e}")))?;
@@ -195,10 +201,22 @@ fn encode_as(
 ) -> Result<Vec<u8>, Error> {
     let object = json::from_json(desc, obj)?;
     let mut type_meta = message(TYPE_META)?.new_instance();
-    set(&mut *type_meta, "apiVersion", ReflectValueBox::String(api_version.into()))?;
-    set(&mut *type_meta, "kind", ReflectValueBox::String(kind.into()))?;
+    set(
+        &mut *type_meta,
+        "apiVersion",
+        ReflectValueBox::String(api_version.into()),
+    )?;
+    set(
+        &mut *type_meta,
+        "kind",
+        ReflectValueBox::String(kind.into()),
+    )?;
     let mut unknown = message(UNKNOWN)?.new_instance();
-    set(&mut *unknown, "typeMeta", ReflectValueBox::Message(type_meta))?;
+    set(
+        &mut *unknown,
+        "typeMeta",
+        ReflectValueBox::Message(type_meta),
+    )?;
     let raw = object.write_to_bytes_dyn().map_err(Error::wire)?;
     set(&mut *unknown, "raw", ReflectValueBox::Bytes(raw))?;
     let mut out = MAGIC.to_vec();
@@ -208,7 +226,10 @@ fn encode_as(
 
 /// One frame of a protobuf watch stream from one JSON watch event (`{"type","object"}`).
 pub fn watch_frame(event: &Value) -> Result<Vec<u8>, Error> {
-    let etype = event.get("type").and_then(Value::as_str).unwrap_or_default();
+    let etype = event
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let object = event.get("object").unwrap_or(&Value::Null);
     // An object whose kind has no protobuf form is carried as JSON inside the frame.
     let raw = match encode(object) {
@@ -314,7 +335,9 @@ mod tests {
                 "terminationGracePeriodSeconds": 0},
             "status": {"phase": "Running", "podIP": "10.0.0.1"}
         });
-        let wire = encode(&pod).expect("Pod has a protobuf form").expect("encodes");
+        let wire = encode(&pod)
+            .expect("Pod has a protobuf form")
+            .expect("encodes");
         assert_eq!(&wire[..4], b"k8s\0");
         assert_eq!(decode(&wire, None).expect("decodes"), pod);
     }
@@ -357,7 +380,9 @@ mod tests {
 
     #[test]
     fn custom_kinds_have_no_protobuf_form_and_bad_bodies_are_errors() {
-        assert!(encode(&json!({"apiVersion": "steward.dev/v1alpha1", "kind": "EtcdCluster"})).is_none());
+        assert!(
+            encode(&json!({"apiVersion": "steward.dev/v1alpha1", "kind": "EtcdCluster"})).is_none()
+        );
         assert!(decode(b"{\"kind\":\"Pod\"}", None).is_err());
         assert!(decode(b"k8s\0\xff\xff", None).is_err());
         // Status is a meta kind any group version carries.
@@ -368,7 +393,9 @@ mod tests {
     fn negotiation_follows_preference_and_skips_conversions() {
         assert_eq!(negotiate(None), Negotiated::Json);
         assert_eq!(
-            negotiate(Some("application/vnd.kubernetes.protobuf, application/json")),
+            negotiate(Some(
+                "application/vnd.kubernetes.protobuf, application/json"
+            )),
             Negotiated::Protobuf { json_ok: true }
         );
         assert_eq!(
@@ -376,15 +403,21 @@ mod tests {
             Negotiated::Protobuf { json_ok: false }
         );
         assert_eq!(
-            negotiate(Some("application/json;q=0.9, application/vnd.kubernetes.protobuf")),
+            negotiate(Some(
+                "application/json;q=0.9, application/vnd.kubernetes.protobuf"
+            )),
             Negotiated::Protobuf { json_ok: true }
         );
         assert_eq!(
-            negotiate(Some("application/json, application/vnd.kubernetes.protobuf")),
+            negotiate(Some(
+                "application/json, application/vnd.kubernetes.protobuf"
+            )),
             Negotiated::Json
         );
         assert_eq!(
-            negotiate(Some("application/json;as=Table;v=v1;g=meta.k8s.io,application/json")),
+            negotiate(Some(
+                "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+            )),
             Negotiated::Json
         );
     }

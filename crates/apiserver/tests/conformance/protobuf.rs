@@ -43,7 +43,11 @@ fn open<M: Message + Default>(bytes: &[u8]) -> (String, String, M) {
     let unknown = Unknown::decode(&bytes[4..]).unwrap();
     let tm = unknown.type_meta.unwrap_or_default();
     let msg = M::decode(unknown.raw.unwrap_or_default().as_slice()).unwrap();
-    (tm.api_version.unwrap_or_default(), tm.kind.unwrap_or_default(), msg)
+    (
+        tm.api_version.unwrap_or_default(),
+        tm.kind.unwrap_or_default(),
+        msg,
+    )
 }
 
 async fn send(
@@ -92,7 +96,12 @@ async fn create<M: Message + Default>(
         envelope(api_version, kind, msg),
     )
     .await;
-    assert_eq!(resp.status(), 201, "{path}: {}", String::from_utf8_lossy(&body));
+    assert_eq!(
+        resp.status(),
+        201,
+        "{path}: {}",
+        String::from_utf8_lossy(&body)
+    );
     assert_eq!(content_type(&resp), PROTOBUF);
     let (v, k, created) = open::<M>(&body);
     assert_eq!((v.as_str(), k.as_str()), (api_version, kind));
@@ -184,14 +193,23 @@ async fn built_in_kinds_are_created_and_read_in_protobuf() {
     let path = format!("/api/v1/namespaces/{ns}/services");
     let created = create(&env, &path, "v1", "Service", &svc).await;
     let spec = created.spec.unwrap_or_default();
-    assert!(spec.cluster_ip.is_some_and(|ip| !ip.is_empty()), "a cluster IP is allocated");
+    assert!(
+        spec.cluster_ip.is_some_and(|ip| !ip.is_empty()),
+        "a cluster IP is allocated"
+    );
     assert_eq!(spec.ports[0].protocol.as_deref(), Some("TCP"));
     assert_eq!(spec.ports[0].target_port, int_or_string(json!(8080)));
     assert_eq!(spec.ports[1].target_port, int_or_string(json!("web")));
     let json_svc: Service = env.api::<Service>().get("pb-svc").await.unwrap();
     let ports = json_svc.spec.unwrap().ports.unwrap();
-    assert_eq!(serde_json::to_value(&ports[0].target_port).unwrap(), json!(8080));
-    assert_eq!(serde_json::to_value(&ports[1].target_port).unwrap(), json!("web"));
+    assert_eq!(
+        serde_json::to_value(&ports[0].target_port).unwrap(),
+        json!(8080)
+    );
+    assert_eq!(
+        serde_json::to_value(&ports[1].target_port).unwrap(),
+        json!("web")
+    );
 
     // Deployment: a nested template, a pointer integer that is zero, an inlined probe handler.
     let deploy = apps::Deployment {
@@ -239,7 +257,10 @@ async fn built_in_kinds_are_created_and_read_in_protobuf() {
     let container = &spec.template.spec.unwrap().containers[0];
     assert_eq!(container.args.as_deref(), Some(&["--flag".to_string()][..]));
     let probe = container.readiness_probe.as_ref().unwrap();
-    assert_eq!(probe.http_get.as_ref().unwrap().path.as_deref(), Some("/ready"));
+    assert_eq!(
+        probe.http_get.as_ref().unwrap().path.as_deref(),
+        Some("/ready")
+    );
     assert_eq!(probe.period_seconds, Some(5));
 
     // Lease: MicroTime keeps its microseconds.
@@ -281,7 +302,10 @@ async fn built_in_kinds_are_created_and_read_in_protobuf() {
         &env,
         "GET",
         &format!("/api/v1/namespaces/{ns}/configmaps?labelSelector=app%3Dpb-cm"),
-        &[("Accept", "application/vnd.kubernetes.protobuf, application/json")],
+        &[(
+            "Accept",
+            "application/vnd.kubernetes.protobuf, application/json",
+        )],
         Vec::new(),
     )
     .await;
@@ -289,7 +313,11 @@ async fn built_in_kinds_are_created_and_read_in_protobuf() {
     let (_, kind, list) = open::<core::ConfigMapList>(&body);
     assert_eq!(kind, "ConfigMapList");
     assert_eq!(list.items.len(), 1);
-    assert!(list.metadata.and_then(|m| m.resource_version).is_some_and(|v| !v.is_empty()));
+    assert!(
+        list.metadata
+            .and_then(|m| m.resource_version)
+            .is_some_and(|v| !v.is_empty())
+    );
 
     // PUT and DELETE with protobuf bodies (DeleteOptions is a meta kind).
     let mut update = got.clone();
@@ -315,12 +343,32 @@ async fn built_in_kinds_are_created_and_read_in_protobuf() {
     };
     let path = format!("/api/v1/namespaces/{ns}/configmaps/pb-cm");
     let headers = [("Content-Type", PROTOBUF), ("Accept", PROTOBUF)];
-    let (resp, _) = send(&env, "DELETE", &path, &headers, envelope("v1", "DeleteOptions", &options("not-the-uid"))).await;
+    let (resp, _) = send(
+        &env,
+        "DELETE",
+        &path,
+        &headers,
+        envelope("v1", "DeleteOptions", &options("not-the-uid")),
+    )
+    .await;
     assert_eq!(resp.status(), 409);
     let uid = md.uid.clone().unwrap_or_default();
-    let (resp, body) = send(&env, "DELETE", &path, &headers, envelope("v1", "DeleteOptions", &options(&uid))).await;
+    let (resp, body) = send(
+        &env,
+        "DELETE",
+        &path,
+        &headers,
+        envelope("v1", "DeleteOptions", &options(&uid)),
+    )
+    .await;
     assert_eq!(resp.status(), 200, "{}", String::from_utf8_lossy(&body));
-    assert!(env.api::<ConfigMap>().get_opt("pb-cm").await.unwrap().is_none());
+    assert!(
+        env.api::<ConfigMap>()
+            .get_opt("pb-cm")
+            .await
+            .unwrap()
+            .is_none()
+    );
     env.finish().await;
 }
 
@@ -341,7 +389,10 @@ async fn errors_come_back_as_protobuf_status() {
     assert_eq!((api_version.as_str(), kind.as_str()), ("v1", "Status"));
     assert_eq!(status.reason.as_deref(), Some("NotFound"));
     assert_eq!(status.code, Some(404));
-    assert_eq!(status.details.and_then(|d| d.name).as_deref(), Some("missing"));
+    assert_eq!(
+        status.details.and_then(|d| d.name).as_deref(),
+        Some("missing")
+    );
     env.finish().await;
 }
 
@@ -409,7 +460,10 @@ async fn custom_resources_refuse_protobuf() {
     let mut env = env("protobuf_custom").await;
     let ar = env.crd("pbwidgets", widget_versions(false, false)).await;
     env.dynamic(&ar)
-        .create(&Default::default(), &dynobj(&ar, "w", json!({"replicas": 1})))
+        .create(
+            &Default::default(),
+            &dynobj(&ar, "w", json!({"replicas": 1})),
+        )
         .await
         .unwrap();
     let base = format!(
@@ -431,16 +485,30 @@ async fn custom_resources_refuse_protobuf() {
     .await;
     // The embedded server answers 415 as for any body it cannot read; a real server may fail
     // while decoding instead (400). Never a write.
-    assert!(matches!(resp.status().as_u16(), 415 | 400), "{}", resp.status());
+    assert!(
+        matches!(resp.status().as_u16(), 415 | 400),
+        "{}",
+        resp.status()
+    );
     // Only protobuf accepted: 406. Protobuf preferred with JSON as a fallback: the embedded
     // server falls back to JSON; a real one may still answer 406 (kubernetes#86253).
-    let (resp, _) = send(&env, "GET", &format!("{base}/w"), &[("Accept", PROTOBUF)], Vec::new()).await;
+    let (resp, _) = send(
+        &env,
+        "GET",
+        &format!("{base}/w"),
+        &[("Accept", PROTOBUF)],
+        Vec::new(),
+    )
+    .await;
     assert_eq!(resp.status(), 406);
     let (resp, body) = send(
         &env,
         "GET",
         &format!("{base}/w"),
-        &[("Accept", "application/vnd.kubernetes.protobuf, application/json")],
+        &[(
+            "Accept",
+            "application/vnd.kubernetes.protobuf, application/json",
+        )],
         Vec::new(),
     )
     .await;
