@@ -522,3 +522,170 @@ async fn custom_resources_refuse_protobuf() {
     assert_eq!(obj.data["spec"]["replicas"], 1);
     env.finish().await;
 }
+
+/// Created as JSON, read as protobuf, written back as protobuf, listed as protobuf.
+async fn round_trip<K>(env: &Env, name: &str, body: serde_json::Value)
+where
+    K: k8s_pb::Metadata<Ty = meta::ObjectMeta> + Message + Default,
+{
+    let base = if K::GROUP.is_empty() {
+        format!("/api/v1/namespaces/{}/{}", env.ns, K::URL_PATH_SEGMENT)
+    } else {
+        format!(
+            "/apis/{}/namespaces/{}/{}",
+            K::API_VERSION,
+            env.ns,
+            K::URL_PATH_SEGMENT
+        )
+    };
+    let mut body = body;
+    body["apiVersion"] = json!(K::API_VERSION);
+    body["kind"] = json!(K::KIND);
+    body["metadata"] = json!({"name": name, "labels": {"pb": name}});
+    let created = raw(env, "POST", &base, "application/json", body)
+        .await
+        .unwrap_or_else(|e| panic!("{} {name}: {e}", K::KIND));
+    let path = format!("{base}/{name}");
+    let (resp, bytes) = send(env, "GET", &path, &[("Accept", PROTOBUF)], Vec::new()).await;
+    assert_eq!(resp.status(), 200, "{}", K::KIND);
+    let (api_version, kind, object) = open::<K>(&bytes);
+    assert_eq!(
+        (api_version.as_str(), kind.as_str()),
+        (K::API_VERSION, K::KIND)
+    );
+    let md = object.metadata().cloned().unwrap_or_default();
+    assert_eq!(
+        md.uid.as_deref(),
+        created["metadata"]["uid"].as_str(),
+        "{}",
+        K::KIND
+    );
+    assert_eq!(md.labels.get("pb").map(String::as_str), Some(name));
+    // Written back as read: accepted, and JSON readers see the same object.
+    let (resp, bytes) = send(
+        env,
+        "PUT",
+        &path,
+        &[("Content-Type", PROTOBUF), ("Accept", PROTOBUF)],
+        envelope(K::API_VERSION, K::KIND, &object),
+    )
+    .await;
+    assert_eq!(
+        resp.status(),
+        200,
+        "{} {}",
+        K::KIND,
+        String::from_utf8_lossy(&bytes)
+    );
+    let after = raw_text(env, &path).await.unwrap();
+    let after: serde_json::Value = serde_json::from_str(&after).unwrap();
+    assert_eq!(after["metadata"]["uid"], created["metadata"]["uid"]);
+    for field in [
+        "spec", "data", "rules", "subjects", "roleRef", "subsets", "reason", "secrets",
+    ] {
+        if let Some(before) = created.get(field) {
+            assert!(
+                json_contains(&after[field], before),
+                "{} {field}: {before} became {}",
+                K::KIND,
+                after[field]
+            );
+        }
+    }
+    let (resp, bytes) = send(
+        env,
+        "GET",
+        &format!("{base}?labelSelector=pb%3D{name}"),
+        &[("Accept", PROTOBUF)],
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(resp.status(), 200);
+    let unknown = Unknown::decode(&bytes[4..]).unwrap();
+    let kind = unknown.type_meta.and_then(|t| t.kind).unwrap_or_default();
+    assert_eq!(kind, format!("{}List", K::KIND));
+}
+
+/// Every field of `want` is in `got` with the same value (protobuf may add zero values).
+fn json_contains(got: &serde_json::Value, want: &serde_json::Value) -> bool {
+    match (got, want) {
+        (serde_json::Value::Object(g), serde_json::Value::Object(w)) => w
+            .iter()
+            .all(|(k, v)| g.get(k).is_some_and(|gv| json_contains(gv, v))),
+        (serde_json::Value::Array(g), serde_json::Value::Array(w)) => {
+            g.len() == w.len() && g.iter().zip(w).all(|(a, b)| json_contains(a, b))
+        }
+        (g, w) => g == w,
+    }
+}
+
+#[tokio::test]
+async fn every_kind_steward_uses_round_trips_through_protobuf() {
+    use k8s_pb::api::{batch::v1 as batch, policy::v1 as policy, rbac::v1 as rbac};
+    let env = env("protobuf_kinds").await;
+    let pod_spec = json!({"containers": [{"name": "c", "image": "registry.example/c:1",
+        "ports": [{"containerPort": 2379, "name": "client"}],
+        "env": [{"name": "P", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+        "readinessProbe": {"httpGet": {"path": "/health", "port": "client"}, "periodSeconds": 5},
+        "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "pb-claim"}}],
+        "terminationGracePeriodSeconds": 0});
+    let template = json!({"metadata": {"labels": {"app": "pb"}}, "spec": pod_spec});
+    round_trip::<core::Pod>(&env, "pb-pod", json!({"spec": pod_spec})).await;
+    round_trip::<core::PersistentVolumeClaim>(
+        &env,
+        "pb-claim",
+        json!({"spec": {
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}),
+    )
+    .await;
+    round_trip::<core::ServiceAccount>(&env, "pb-sa", json!({})).await;
+    round_trip::<core::Endpoints>(
+        &env,
+        "pb-ep",
+        json!({"subsets": [{
+        "addresses": [{"ip": "10.0.0.9"}], "ports": [{"port": 5432, "name": "pg"}]}]}),
+    )
+    .await;
+    round_trip::<apps::StatefulSet>(
+        &env,
+        "pb-sts",
+        json!({"spec": {"replicas": 0,
+        "serviceName": "pb", "selector": {"matchLabels": {"app": "pb"}}, "template": template,
+        "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}}),
+    )
+    .await;
+    round_trip::<policy::PodDisruptionBudget>(
+        &env,
+        "pb-pdb",
+        json!({"spec": {
+        "minAvailable": 2, "selector": {"matchLabels": {"app": "pb"}}}}),
+    )
+    .await;
+    round_trip::<rbac::Role>(
+        &env,
+        "pb-role",
+        json!({"rules": [{"apiGroups": [""],
+        "resources": ["pods"], "verbs": ["get", "list"]}]}),
+    )
+    .await;
+    round_trip::<rbac::RoleBinding>(
+        &env,
+        "pb-binding",
+        json!({
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pb-role"},
+        "subjects": [{"kind": "ServiceAccount", "name": "pb-sa", "namespace": env.ns}]}),
+    )
+    .await;
+    let mut job_template = template.clone();
+    job_template["spec"]["restartPolicy"] = json!("Never");
+    round_trip::<batch::Job>(
+        &env,
+        "pb-job",
+        json!({"spec": {"suspend": true,
+        "template": job_template}}),
+    )
+    .await;
+    env.finish().await;
+}
