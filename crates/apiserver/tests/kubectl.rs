@@ -272,6 +272,16 @@ async fn converged_workloads_cause_no_writes() {
     plane.server.shutdown().await;
 }
 
+async fn run_owned(plane: &support::Plane, args: &[&str]) {
+    let out = plane.kubectl(args).await;
+    assert!(
+        out.status.success(),
+        "kubectl {}: {}",
+        args.join(" "),
+        text(&out)
+    );
+}
+
 /// The everyday generators as people type them. kubectl 1.37 sends their bodies (and the
 /// scale, delete and review requests) as protobuf; each command's effect is read back as JSON.
 #[tokio::test]
@@ -451,6 +461,58 @@ async fn generators_create_what_they_say() {
 
     let out = run(&["auth", "can-i", "create", "pods", "-n", "gen"]).await;
     assert_eq!(out.trim(), "yes");
+
+    // edit (the editor rewrites the file kubectl hands it), server-side apply and diff.
+    let out = plane
+        .kubectl_env(
+            &["edit", "configmap", "cfg", "-n", "gen"],
+            &[("KUBE_EDITOR", r#"sed -i -e 's/a: "1"/a: "edited"/'"#)],
+        )
+        .await;
+    assert!(out.status.success(), "kubectl edit: {}", text(&out));
+    let cm = Api::<ConfigMap>::namespaced(c.clone(), "gen")
+        .get("cfg")
+        .await
+        .unwrap();
+    assert_eq!(cm.data.unwrap()["a"], "edited");
+    let manifest = plane.file(
+        "ssa.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\n  namespace: gen\ndata:\n  k: v1\n",
+    );
+    run_owned(&plane, &["apply", "--server-side", "-f", &manifest]).await;
+    let cm = Api::<ConfigMap>::namespaced(c.clone(), "gen")
+        .get("ssa")
+        .await
+        .unwrap();
+    assert_eq!(cm.data.unwrap()["k"], "v1");
+    assert!(
+        cm.metadata
+            .managed_fields
+            .unwrap_or_default()
+            .iter()
+            .any(|m| m.manager.as_deref() == Some("kubectl")
+                && m.operation.as_deref() == Some("Apply")),
+        "server-side apply records kubectl as an Apply manager"
+    );
+    // diff: exit 0 when nothing would change, 1 with the change shown when something would.
+    let out = plane
+        .kubectl(&["diff", "--server-side", "-f", &manifest])
+        .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let changed = plane.file(
+        "ssa2.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\n  namespace: gen\ndata:\n  k: v2\n",
+    );
+    let out = plane
+        .kubectl(&["diff", "--server-side", "-f", &changed])
+        .await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("+  k: v2"), "{}", text(&out));
+    let cm = Api::<ConfigMap>::namespaced(c.clone(), "gen")
+        .get("ssa")
+        .await
+        .unwrap();
+    assert_eq!(cm.data.unwrap()["k"], "v1", "diff changes nothing");
 
     run(&["delete", "configmap", "cfg", "-n", "gen"]).await;
     assert!(

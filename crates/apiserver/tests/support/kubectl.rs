@@ -70,8 +70,14 @@ pub async fn plane(crds: bool) -> Plane {
 
 impl Plane {
     pub async fn kubectl(&self, args: &[&str]) -> Output {
+        self.kubectl_env(args, &[]).await
+    }
+
+    /// kubectl with extra environment variables (`KUBE_EDITOR` for `kubectl edit`).
+    pub async fn kubectl_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         let bin = kubectl_bin();
         tokio::process::Command::new(&bin)
+            .envs(env.iter().copied())
             .arg("--kubeconfig")
             .arg(self.dir.0.join("kubeconfig"))
             // No cache shared between tests (each server is new, documents differ).
