@@ -1,6 +1,7 @@
 //! Built-in controllers run inside the server: the scheduler, the Endpoints/EndpointSlice
 //! controller, the Job controller, the CronJob controller, the pvc-protection controller, the ClusterRole
-//! aggregation controller, and the workload controllers of kube-controller-manager — Deployment, ReplicaSet, StatefulSet and
+//! aggregation controller, the serviceaccounts and root-ca-cert-publisher controllers (what every
+//! namespace holds), and the workload controllers of kube-controller-manager — Deployment, ReplicaSet, StatefulSet and
 //! disruption (PodDisruptionBudget status). They wake on every change (after a short debounce),
 //! every five seconds, and when a time-based action (a Job deadline or back-off, a CronJob
 //! schedule, a Pod becoming available after `minReadySeconds`, a Deployment's progress deadline,
@@ -18,6 +19,7 @@ pub mod deployment;
 pub mod disruption;
 pub mod endpoints;
 pub mod job;
+pub mod namespace_defaults;
 pub mod pvc_protection;
 pub mod replicaset;
 pub mod scheduler;
@@ -95,6 +97,7 @@ pub async fn run(server: Arc<Server>) {
         let job_due = job::reconcile(&mut state, now, &mut jobs);
         let cron_due = cronjob::reconcile(&mut state, now);
         pvc_protection::reconcile(&mut state);
+        namespace_defaults::reconcile(&mut state, &changes);
         let deploy_due = deployment::reconcile(&mut state, now);
         let rs_due = replicaset::reconcile(&mut state, now);
         statefulset::reconcile(&mut state, now);

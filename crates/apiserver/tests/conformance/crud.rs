@@ -328,3 +328,30 @@ async fn dry_run_writes_change_nothing() {
     assert_eq!(still.data.unwrap()["k"], "v");
     env.finish().await;
 }
+
+#[tokio::test]
+async fn every_namespace_holds_a_default_service_account_and_the_root_ca() {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let env = env("ns-defaults").await;
+    let accounts: Api<ServiceAccount> = env.api();
+    let maps: Api<ConfigMap> = env.api();
+    let present = || async {
+        accounts.get_opt("default").await.unwrap().is_some()
+            && maps
+                .get_opt("kube-root-ca.crt")
+                .await
+                .unwrap()
+                .is_some_and(|c| c.data.is_some_and(|d| d.contains_key("ca.crt")))
+    };
+    eventually("the default ServiceAccount and kube-root-ca.crt", present).await;
+    // Deleted, they come back.
+    accounts
+        .delete("default", &DeleteParams::default())
+        .await
+        .unwrap();
+    maps.delete("kube-root-ca.crt", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("both recreated", present).await;
+    env.finish().await;
+}
