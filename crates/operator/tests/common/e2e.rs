@@ -31,6 +31,8 @@ pub struct Plane {
     pub dir: tempfile::TempDir,
     embedded: Option<DevPlane>,
     real: Option<(steward_node::NodeHandle, OperatorHandle)>,
+    /// On a real cluster, the Node this test's agent registered (deleted at shutdown).
+    node_name: Option<String>,
     /// Operator flags of this test on top of the e2e ones, kept for `restart_operator`.
     extra_operator_flags: Vec<String>,
 }
@@ -112,8 +114,9 @@ impl Plane {
                 .await
                 .unwrap();
             create_namespace(&client, &namespace).await;
+            let node_name = format!("steward-e2e-{}", rand_suffix());
             let mut node = steward_node::NodeConfig::new(
-                format!("steward-e2e-{}", rand_suffix()),
+                node_name.clone(),
                 dir.path().join("node"),
                 shim(),
             );
@@ -126,6 +129,7 @@ impl Plane {
                 dir,
                 embedded: None,
                 real: Some((node, op)),
+                node_name: Some(node_name),
                 extra_operator_flags,
             };
         }
@@ -142,6 +146,7 @@ impl Plane {
             dir,
             embedded: Some(plane),
             real: None,
+            node_name: None,
             extra_operator_flags,
         }
     }
@@ -300,7 +305,30 @@ impl Plane {
             let _ = op.shutdown().await;
             let ns: Api<Namespace> = Api::all(self.client.clone());
             let _ = ns.delete(&self.namespace, &DeleteParams::default()).await;
+            // The agent stops this test's Pods while it still runs, so the namespace can finish
+            // deleting; what is left after a minute would stay Terminating on a Node that is
+            // about to go away, so it goes with grace 0.
+            let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while Instant::now() < deadline {
+                match pods.list(&ListParams::default()).await {
+                    Ok(list) if !list.items.is_empty() => {
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
+                    _ => break,
+                }
+            }
+            let now = DeleteParams {
+                grace_period_seconds: Some(0),
+                ..DeleteParams::default()
+            };
+            let _ = pods.delete_collection(&now, &ListParams::default()).await;
             node.shutdown().await;
+            // A NotReady Node left behind would collect the next tests' Pods.
+            if let Some(name) = self.node_name {
+                let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(self.client.clone());
+                let _ = nodes.delete(&name, &DeleteParams::default()).await;
+            }
         }
     }
 }
