@@ -141,7 +141,13 @@ async fn main() {
     // Let the controllers (endpoints, scheduler, namespace defaults) settle.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let mut stored = 0;
-    for plural in ["configmaps", "services", "pods", "serviceaccounts", "endpoints"] {
+    for plural in [
+        "configmaps",
+        "services",
+        "pods",
+        "serviceaccounts",
+        "endpoints",
+    ] {
         let req = http::Request::get(format!("/api/v1/{plural}?limit=1"))
             .body(Vec::new())
             .unwrap();
@@ -171,7 +177,8 @@ async fn main() {
     // 3. LIST.
     let mut samples = Vec::with_capacity(lists);
     for _ in 0..lists {
-        let api = Api::<ConfigMap>::namespaced(client.clone(), &format!("ns-{}", rng.below(namespaces)));
+        let api =
+            Api::<ConfigMap>::namespaced(client.clone(), &format!("ns-{}", rng.below(namespaces)));
         let t = Instant::now();
         api.list(&ListParams::default()).await.unwrap();
         samples.push(t.elapsed());
@@ -186,7 +193,10 @@ async fn main() {
             .unwrap();
         samples.push(t.elapsed());
     }
-    println!("LIST pods of all namespaces, label selector: {}", percentiles(samples));
+    println!(
+        "LIST pods of all namespaces, label selector: {}",
+        percentiles(samples)
+    );
 
     // 4. WATCH.
     let all: Api<ConfigMap> = Api::all(client.clone());
@@ -208,7 +218,9 @@ async fn main() {
         let api = Api::<ConfigMap>::namespaced(client.clone(), &format!("ns-{n}"));
         let name = format!("cm-{i}");
         let patch = Patch::Merge(json!({"data": {"w": w.to_string()}}));
-        api.patch(&name, &PatchParams::default(), &patch).await.unwrap();
+        api.patch(&name, &PatchParams::default(), &patch)
+            .await
+            .unwrap();
         let t = Instant::now();
         loop {
             match stream.next().await.expect("watch open").unwrap() {
@@ -222,16 +234,27 @@ async fn main() {
         }
         samples.push(t.elapsed());
     }
-    println!("WATCH event after the write's answer: {}", percentiles(samples));
+    println!(
+        "WATCH event after the write's answer: {}",
+        percentiles(samples)
+    );
     let mut samples = Vec::with_capacity(100);
     for _ in 0..100 {
-        let api = Api::<ConfigMap>::namespaced(client.clone(), &format!("ns-{}", rng.below(namespaces)));
+        let api =
+            Api::<ConfigMap>::namespaced(client.clone(), &format!("ns-{}", rng.below(namespaces)));
         let t = Instant::now();
-        let mut s = api.watch(&WatchParams::default().timeout(5), "0").await.unwrap().boxed();
+        let mut s = api
+            .watch(&WatchParams::default().timeout(5), "0")
+            .await
+            .unwrap()
+            .boxed();
         s.next().await.expect("an initial event").unwrap();
         samples.push(t.elapsed());
     }
-    println!("WATCH start to first initial event (one namespace): {}", percentiles(samples));
+    println!(
+        "WATCH start to first initial event (one namespace): {}",
+        percentiles(samples)
+    );
     println!("RSS at the end {:.0} MiB", rss_mib());
     server.shutdown().await;
 }

@@ -139,3 +139,69 @@ mod tests {
         assert_eq!(validate(NameRule::Subdomain, &json!({})).len(), 1);
     }
 }
+
+/// A `metadata` field whose JSON type the Go type cannot hold: (field, JSON type, Go type). Go's
+/// decoder refuses such a body before anything else looks at it; YAML 1.1 bodies meet this
+/// often (`name: y` is a boolean).
+pub fn wrong_type(obj: &Value) -> Option<(String, &'static str, &'static str)> {
+    fn json_type(v: &Value) -> &'static str {
+        match v {
+            Value::Null => "null",
+            Value::Bool(_) => "bool",
+            Value::Number(_) => "number",
+            Value::String(_) => "string",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+        }
+    }
+    let md = obj.get("metadata")?.as_object()?;
+    for field in [
+        "name",
+        "generateName",
+        "namespace",
+        "resourceVersion",
+        "uid",
+    ] {
+        if let Some(v) = md.get(field).filter(|v| !v.is_null() && !v.is_string()) {
+            return Some((field.to_string(), json_type(v), "string"));
+        }
+    }
+    for field in ["labels", "annotations"] {
+        match md.get(field) {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(map)) => {
+                if let Some((key, v)) = map.iter().find(|(_, v)| !v.is_string()) {
+                    return Some((format!("{field}.{key}"), json_type(v), "string"));
+                }
+            }
+            Some(v) => return Some((field.to_string(), json_type(v), "map[string]string")),
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod type_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn metadata_of_the_wrong_json_type_is_found() {
+        assert_eq!(
+            wrong_type(&json!({"metadata": {"name": "a", "labels": {"x": "y"}}})),
+            None
+        );
+        assert_eq!(
+            wrong_type(&json!({"metadata": {"name": true}})),
+            Some(("name".into(), "bool", "string"))
+        );
+        assert_eq!(
+            wrong_type(&json!({"metadata": {"name": "a", "labels": {"on": true}}})),
+            Some(("labels.on".into(), "bool", "string"))
+        );
+        assert_eq!(
+            wrong_type(&json!({"metadata": {"annotations": ["a"]}})),
+            Some(("annotations".into(), "array", "map[string]string"))
+        );
+    }
+}

@@ -152,6 +152,18 @@ fn server_side_apply(req: &Request, t: &Target, sub: &str, mut body: Value) -> A
             )));
         }
     }
+    if let Some((field, _, _)) = crate::objmeta::wrong_type(&body) {
+        let value = match body["metadata"].pointer(&format!("/{}", field.replace('.', "/"))) {
+            Some(Value::String(s)) => s.clone(),
+            Some(v) => v.to_string(),
+            None => String::new(),
+        };
+        return Err(ApiError::internal(format!(
+            "failed to create typed patch object ({}, Kind={}): .metadata.{field}: expected string, got &value.valueUnstructured{{Value:{value}}}",
+            t.def.api_version(),
+            t.def.kind
+        )));
+    }
     check_type(&t.def, &body)?;
     match meta::name(&body) {
         Some(n) if n == t.name() => {}

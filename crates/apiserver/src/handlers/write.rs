@@ -22,6 +22,7 @@ pub fn create(req: &Request, t: &Target) -> ApiResult<Response> {
         ));
     }
     let mut body = req.json_body()?;
+    refuse_wrong_types(&t.def, &body)?;
     let warnings = check_fields(req, &t.def, &mut body, BodyKind::Object)?;
     let manager = req.manager();
     let mut state = req.server.lock();
@@ -31,6 +32,22 @@ pub fn create(req: &Request, t: &Target) -> ApiResult<Response> {
         json_response(StatusCode::CREATED, &obj),
         &warnings,
     ))
+}
+
+/// A create or update body whose metadata Go's JSON decoder could not read: `400`, worded as
+/// upstream's decoder error.
+pub fn refuse_wrong_types(def: &crate::registry::ResourceDef, body: &Value) -> ApiResult<()> {
+    match crate::objmeta::wrong_type(body) {
+        None => Ok(()),
+        Some((field, got, want)) => {
+            let key = field.split('.').next().unwrap_or_default();
+            Err(ApiError::bad_request(format!(
+                "{kind} in version \"{version}\" cannot be handled as a {kind}: json: cannot unmarshal {got} into Go struct field ObjectMeta.metadata.{key} of type {want}",
+                kind = def.kind,
+                version = def.version,
+            )))
+        }
+    }
 }
 
 /// Checks a full-object body against the URL and returns the stored object it replaces.
@@ -74,6 +91,7 @@ pub fn prepare_replace(
 pub fn replace(req: &Request, t: &Target, sub: &str) -> ApiResult<Response> {
     let dry = req.dry_run()?;
     let mut body = req.json_body()?;
+    refuse_wrong_types(&t.def, &body)?;
     let warnings = check_fields(req, &t.def, &mut body, BodyKind::Object)?;
     let manager = req.manager();
     let mut state = req.server.lock();

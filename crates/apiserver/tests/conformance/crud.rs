@@ -355,3 +355,32 @@ async fn every_namespace_holds_a_default_service_account_and_the_root_ca() {
     eventually("both recreated", present).await;
     env.finish().await;
 }
+
+#[tokio::test]
+async fn metadata_of_the_wrong_type_is_a_bad_request() {
+    let env = env("meta-types").await;
+    let path = format!("/api/v1/namespaces/{}/configmaps", env.ns);
+    for (body, field) in [
+        (
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": true}}),
+            "name",
+        ),
+        (
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "m", "labels": {"on": true}}}),
+            "labels",
+        ),
+    ] {
+        let status =
+            api_err(crate::support::raw(&env, "POST", &path, "application/json", body).await);
+        assert_eq!(status.code, 400, "{status:?}");
+        assert!(
+            status.message.contains(&format!(
+                "json: cannot unmarshal bool into Go struct field ObjectMeta.metadata.{field} of type string"
+            )),
+            "{}",
+            status.message
+        );
+    }
+    env.finish().await;
+}

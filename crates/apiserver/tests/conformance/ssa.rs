@@ -260,11 +260,35 @@ async fn reapplying_a_service_with_defaulted_fields_is_a_noop() {
 #[tokio::test]
 async fn apply_accepts_yaml_bodies() {
     let env = env("ssa-yaml").await;
+    // YAML 1.1, as the real server reads it: `name: y` is a boolean, which no string field
+    // holds (the server answers 500, as upstream's typed-patch conversion does).
     let path = format!(
         "/api/v1/namespaces/{}/configmaps/y?fieldManager=yaml-user",
         env.ns
     );
     let body = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: y\ndata:\n  key: from-yaml\n";
+    let req = http::Request::patch(path)
+        .header("Content-Type", "application/apply-patch+yaml")
+        .body(body.as_bytes().to_vec())
+        .unwrap();
+    let err = env.client.request::<ConfigMap>(req).await.unwrap_err();
+    match err {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 500, "{s:?}");
+            assert!(
+                s.message.contains(".metadata.name: expected string"),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("expected a 500, got {other:?}"),
+    }
+    let path = format!(
+        "/api/v1/namespaces/{}/configmaps/yaml-cm?fieldManager=yaml-user",
+        env.ns
+    );
+    let body =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: yaml-cm\ndata:\n  key: from-yaml\n";
     let req = http::Request::patch(path)
         .header("Content-Type", "application/apply-patch+yaml")
         .body(body.as_bytes().to_vec())

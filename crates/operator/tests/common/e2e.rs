@@ -115,11 +115,8 @@ impl Plane {
                 .unwrap();
             create_namespace(&client, &namespace).await;
             let node_name = format!("steward-e2e-{}", rand_suffix());
-            let mut node = steward_node::NodeConfig::new(
-                node_name.clone(),
-                dir.path().join("node"),
-                shim(),
-            );
+            let mut node =
+                steward_node::NodeConfig::new(node_name.clone(), dir.path().join("node"), shim());
             node.restart_backoff_base = Duration::from_secs(1);
             let node = steward_node::start(client.clone(), node).await.unwrap();
             let op = start_operator(&client, Some(&namespace), &extra_operator_flags).await;
