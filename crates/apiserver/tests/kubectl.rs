@@ -459,6 +459,93 @@ async fn generators_create_what_they_say() {
     ])
     .await;
 
+    // RBAC, accounts, tokens, budgets and schedules from their generators.
+    run(&["create", "serviceaccount", "robot", "-n", "gen"]).await;
+    run(&[
+        "create",
+        "role",
+        "reader",
+        "-n",
+        "gen",
+        "--verb=get,list",
+        "--resource=pods",
+    ])
+    .await;
+    run(&[
+        "create",
+        "rolebinding",
+        "robot-reads",
+        "-n",
+        "gen",
+        "--role=reader",
+        "--serviceaccount=gen:robot",
+    ])
+    .await;
+    let out = run(&[
+        "auth",
+        "can-i",
+        "list",
+        "pods",
+        "-n",
+        "gen",
+        "--as=system:serviceaccount:gen:robot",
+    ])
+    .await;
+    assert_eq!(out.trim(), "yes");
+    // The impersonated account's own rights, not the caller's: it may not delete.
+    let out = plane
+        .kubectl(&[
+            "auth",
+            "can-i",
+            "delete",
+            "pods",
+            "-n",
+            "gen",
+            "--as=system:serviceaccount:gen:robot",
+        ])
+        .await;
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "no",
+        "{}",
+        text(&out)
+    );
+    let out = run(&["create", "token", "robot", "-n", "gen", "--duration=10m"]).await;
+    assert!(out.trim().len() > 20, "a token: {out}");
+    run(&[
+        "create",
+        "poddisruptionbudget",
+        "web",
+        "-n",
+        "gen",
+        "--selector=app=web",
+        "--min-available=1",
+    ])
+    .await;
+    let pdb = Api::<PodDisruptionBudget>::namespaced(c.clone(), "gen")
+        .get("web")
+        .await
+        .unwrap();
+    assert_eq!(
+        serde_json::to_value(pdb.spec.unwrap().min_available).unwrap(),
+        json!(1)
+    );
+    run(&[
+        "create",
+        "cronjob",
+        "nightly",
+        "-n",
+        "gen",
+        "--image=registry.example/job:1",
+        "--schedule=0 3 * * *",
+    ])
+    .await;
+    let cron = Api::<k8s_openapi::api::batch::v1::CronJob>::namespaced(c.clone(), "gen")
+        .get("nightly")
+        .await
+        .unwrap();
+    assert_eq!(cron.spec.unwrap().schedule, "0 3 * * *");
+
     let out = run(&["auth", "can-i", "create", "pods", "-n", "gen"]).await;
     assert_eq!(out.trim(), "yes");
 

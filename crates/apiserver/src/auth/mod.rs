@@ -7,6 +7,8 @@
 //!   orphaned token is `401 Unauthorized`.
 //! * Authorization (`index`, `rules`): `system:masters` bypasses it; everyone else needs an RBAC
 //!   grant. Request attributes are derived from the URL as upstream does (`attributes`).
+//! * Impersonation (`impersonation`): `Impersonate-*` headers, each authorized with the
+//!   `impersonate` verb, make the request run as another user.
 //! * Escalation prevention on RBAC writes (`escalation`), the bootstrap ClusterRoles
 //!   (`bootstrap`), and the review and TokenRequest endpoints (`reviews`).
 //!
@@ -15,6 +17,7 @@
 pub mod attributes;
 pub mod bootstrap;
 pub mod escalation;
+pub mod impersonation;
 pub mod index;
 pub mod reviews;
 pub mod rules;

@@ -286,7 +286,8 @@ fn admit_user(
 ) -> ApiResult<User> {
     let attrs = Attributes::from_request(&parts.method, parts.uri.path(), query);
     let mut state = server.lock();
-    let user = auth::authenticate(&state, &parts.headers)?;
+    let requester = auth::authenticate(&state, &parts.headers)?;
+    let user = auth::impersonation::impersonate(&mut state, requester, &parts.headers)?;
     match auth::authorize(&mut state, &user, &attrs) {
         Decision::Allow(_) => Ok(user),
         Decision::Deny => {

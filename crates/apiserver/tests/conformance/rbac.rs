@@ -404,3 +404,83 @@ async fn token_requests_are_validated_and_anonymous_requests_mostly_denied() {
     }
     env.finish().await;
 }
+
+/// A client with the test's admin credentials that impersonates `user` (and `groups`).
+fn impersonating(env: &Env, user: &str, groups: &[&str]) -> Client {
+    let mut cfg = env.config.clone();
+    cfg.auth_info.impersonate = Some(user.to_string());
+    if !groups.is_empty() {
+        cfg.auth_info.impersonate_groups = Some(groups.iter().map(|g| g.to_string()).collect());
+    }
+    Client::try_from(cfg).unwrap()
+}
+
+#[tokio::test]
+async fn impersonation_runs_the_request_as_someone_else_when_allowed() {
+    let env = env("rbac-impersonate").await;
+    let robot = user(&env, "robot");
+    env.service_account_token("robot").await;
+    // Admin impersonates the ServiceAccount, which may do nothing yet.
+    let as_robot: Api<Pod> = Api::namespaced(impersonating(&env, &robot, &[]), &env.ns);
+    let denied = api_err(as_robot.list(&ListParams::default()).await);
+    assert_eq!(denied.code, 403);
+    assert!(
+        denied
+            .message
+            .contains(&format!("User \"{robot}\" cannot list resource \"pods\"")),
+        "{}",
+        denied.message
+    );
+    grant(
+        &env,
+        "robot-lists",
+        "robot",
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]),
+    )
+    .await;
+    eventually("the impersonated ServiceAccount may list Pods", || async {
+        as_robot.list(&ListParams::default()).await.is_ok()
+    })
+    .await;
+    // The impersonated user's identity as the server sees it.
+    let review: SelfSubjectReview = obj(json!({"apiVersion": "authentication.k8s.io/v1",
+        "kind": "SelfSubjectReview"}));
+    let me = Api::<SelfSubjectReview>::all(impersonating(&env, &robot, &[]))
+        .create(&PostParams::default(), &review)
+        .await
+        .unwrap();
+    let info = me.status.unwrap().user_info.unwrap();
+    assert_eq!(info.username.as_deref(), Some(robot.as_str()));
+    let groups = info.groups.unwrap_or_default();
+    assert!(
+        groups.contains(&format!("system:serviceaccounts:{}", env.ns)),
+        "{groups:?}"
+    );
+    assert!(
+        groups.contains(&"system:authenticated".to_string()),
+        "{groups:?}"
+    );
+    // A ServiceAccount may not impersonate without the impersonate verb.
+    let mut cfg = env.config.clone();
+    let token = env.service_account_token("plain").await;
+    cfg.auth_info = kube::config::AuthInfo {
+        token: Some(token.into()),
+        impersonate: Some("someone".into()),
+        ..Default::default()
+    };
+    let refused = api_err(
+        Api::<ConfigMap>::namespaced(Client::try_from(cfg).unwrap(), &env.ns)
+            .list(&ListParams::default())
+            .await,
+    );
+    assert_eq!(refused.code, 403);
+    assert!(
+        refused.message.contains(&format!(
+            "users \"someone\" is forbidden: User \"{}\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope",
+            user(&env, "plain")
+        )),
+        "{}",
+        refused.message
+    );
+    env.finish().await;
+}
