@@ -42,6 +42,15 @@ mod write;
 pub use ipam::ServiceCidr;
 pub use server::{ApiServerHandle, ServerConfig, kubeconfig_yaml, start};
 
+/// A TLS connection to a kubelet API as this server opens it (certificate not verified, as a
+/// real API server without `--kubelet-certificate-authority`); for tools and tests that talk to
+/// a node agent directly.
+pub async fn connect_kubelet(
+    addr: std::net::SocketAddr,
+) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, String> {
+    handlers::connect_kubelet(addr).await
+}
+
 /// Errors from starting the server.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

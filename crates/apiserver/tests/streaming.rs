@@ -106,6 +106,33 @@ struct Env {
     server: ApiServerHandle,
 }
 
+/// Serves `app` over HTTPS with a self-signed certificate, as a kubelet serves its API.
+async fn serve_tls(listener: tokio::net::TcpListener, app: Router) {
+    let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
+    let config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(vec![certified.cert.der().clone()], key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    loop {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let (acceptor, app) = (acceptor.clone(), app.clone());
+        tokio::spawn(async move {
+            let Ok(stream) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let _ =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .serve_connection_with_upgrades(
+                        hyper_util::rt::TokioIo::new(stream),
+                        hyper_util::service::TowerToHyperService::new(app),
+                    )
+                    .await;
+        });
+    }
+}
+
 /// The embedded server, a stub kubelet, a Node `n1` pointing at it and Pods `web` (one
 /// container, on n1), `duo` (two containers, on n1), `floating` (unbound), `lost` (on a
 /// missing node).
@@ -117,7 +144,7 @@ async fn setup() -> Env {
         .route("/containerLogs/{ns}/{pod}/{c}", get(container_logs))
         .route("/exec/{ns}/{pod}/{c}", get(exec))
         .route("/attach/{ns}/{pod}/{c}", get(exec));
-    tokio::spawn(async move { axum::serve(kubelet, app).await.unwrap() });
+    tokio::spawn(serve_tls(kubelet, app));
     let server = start(ServerConfig::default()).await.unwrap();
     let client = Client::try_from(admin_config(&server)).unwrap();
     let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1"}, "status": {

@@ -78,12 +78,13 @@ pub async fn start(client: Client, cfg: NodeConfig) -> Result<NodeHandle, NodeEr
         addr: cfg.kubelet_bind,
         source,
     })?;
+    let tls = crate::kubelet::acceptor(&cfg.name).map_err(NodeError::Tls)?;
     let facts = node::facts();
     let ready_since = Timestamp::now();
     node::register(
         &client,
         &cfg,
-        node::status(&cfg, kubelet_addr.port(), facts, true, ready_since),
+        node::status(kubelet_addr.port(), facts, true, ready_since),
     )
     .await?;
     let shared = Arc::new(Shared {
@@ -100,7 +101,12 @@ pub async fn start(client: Client, cfg: NodeConfig) -> Result<NodeHandle, NodeEr
     let cancel = CancellationToken::new();
     let proxy = Arc::new(Proxy::new(shared.services.clone()));
     let tasks = vec![
-        tokio::spawn(kubelet::serve(listener, shared.clone(), cancel.clone())),
+        tokio::spawn(kubelet::serve(
+            listener,
+            tls,
+            shared.clone(),
+            cancel.clone(),
+        )),
         tokio::spawn(heartbeat(
             shared.clone(),
             kubelet_addr.port(),
@@ -135,7 +141,7 @@ async fn heartbeat(shared: Arc<Shared>, port: u16, since: Timestamp, cancel: Can
             () = cancel.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let status = node::status(&shared.cfg, port, shared.node, true, since);
+        let status = node::status(port, shared.node, true, since);
         match node::write_status(&shared.client, &shared.cfg.name, status.clone()).await {
             Ok(()) => {}
             Err(NodeError::Kube {
@@ -179,7 +185,6 @@ impl NodeHandle {
         self.proxy.stop();
         self.shared.launcher.processes.kill_all();
         let status = node::status(
-            &self.shared.cfg,
             self.kubelet_addr.port(),
             self.shared.node,
             false,

@@ -25,6 +25,8 @@ pub enum NodeError {
     },
     #[error("invalid configuration: {0}")]
     Config(String),
+    #[error("cannot make the kubelet API's TLS certificate: {0}")]
+    Tls(String),
 }
 
 impl NodeError {
@@ -35,6 +37,7 @@ impl NodeError {
             NodeError::Io { .. } => "io",
             NodeError::Bind { .. } => "bind",
             NodeError::Config(_) => "config",
+            NodeError::Tls(_) => "tls",
         }
     }
 

@@ -108,13 +108,7 @@ fn conditions(ready: bool, since: Timestamp, now: Timestamp) -> Value {
 }
 
 /// The full Node status the agent owns.
-pub fn status(
-    cfg: &NodeConfig,
-    kubelet_port: u16,
-    facts: NodeFacts,
-    ready: bool,
-    since: Timestamp,
-) -> Value {
+pub fn status(kubelet_port: u16, facts: NodeFacts, ready: bool, since: Timestamp) -> Value {
     let capacity = json!({
         "cpu": facts.cpus.to_string(),
         "memory": format!("{}Ki", facts.memory_bytes / 1024),
@@ -125,9 +119,10 @@ pub fn status(
         "capacity": capacity,
         "allocatable": capacity,
         "conditions": conditions(ready, since, Timestamp::now()),
+        // Only the address the kubelet API answers on: a real API server prefers a Hostname
+        // address, and the Node's name does not resolve.
         "addresses": [
             {"type": "InternalIP", "address": "127.0.0.1"},
-            {"type": "Hostname", "address": cfg.name},
         ],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},
         "nodeInfo": {

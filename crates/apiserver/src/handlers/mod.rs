@@ -30,6 +30,8 @@ use crate::registry::ResourceDef;
 use crate::server::Server;
 use crate::status::{ApiError, ApiResult};
 
+pub use proxy::connect_kubelet;
+
 pub fn router(server: Arc<Server>) -> Router {
     Router::new()
         .fallback(dispatch)

@@ -1,5 +1,7 @@
-//! The kubelet HTTP API the API server proxies `pods/log` and `pods/exec` to (plain HTTP on
-//! `cfg.kubelet_bind`): `GET /containerLogs/{ns}/{pod}/{container}` and
+//! The kubelet HTTP API the API server proxies `pods/log` and `pods/exec` to (HTTPS on
+//! `cfg.kubelet_bind`, as a real kubelet serves it, with a self-signed certificate the agent
+//! makes at start for `127.0.0.1`, `localhost` and the Node's name; a real API server does not
+//! verify kubelet certificates unless given `--kubelet-certificate-authority`): `GET /containerLogs/{ns}/{pod}/{container}` and
 //! `GET|POST /exec/{ns}/{pod}/{container}` (WebSocket, `v5`/`v4.channel.k8s.io`).
 
 mod exec;
@@ -30,14 +32,63 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .with_state(shared)
 }
 
-/// Serves until `cancel`.
-pub async fn serve(listener: TcpListener, shared: Arc<Shared>, cancel: CancellationToken) {
+/// A TLS acceptor with a fresh self-signed certificate for the kubelet's names.
+pub fn acceptor(node_name: &str) -> Result<tokio_rustls::TlsAcceptor, String> {
+    let names = vec![
+        "127.0.0.1".to_string(),
+        "localhost".to_string(),
+        node_name.to_string(),
+    ];
+    let certified = rcgen::generate_simple_self_signed(names).map_err(|e| e.to_string())?;
+    let cert = certified.cert.der().clone();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
+    let config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert], key)
+        .map_err(|e| e.to_string())?;
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Serves HTTPS (HTTP/1.1 with upgrades for exec, and HTTP/2) until `cancel`.
+pub async fn serve(
+    listener: TcpListener,
+    tls: tokio_rustls::TlsAcceptor,
+    shared: Arc<Shared>,
+    cancel: CancellationToken,
+) {
     let app = router(shared);
-    if let Err(e) = axum::serve(listener, app)
-        .with_graceful_shutdown(async move { cancel.cancelled().await })
-        .await
-    {
-        tracing::error!(error = %e, "kubelet API server failed");
+    loop {
+        let tcp = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => tcp,
+                Err(e) => {
+                    tracing::warn!(error = %e, "kubelet API accept failed");
+                    continue;
+                }
+            },
+            () = cancel.cancelled() => return,
+        };
+        let (tls, app, cancel) = (tls.clone(), app.clone(), cancel.clone());
+        tokio::spawn(async move {
+            let stream = match tls.accept(tcp).await {
+                Ok(stream) => stream,
+                Err(e) => {
+                    tracing::debug!(error = %e, "kubelet API TLS handshake failed");
+                    return;
+                }
+            };
+            let service = hyper_util::service::TowerToHyperService::new(app);
+            let builder =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+            let conn = builder
+                .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(stream), service);
+            tokio::select! {
+                served = conn => if let Err(e) = served {
+                    tracing::debug!(error = %e, "kubelet API connection ended");
+                },
+                () = cancel.cancelled() => {}
+            }
+        });
     }
 }
 

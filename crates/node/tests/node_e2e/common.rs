@@ -183,7 +183,7 @@ impl Env {
 
     pub async fn logs(&self, pod: &str, container: &str, query: &str) -> (u16, String) {
         let path = format!("/containerLogs/{}/{pod}/{container}?{query}", self.ns);
-        http(self.node().kubelet_addr(), "GET", &path, None).await
+        kubelet_get(self.node().kubelet_addr(), &path).await
     }
 
     pub async fn exec(&self, pod: &str, container: &str, command: &[&str]) -> ExecResult {
@@ -264,7 +264,23 @@ pub async fn wait_process_gone(pid: i32, timeout: Duration) {
 
 /// A minimal HTTP/1.0 client: returns the status code and body.
 pub async fn http(addr: SocketAddr, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    exchange(s, addr, method, path, body).await
+}
+
+/// A GET of the kubelet API (HTTPS), connected as the API server connects.
+pub async fn kubelet_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let s = steward_apiserver::connect_kubelet(addr).await.unwrap();
+    exchange(s, addr, "GET", path, None).await
+}
+
+async fn exchange<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    mut s: S,
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> (u16, String) {
     let body = body.unwrap_or("");
     let req = format!(
         "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
@@ -272,7 +288,8 @@ pub async fn http(addr: SocketAddr, method: &str, path: &str, body: Option<&str>
     );
     s.write_all(req.as_bytes()).await.unwrap();
     let mut out = Vec::new();
-    s.read_to_end(&mut out).await.unwrap();
+    // A TLS peer may close without close_notify once the answer is complete.
+    let _ = s.read_to_end(&mut out).await;
     let text = String::from_utf8_lossy(&out).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let code = head
@@ -321,13 +338,14 @@ pub async fn exec(
         .collect();
     query.push("stdout=1&stderr=1".into());
     let url = format!(
-        "ws://{addr}/exec/{ns}/{pod}/{container}?{}",
+        "wss://{addr}/exec/{ns}/{pod}/{container}?{}",
         query.join("&")
     );
     let mut req = url.into_client_request().unwrap();
     req.headers_mut()
         .insert("Sec-WebSocket-Protocol", protocols.parse().unwrap());
-    let (mut ws, resp) = tokio_tungstenite::connect_async(req).await.unwrap();
+    let tls = steward_apiserver::connect_kubelet(addr).await.unwrap();
+    let (mut ws, resp) = tokio_tungstenite::client_async(req, tls).await.unwrap();
     let mut out = ExecResult {
         protocol: resp
             .headers()

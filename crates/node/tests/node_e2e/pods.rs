@@ -149,9 +149,10 @@ async fn shell_pod_gets_env_volumes_user_logs_exec_and_is_cleaned_up_on_delete()
     }
     // Following logs streams until the container ends (here: when the pod is deleted).
     let addr = env.node().kubelet_addr();
-    let follow = tokio::spawn(async move {
-        http(addr, "GET", "/containerLogs/t/shell/main?follow=true", None).await
-    });
+    let follow =
+        tokio::spawn(
+            async move { kubelet_get(addr, "/containerLogs/t/shell/main?follow=true").await },
+        );
     assert_eq!(
         env.logs("shell", "main", "limitBytes=9").await,
         (200, "uid=65534".to_string())

@@ -1,7 +1,7 @@
 //! The streaming Pod subresources `pods/log`, `pods/exec` and `pods/attach`, proxied to the
 //! kubelet API of the Pod's node (a Steward node agent) at
-//! `http://<Node InternalIP>:<status.daemonEndpoints.kubeletEndpoint.Port>`, as the real server
-//! does: `GET /containerLogs/{ns}/{pod}/{container}` with the log options, and WebSocket
+//! `https://<Node InternalIP>:<status.daemonEndpoints.kubeletEndpoint.Port>` (`tls`), as the
+//! real server does: `GET /containerLogs/{ns}/{pod}/{container}` with the log options, and WebSocket
 //! upgrades to `/exec/{ns}/{pod}/{container}` and `/attach/{ns}/{pod}/{container}`. Before any
 //! I/O the Pod, the container and the Node are resolved with the real server's errors (see
 //! `locate`, pure). Exec connects to the kubelet first with the subprotocols the client
@@ -9,6 +9,7 @@
 //! until either side closes. SPDY upgrades and `portforward` are not supported.
 
 mod locate;
+mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::locate::{StreamTarget, match_path};
 use self::locate::{Sub, kubelet_query, locate};
+pub use self::tls::connect as connect_kubelet;
 use crate::registry::GroupResource;
 use crate::server::Server;
 use crate::status::{ApiError, ApiResult};
@@ -120,13 +122,13 @@ fn reason_for(code: u16) -> &'static str {
 }
 
 async fn logs(addr: SocketAddr, path: &str, cancel: CancellationToken) -> ApiResult<Response> {
-    let url = format!("http://{addr}{path}");
+    let url = format!("https://{addr}{path}");
     let failed = |e: &dyn std::fmt::Display| ApiError::internal(format!("Get \"{url}\": {e}"));
-    let tcp = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(addr))
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, tls::connect(addr))
         .await
         .map_err(|_| failed(&"dial tcp: i/o timeout"))?
         .map_err(|e| failed(&e))?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| failed(&e))?;
     tokio::spawn(async move {
@@ -182,7 +184,7 @@ async fn stream(
         .await
         .map_err(|e| ApiError::bad_request(e.body_text()))?;
     let offered = parts.headers.get(header::SEC_WEBSOCKET_PROTOCOL).cloned();
-    let mut request = format!("ws://{addr}{path}")
+    let mut request = format!("wss://{addr}{path}")
         .into_client_request()
         .map_err(|e| ApiError::internal(e.to_string()))?;
     if let Some(p) = offered {
@@ -190,15 +192,19 @@ async fn stream(
             .headers_mut()
             .insert(header::SEC_WEBSOCKET_PROTOCOL, p);
     }
-    let url = format!("http://{addr}{path}");
-    let connected =
-        tokio::time::timeout(CONNECT_TIMEOUT, tokio_tungstenite::connect_async(request))
+    let url = format!("https://{addr}{path}");
+    let connected = tokio::time::timeout(CONNECT_TIMEOUT, async {
+        let stream = tls::connect(addr)
             .await
-            .map_err(|_| {
-                ApiError::internal(format!(
-                    "error dialing backend: dial tcp {addr}: i/o timeout"
-                ))
-            })?;
+            .map_err(|e| ApiError::internal(format!("error dialing backend: {e}")))?;
+        Ok::<_, ApiError>(tokio_tungstenite::client_async(request, stream).await)
+    })
+    .await
+    .map_err(|_| {
+        ApiError::internal(format!(
+            "error dialing backend: dial tcp {addr}: i/o timeout"
+        ))
+    })??;
     let (kubelet, response) = match connected {
         Ok(ok) => ok,
         Err(tung::Error::Http(resp)) => {
@@ -225,7 +231,7 @@ async fn stream(
 }
 
 type KubeletSocket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+    tokio_tungstenite::WebSocketStream<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>;
 
 /// Copies frames both ways until either side closes (the close is passed on) or fails, or the
 /// server shuts down.
