@@ -153,9 +153,11 @@ fn instance_pod(n: &ClusterNames, instance: &str, role: &str) -> Pod {
 }
 
 async fn create_pod(plane: &Plane, n: &ClusterNames, instance: &str, role: &str) {
+    let mut pod = instance_pod(n, instance, role);
+    plane.pin(&mut pod);
     plane
         .api::<Pod>()
-        .create(&PostParams::default(), &instance_pod(n, instance, role))
+        .create(&PostParams::default(), &pod)
         .await
         .unwrap();
 }

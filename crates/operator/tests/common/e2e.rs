@@ -156,11 +156,28 @@ impl Plane {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
-    /// Server-side applies YAML manifests into the test namespace.
+    /// Server-side applies YAML manifests into the test namespace. On a real cluster, every
+    /// database cluster applied is pinned to this test's Node (see [`Plane::pin`]).
     pub async fn apply(&self, yaml: &str) {
-        apply_manifests(&self.client, yaml, &self.namespace)
+        let text = match &self.node_name {
+            Some(node) => pin_clusters(yaml, node),
+            None => yaml.to_owned(),
+        };
+        apply_manifests(&self.client, &text, &self.namespace)
             .await
             .unwrap_or_else(|e| panic!("apply failed: {e}"));
+    }
+
+    /// On a real cluster the scheduler may put a Pod on any Ready Node — another test's, whose
+    /// agent stops when that test ends, included. This test's Pods are pinned to its own Node
+    /// (a `kubernetes.io/hostname` node selector); in embedded mode, where each test has its own
+    /// control plane, nothing changes.
+    pub fn pin(&self, pod: &mut Pod) {
+        if let (Some(node), Some(spec)) = (&self.node_name, pod.spec.as_mut()) {
+            spec.node_selector
+                .get_or_insert_with(Default::default)
+                .insert("kubernetes.io/hostname".to_owned(), node.clone());
+        }
     }
 
     /// Merges `spec` into the `spec` of the named object, as `kubectl patch --type merge`.
@@ -328,6 +345,25 @@ impl Plane {
             }
         }
     }
+}
+
+/// `yaml` with every EtcdCluster and PostgresCluster given a node selector for `node`.
+fn pin_clusters(yaml: &str, node: &str) -> String {
+    let docs = steward_operator::dev::parse_manifests(yaml)
+        .unwrap_or_else(|e| panic!("manifests do not parse: {e}"));
+    docs.into_iter()
+        .map(|mut doc| {
+            if matches!(
+                doc["kind"].as_str(),
+                Some("EtcdCluster" | "PostgresCluster")
+            ) {
+                doc["spec"]["podTemplate"]["nodeSelector"]["kubernetes.io/hostname"] =
+                    serde_json::json!(node);
+            }
+            doc.to_string()
+        })
+        .collect::<Vec<_>>()
+        .join("\n---\n")
 }
 
 async fn create_namespace(client: &Client, name: &str) {
