@@ -601,6 +601,15 @@ async fn generators_create_what_they_say() {
         .unwrap();
     assert_eq!(cm.data.unwrap()["k"], "v1", "diff changes nothing");
 
+    // No metrics API: kubectl top says so.
+    let out = plane.kubectl(&["top", "pods", "-n", "gen"]).await;
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("Metrics API not available"),
+        "{}",
+        text(&out)
+    );
+
     run(&["delete", "configmap", "cfg", "-n", "gen"]).await;
     assert!(
         Api::<ConfigMap>::namespaced(c.clone(), "gen")
