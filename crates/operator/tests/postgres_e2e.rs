@@ -632,18 +632,54 @@ async fn invalid_specs_are_refused_and_nothing_is_deleted() {
     let err = plane_apply_err(&plane, &manifest("zero", 0, "")).await;
     assert!(err.contains("instances"), "{err}");
     // The operator refuses the rest with a condition and creates nothing.
+    // A setting Steward owns, and a value PostgreSQL would refuse at start (checked against
+    // its own settings catalogue): both named, nothing started that would crash-loop.
     plane
-        .apply(&manifest("bad", 1, "  parameters:\n    port: \"6543\"\n"))
+        .apply(&manifest(
+            "bad",
+            1,
+            "  parameters:\n    port: \"6543\"\n    shared_buffers: notanumber\n",
+        ))
         .await;
     plane
         .wait_for::<PostgresCluster, _>("InvalidSpec", "bad", Duration::from_secs(20), |c| {
             c.status.as_ref().is_some_and(|s| {
                 s.common.conditions.iter().any(|x| {
-                    x.type_ == "Degraded" && x.status == "True" && x.message.contains("port")
+                    x.type_ == "Degraded"
+                        && x.status == "True"
+                        && x.reason == "InvalidSpec"
+                        && x.message.contains("port")
+                        && x.message
+                            .contains("parameters.shared_buffers value \"notanumber\"")
                 })
             })
         })
         .await;
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> = plane.api();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let warned = events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("InvalidSpec")
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.note
+                        .as_deref()
+                        .is_some_and(|n| n.contains("shared_buffers"))
+            });
+        if warned {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a Warning Event names the bad parameter"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let pods = plane
         .api::<Pod>()
         .list(&ListParams::default())

@@ -1,6 +1,7 @@
 //! (pure) `PostgresClusterSpec` → [`ValidatedPostgresCluster`]: names checked so that every
 //! `<cluster>-<suffix>` stays a DNS label, the version parsed, per-instance storage resolved,
-//! users and `postgresql.conf` parameters checked against what Steward owns.
+//! users and `postgresql.conf` parameters checked against what Steward owns and against
+//! PostgreSQL's own settings catalogue (`validate/settings.rs`).
 //!
 //! Every problem is reported at once, joined by `; `, each naming the field it is about, so a
 //! user fixes the spec in one go (the `InvalidSpec` condition carries the message).
@@ -14,6 +15,8 @@ use steward_api::postgres::{
 };
 
 use crate::postgres::names::{ClusterNames, PORT, REPLICATION_USER, SUPERUSER};
+
+mod settings;
 
 /// Largest instance count: one primary and up to eight replicas. It also keeps ordinals to one
 /// digit, which [`MAX_NAME_LEN`] relies on.
@@ -289,6 +292,7 @@ fn check_parameter(name: &str, value: &str, instances: i32) -> Option<String> {
 fn check_parameters(
     parameters: &BTreeMap<String, String>,
     instances: i32,
+    major: Option<u32>,
     problems: &mut Vec<String>,
 ) -> BTreeMap<String, String> {
     let mut checked = BTreeMap::new();
@@ -304,7 +308,9 @@ fn check_parameters(
             ));
             continue;
         }
-        if let Some(problem) = check_parameter(&name, value, instances) {
+        if let Some(problem) = check_parameter(&name, value, instances)
+            .or_else(|| major.and_then(|major| settings::check(major, &name, value, parse_bool)))
+        {
             problems.push(problem);
         }
         if checked.insert(name.clone(), value.clone()).is_some() {
@@ -468,7 +474,7 @@ pub fn validate(cluster: &PostgresCluster) -> Result<ValidatedPostgresCluster, S
         check_storage(&format!("{field}.storage"), &entry.storage, &mut problems);
     }
 
-    let parameters = check_parameters(&spec.parameters, spec.instances, &mut problems);
+    let parameters = check_parameters(&spec.parameters, spec.instances, version, &mut problems);
     check_users(&spec.users, &names, &mut problems);
 
     if let Some(label) = &spec.node_label
