@@ -337,3 +337,66 @@ mod tests {
         assert_eq!(instances(dir.path()), vec![0]);
     }
 }
+
+/// The termination message kubelet takes from the logs under `FallbackToLogsOnError`: the last
+/// chunk of the instance's output, at most 80 lines and 2048 bytes, whichever is smaller.
+pub fn tail_message(path: &Path) -> Option<String> {
+    const MAX_LINES: usize = 80;
+    const MAX_BYTES: usize = 2048;
+    let data = std::fs::read(path).ok()?;
+    let mut lines: Vec<Vec<u8>> = Vec::new();
+    let mut open = false;
+    for raw in data.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let Some(record) = parse_record(raw) else {
+            continue;
+        };
+        match lines.last_mut() {
+            Some(line) if open => line.extend_from_slice(record.content),
+            _ => lines.push(record.content.to_vec()),
+        }
+        open = record.partial;
+    }
+    let start = lines.len().saturating_sub(MAX_LINES);
+    let mut text = lines[start..].join(&b'\n');
+    if text.is_empty() {
+        return None;
+    }
+    if text.len() > MAX_BYTES {
+        text.drain(..text.len() - MAX_BYTES);
+    }
+    Some(String::from_utf8_lossy(&text).into_owned())
+}
+
+#[cfg(test)]
+mod tail_tests {
+    use super::*;
+
+    #[test]
+    fn the_tail_is_the_last_lines_and_bytes_of_the_output() {
+        let dir = std::env::temp_dir().join(format!("steward-tail-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("0.log");
+        let mut text = String::new();
+        for n in 0..100 {
+            text.push_str(&format!("2026-11-25T10:00:00Z stderr F line {n}\n"));
+        }
+        text.push_str("2026-11-25T10:00:01Z stderr P FATAL:  invalid value for ");
+        text.push('\n');
+        text.push_str("2026-11-25T10:00:01Z stderr F parameter \"shared_buffers\"\n");
+        std::fs::write(&path, &text).unwrap();
+        let tail = tail_message(&path).unwrap();
+        let lines: Vec<&str> = tail.lines().collect();
+        assert_eq!(lines.len(), 80);
+        assert_eq!(lines[0], "line 21");
+        assert_eq!(
+            lines[79],
+            "FATAL:  invalid value for parameter \"shared_buffers\""
+        );
+        let long = "x".repeat(3000);
+        std::fs::write(&path, format!("2026-11-25T10:00:00Z stdout F {long}\n")).unwrap();
+        assert_eq!(tail_message(&path).unwrap().len(), 2048);
+        std::fs::write(&path, "").unwrap();
+        assert_eq!(tail_message(&path), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -710,6 +710,45 @@ async fn invalid_specs_are_refused_and_nothing_is_deleted() {
     plane.shutdown().await;
 }
 
+/// A setting PostgreSQL accepts by type but cannot start with: the condition quotes its FATAL
+/// line, which reaches the operator through the container's termination message (the node
+/// agent fills it from the log, as kubelet does under `FallbackToLogsOnError`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_primary_that_cannot_start_is_reported_with_its_fatal_line() {
+    let plane = Plane::start().await;
+    plane
+        .apply(&manifest(
+            "lib",
+            1,
+            "  parameters:\n    shared_preload_libraries: steward_missing_library\n",
+        ))
+        .await;
+    let c = plane
+        .wait_for::<PostgresCluster, _>("PrimaryFailing", "lib", Duration::from_secs(60), |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.common.conditions.iter().any(|x| {
+                    x.type_ == "Available" && x.status == "False" && x.reason == "PrimaryFailing"
+                })
+            })
+        })
+        .await;
+    let available = c
+        .status
+        .unwrap()
+        .common
+        .conditions
+        .into_iter()
+        .find(|x| x.type_ == "Available")
+        .unwrap();
+    assert!(
+        available.message.contains("FATAL:")
+            && available.message.contains("steward_missing_library"),
+        "{}",
+        available.message
+    );
+    plane.shutdown().await;
+}
+
 async fn plane_apply_err(plane: &Plane, yaml: &str) -> String {
     match steward_operator::dev::apply_manifests(&plane.client, yaml, &plane.namespace).await {
         Ok(applied) => panic!("{applied:?} was accepted"),

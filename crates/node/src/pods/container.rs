@@ -340,7 +340,19 @@ impl PodCtx {
         let (reason, message) = match start_error {
             Some(e) => ("StartError".to_string(), Some(e)),
             None if exit_code == 0 => ("Completed".to_string(), None),
-            None => ("Error".to_string(), kill_reason),
+            None => {
+                // `FallbackToLogsOnError`: no termination message file here, so the message is
+                // the tail of the instance's log, as kubelet takes it.
+                let fallback =
+                    c.termination_message_policy.as_deref() == Some("FallbackToLogsOnError");
+                let from_logs = || {
+                    logs::tail_message(&logs::instance_path(&self.rt.log_dir(&c.name), instance))
+                };
+                (
+                    "Error".to_string(),
+                    kill_reason.or_else(|| fallback.then(from_logs).flatten()),
+                )
+            }
         };
         tracing::info!(pod = %self.rt.name, namespace = %self.rt.namespace, container = %c.name, exit_code, %reason, "container exited");
         Ok(Terminated {

@@ -38,6 +38,8 @@ pub struct InstanceView {
     pub streaming: bool,
     /// The scheduler's message when its Pod cannot be placed on any node.
     pub unschedulable: Option<String>,
+    /// The last FATAL line of the database container's last failed run.
+    pub last_fatal: Option<String>,
 }
 
 impl InstanceView {

@@ -18,6 +18,32 @@ pub fn has_ended(pod: &Pod) -> bool {
         .is_some_and(|p| p == "Succeeded" || p == "Failed")
 }
 
+/// The last `FATAL:` or `PANIC:` line `container` left when it ended with an error: its
+/// termination message, which kubelet fills from the end of the container's log under
+/// `terminationMessagePolicy: FallbackToLogsOnError` (the current state when it has ended, else
+/// the previous one). Lines are trimmed to 300 characters.
+pub fn last_fatal(pod: &Pod, container: &str) -> Option<String> {
+    let status = pod
+        .status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == container)?;
+    let message = |s: Option<&k8s_openapi::api::core::v1::ContainerState>| {
+        s.and_then(|s| s.terminated.as_ref())
+            .filter(|t| t.exit_code != 0)
+            .and_then(|t| t.message.clone())
+    };
+    let text = message(status.state.as_ref()).or_else(|| message(status.last_state.as_ref()))?;
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.contains("FATAL:") || l.contains("PANIC:"))?
+        .trim();
+    Some(line.chars().take(300).collect())
+}
+
 /// The scheduler's message for a Pod it could not place (`PodScheduled=False`, reason
 /// `Unschedulable`), e.g. "0/3 nodes are available: 3 node(s) didn't match Pod's node
 /// affinity/selector."

@@ -186,6 +186,9 @@ fn postgres_container(
             ..Default::default()
         }),
         resources: cluster.pod_template.resources.clone(),
+        // The end of the log becomes the termination message of a failed run, so the
+        // operator can quote PostgreSQL's FATAL line (`resources::pods::last_fatal`).
+        termination_message_policy: Some("FallbackToLogsOnError".into()),
         volume_mounts: Some(vec![
             mount(PGDATA_VOLUME, DATA_MOUNT, false),
             mount(CONFIG_VOLUME, CONFIG_MOUNT, true),

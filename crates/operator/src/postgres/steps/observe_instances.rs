@@ -25,7 +25,7 @@ use crate::postgres::build::instance;
 use crate::postgres::names::{INSTANCE_LABEL, ROLE_LABEL};
 use crate::postgres::steps::validated;
 use crate::postgres::topology::InstanceView;
-use crate::resources::pods::{is_ready, unschedulable};
+use crate::resources::pods::{is_ready, last_fatal, unschedulable};
 
 /// See the module documentation.
 pub struct ObserveInstances;
@@ -101,6 +101,7 @@ impl SubReconciler<PostgresPass> for ObserveInstances {
                 view.pod_ready = view.pod && is_ready(pod);
                 view.ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone());
                 view.unschedulable = unschedulable(pod);
+                view.last_fatal = last_fatal(pod, instance::CONTAINER);
                 let role = view.labelled.unwrap_or(InstanceRole::Replica);
                 let want = instance::pod(&pass.cluster, &valid, ordinal, role, &hash)
                     .and_then(|p| p.annotations().get(instance::SPEC_HASH).cloned());

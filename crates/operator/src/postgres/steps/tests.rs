@@ -1053,3 +1053,47 @@ async fn a_missing_user_secret_is_reported_and_the_user_follows_once_it_exists()
     assert!(h.logs_in("app", "pw-late", "appdb").await);
     h.assert_no_leak(&["pw-late"]).await;
 }
+
+/// A primary whose PostgreSQL stops at start: the condition quotes PostgreSQL's FATAL line
+/// (kubelet's `FallbackToLogsOnError` termination message), not a bare "does not accept
+/// writes".
+#[tokio::test]
+async fn a_failing_primary_is_reported_with_postgresqls_fatal_line() {
+    let mut h = Harness::start(spec(1)).await;
+    let fatal = "2026-11-25 10:00:00.000 UTC [42] FATAL:  could not map anonymous shared memory: Cannot allocate memory";
+    h.model.kill("demo-0").unwrap();
+    h.api::<Pod>()
+        .patch_status(
+            "demo-0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"containerStatuses": [{
+                "name": "postgres", "image": "postgres:15", "imageID": "", "ready": false,
+                "restartCount": 3,
+                "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error",
+                    "message": format!("LOG:  starting PostgreSQL 15\n{fatal}\nLOG:  database system is shut down")}}}]}})),
+        )
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        h.pass().await;
+    }
+    let status = h.status().await;
+    let available = status
+        .common
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Available")
+        .unwrap();
+    assert_eq!(
+        (available.status.as_str(), available.reason.as_str()),
+        ("False", "PrimaryFailing")
+    );
+    assert!(
+        available
+            .message
+            .contains("could not map anonymous shared memory"),
+        "{}",
+        available.message
+    );
+}

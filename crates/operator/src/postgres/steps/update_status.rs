@@ -123,12 +123,23 @@ impl SubReconciler<PostgresPass> for UpdateStatus {
                     "Unschedulable",
                     format!("primary {p} cannot be scheduled: {why}"),
                 ),
-                None => pass.core.set_condition(
-                    condition_types::AVAILABLE,
-                    Status::False,
-                    "PrimaryNotReady",
-                    format!("primary {p} does not accept writes"),
-                ),
+                None => match primary_view.as_ref().and_then(|v| v.last_fatal.clone()) {
+                    // PostgreSQL said why it stopped: say it (a bad setting, a full disk, ...).
+                    Some(fatal) => pass.core.set_condition(
+                        condition_types::AVAILABLE,
+                        Status::False,
+                        "PrimaryFailing",
+                        format!(
+                            "primary {p} does not accept writes; its last run ended with: {fatal}"
+                        ),
+                    ),
+                    None => pass.core.set_condition(
+                        condition_types::AVAILABLE,
+                        Status::False,
+                        "PrimaryNotReady",
+                        format!("primary {p} does not accept writes"),
+                    ),
+                },
             },
             (None, _) => pass.core.set_condition(
                 condition_types::AVAILABLE,
