@@ -117,7 +117,7 @@ pub async fn start(client: Client, cfg: NodeConfig) -> Result<NodeHandle, NodeEr
             client,
             shared.services.clone(),
             shared.dns.clone(),
-            proxy.clone(),
+            shared.cfg.service_proxy.then(|| proxy.clone()),
             cancel.clone(),
         )),
     ];

@@ -54,7 +54,7 @@ pub async fn run(
     client: Client,
     services_cache: Arc<ServiceCache>,
     dns: Arc<Dns>,
-    proxy: Arc<Proxy>,
+    proxy: Option<Arc<Proxy>>,
     cancel: CancellationToken,
 ) {
     let (tx, mut rx) = watch::channel(0u64);
@@ -87,7 +87,9 @@ pub async fn run(
         }
         let views = endpoints::views(&services.state(), &pods.state(), &endpoints_store.state());
         dns.update(hosts::records(&views));
-        proxy.reconcile(&views);
+        if let Some(proxy) = &proxy {
+            proxy.reconcile(&views);
+        }
         services_cache.set(views);
         // Debounce: changes within the next 100 ms are handled together.
         tokio::time::sleep(Duration::from_millis(100)).await;

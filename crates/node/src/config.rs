@@ -33,6 +33,9 @@ pub struct NodeConfig {
     pub shutdown_grace: Duration,
     /// How often secret, configMap and downwardAPI volumes are re-rendered.
     pub volume_refresh: Duration,
+    /// Run the ClusterIP service proxy. Several agents on one machine share the loopback
+    /// network, so exactly one of them proxies (the others' Pods reach it all the same).
+    pub service_proxy: bool,
 }
 
 impl NodeConfig {
@@ -51,6 +54,7 @@ impl NodeConfig {
             heartbeat_interval: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(10),
             volume_refresh: Duration::from_secs(2),
+            service_proxy: true,
         }
     }
 }

@@ -76,6 +76,9 @@ pub struct DevOptions {
     /// Run the operator as this ServiceAccount (with only the permissions its manifests
     /// grant) instead of the admin.
     pub operator_identity: Option<OperatorIdentity>,
+    /// How many node agents (Nodes) to run: `steward-dev`, then `steward-dev-2`, … Each has
+    /// its own state directory and a zone label (`zone-a`, `zone-b`, …).
+    pub nodes: usize,
 }
 
 impl DevOptions {
@@ -88,6 +91,7 @@ impl DevOptions {
             operator_flags: Vec::new(),
             restart_backoff: Duration::from_secs(10),
             operator_identity: None,
+            nodes: 1,
         }
     }
 }
@@ -96,8 +100,10 @@ impl DevOptions {
 pub struct DevPlane {
     /// API server and client.
     pub embedded: Embedded,
-    /// The node agent.
+    /// The first node agent (`steward-dev`).
     pub node: steward_node::NodeHandle,
+    /// The other node agents, with `DevOptions::nodes` > 1.
+    pub more_nodes: Vec<steward_node::NodeHandle>,
     /// The operator.
     pub operator: OperatorHandle,
     /// The client the operator uses: the admin's, or its ServiceAccount's
@@ -127,6 +133,23 @@ fn claim_service_range() -> Result<(ServiceCidr, Flock<File>), DevError> {
     Err(DevError::Node(
         "every local Service range 127.96–220.0.0/16 is in use by another control plane".into(),
     ))
+}
+
+/// The Node name and state directory of node agent `index` (0: `steward-dev` in `node/`).
+fn node_identity(dir: &Path, index: usize) -> (String, PathBuf) {
+    match index {
+        0 => (NODE_NAME.to_owned(), dir.join("node")),
+        n => (
+            format!("{NODE_NAME}-{}", n + 1),
+            dir.join(format!("node-{}", n + 1)),
+        ),
+    }
+}
+
+/// The zone label of node agent `index`: `zone-a`, `zone-b`, …
+fn zone(index: usize) -> String {
+    let letter = char::from(b'a' + u8::try_from(index % 26).unwrap_or(0));
+    format!("zone-{letter}")
 }
 
 fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> DevError + 'a {
@@ -169,12 +192,26 @@ impl DevPlane {
         let kubeconfig = dir.join("kubeconfig");
         write_private(&kubeconfig, &embedded.server.kubeconfig_yaml())
             .map_err(io("writing", &kubeconfig))?;
-        let mut node_config =
-            steward_node::NodeConfig::new(NODE_NAME, dir.join("node"), options.shim.clone());
-        node_config.restart_backoff_base = options.restart_backoff;
-        let node = steward_node::start(embedded.client.clone(), node_config)
-            .await
-            .map_err(|e| DevError::Node(e.to_string()))?;
+        let mut handles = Vec::new();
+        for index in 0..options.nodes.max(1) {
+            let (name, state) = node_identity(dir, index);
+            let mut node_config = steward_node::NodeConfig::new(name, state, options.shim.clone());
+            node_config.restart_backoff_base = options.restart_backoff;
+            node_config
+                .labels
+                .insert("topology.kubernetes.io/zone".into(), zone(index));
+            // One proxy for the machine's loopback network.
+            node_config.service_proxy = index == 0;
+            let node = steward_node::start(embedded.client.clone(), node_config)
+                .await
+                .map_err(|e| DevError::Node(e.to_string()))?;
+            handles.push(node);
+        }
+        let mut handles = handles.into_iter();
+        let node = handles
+            .next()
+            .ok_or_else(|| DevError::Node("no node agent started".into()))?;
+        let more_nodes: Vec<_> = handles.collect();
         let mut flags = vec![
             "--http-addr".to_owned(),
             "127.0.0.1:0".to_owned(),
@@ -197,6 +234,7 @@ impl DevPlane {
         Ok(Self {
             embedded,
             node,
+            more_nodes,
             operator,
             operator_client,
             kubeconfig,
@@ -211,6 +249,9 @@ impl DevPlane {
             tracing::warn!(error = %err, "operator stopped with an error");
         }
         self.node.shutdown().await;
+        for node in self.more_nodes {
+            node.shutdown().await;
+        }
         self.embedded.server.shutdown().await;
     }
 }

@@ -29,7 +29,17 @@ pub enum DevCommand {
     Status(StateArgs),
     /// Run the control plane in the foreground (what `up` starts in the background).
     #[command(hide = true)]
-    Serve(StateArgs),
+    Serve(ServeArgs),
+}
+
+/// `serve` flags.
+#[derive(Args, Clone)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    state: StateArgs,
+    /// Node agents to run.
+    #[arg(long, default_value_t = 1)]
+    nodes: usize,
 }
 
 /// Where the state lives.
@@ -51,6 +61,10 @@ pub struct UpArgs {
     /// Seconds to wait for the control plane.
     #[arg(long, default_value_t = 120)]
     timeout: u64,
+    /// Node agents (Nodes) to run, 1 to 9: `steward-dev`, `steward-dev-2`, … each in its own
+    /// zone (`topology.kubernetes.io/zone=zone-a`, `zone-b`, …).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=9))]
+    nodes: u8,
 }
 
 fn pid_file(dir: &Path) -> PathBuf {
@@ -84,7 +98,7 @@ pub async fn run(command: DevCommand) -> anyhow::Result<()> {
         DevCommand::Up(args) => up(args).await,
         DevCommand::Down(args) => down(&args.state_dir).await,
         DevCommand::Status(args) => status(&args.state_dir).await,
-        DevCommand::Serve(args) => serve(&args.state_dir).await,
+        DevCommand::Serve(args) => serve(&args.state.state_dir, args.nodes).await,
     }
 }
 
@@ -102,7 +116,13 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         let exe = std::env::current_exe()?;
         let mut child = std::process::Command::new(exe);
         child
-            .args(["dev", "serve", "--state-dir"])
+            .args([
+                "dev",
+                "serve",
+                "--nodes",
+                &args.nodes.to_string(),
+                "--state-dir",
+            ])
             .arg(&dir)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
@@ -148,22 +168,24 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn serve(dir: &Path) -> anyhow::Result<()> {
+async fn serve(dir: &Path, nodes: usize) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
     let dir = dir.canonicalize()?;
     let exe = std::env::current_exe()?.to_string_lossy().into_owned();
-    let options = DevOptions::new(&dir, vec![exe, "node-shim".into()]);
+    let mut options = DevOptions::new(&dir, vec![exe, "node-shim".into()]);
+    options.nodes = nodes;
     let plane = DevPlane::start(options).await?;
     std::fs::write(pid_file(&dir), std::process::id().to_string())?;
-    std::fs::write(
-        ready_file(&dir),
-        format!(
-            "api {}\noperator http://{}\nkubelet {}\n",
-            plane.embedded.server.url(),
-            plane.operator.http_addr,
-            plane.node.kubelet_addr()
-        ),
-    )?;
+    let mut ready = format!(
+        "api {}\noperator http://{}\nkubelet {}\n",
+        plane.embedded.server.url(),
+        plane.operator.http_addr,
+        plane.node.kubelet_addr()
+    );
+    for node in &plane.more_nodes {
+        ready.push_str(&format!("kubelet {}\n", node.kubelet_addr()));
+    }
+    std::fs::write(ready_file(&dir), ready)?;
     tracing::info!(api = %plane.embedded.server.url(), "steward dev ready");
     crate::shutdown_signal().await;
     tracing::info!("stopping steward dev");

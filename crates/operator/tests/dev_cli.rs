@@ -44,13 +44,23 @@ fn text(out: &Output) -> String {
     )
 }
 
-/// Pids the node agent recorded for running containers (`pid start-time` files).
+/// Pids the node agents recorded for running containers (`pid start-time` files), every node
+/// (`node/`, `node-2/`, …).
 fn container_pids(state: &Path) -> Vec<i32> {
     let mut pids = Vec::new();
-    let Ok(pods) = std::fs::read_dir(state.join("node/pods")) else {
-        return pids;
-    };
-    for pod in pods.flatten() {
+    let node_dirs = std::fs::read_dir(state)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("node"))
+                .map(|e| e.path().join("pods"))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    let pods = node_dirs
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flat_map(|rd| rd.flatten());
+    for pod in pods {
         let Ok(files) = std::fs::read_dir(pod.path().join("pids")) else {
             continue;
         };
@@ -128,11 +138,8 @@ fn dev_up_kubectl_status_and_down() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: greeting\ndata:\n  hello: world\n",
     )
     .unwrap();
-    // No /openapi documents are served: client-side validation must be off, as documented.
-    kubectl(
-        &kubeconfig,
-        &["apply", "--validate=false", "-f", cm.to_str().unwrap()],
-    );
+    // As people type it: kubectl validates against the served OpenAPI documents.
+    kubectl(&kubeconfig, &["apply", "-f", cm.to_str().unwrap()]);
     let value = kubectl(
         &kubeconfig,
         &[
@@ -291,4 +298,89 @@ async fn connect(host: &str, user: &str) -> tokio_postgres::Client {
         let _ = connection.await;
     });
     client
+}
+
+#[test]
+fn dev_up_with_three_nodes_spreads_the_etcd_members() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("dev");
+    let state_arg = state.to_str().unwrap();
+    let _down = Down(state_arg.to_owned());
+    let up = steward(&[
+        "dev",
+        "up",
+        "--nodes",
+        "3",
+        "--state-dir",
+        state_arg,
+        "-f",
+        "examples/etcd-cluster.yaml",
+    ]);
+    assert!(up.status.success(), "{}", text(&up));
+    let kubeconfig = state.join("kubeconfig");
+    let zones = kubectl(
+        &kubeconfig,
+        &[
+            "get",
+            "nodes",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name}={.metadata.labels.topology\\.kubernetes\\.io/zone} {end}",
+        ],
+    );
+    assert_eq!(
+        zones.trim(),
+        "steward-dev=zone-a steward-dev-2=zone-b steward-dev-3=zone-c"
+    );
+    wait_jsonpath(
+        &kubeconfig,
+        &[
+            "get",
+            "etcdcluster",
+            "example",
+            "-o",
+            "jsonpath={.status.readyMembers}",
+        ],
+        "3",
+        Duration::from_secs(120),
+    );
+    let placed = kubectl(
+        &kubeconfig,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app.kubernetes.io/instance=example",
+            "-o",
+            "jsonpath={.items[*].spec.nodeName}",
+        ],
+    );
+    let mut nodes: Vec<&str> = placed.split_whitespace().collect();
+    nodes.sort_unstable();
+    assert_eq!(
+        nodes,
+        ["steward-dev", "steward-dev-2", "steward-dev-3"],
+        "one member per Node"
+    );
+    // Logs come from whichever node runs the Pod.
+    for pod in ["example-0", "example-1", "example-2"] {
+        let logs = kubectl(&kubeconfig, &["logs", pod, "--tail", "3"]);
+        assert!(!logs.is_empty(), "{pod}: pods/log through its node agent");
+    }
+    let status = text(&steward(&["dev", "status", "--state-dir", state_arg]));
+    for node in ["steward-dev", "steward-dev-2", "steward-dev-3"] {
+        assert!(
+            status.contains(&format!("node {node} Ready=True")),
+            "{status}"
+        );
+    }
+    let pids = container_pids(&state);
+    assert_eq!(pids.len(), 3, "three etcd containers: {pids:?}");
+    let down = steward(&["dev", "down", "--state-dir", state_arg]);
+    assert!(down.status.success(), "{}", text(&down));
+    for pid in pids {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "container process {pid} survived steward dev down"
+        );
+    }
 }

@@ -1,12 +1,14 @@
 //! A minimal scheduler: binds Pods that have no `spec.nodeName` and use the default scheduler
 //! to a Ready, schedulable Node whose labels satisfy the Pod's `nodeSelector` and required node
 //! affinity (`matchExpressions` with In/NotIn/Exists/DoesNotExist/Gt/Lt, `matchFields` on
-//! `metadata.name`) and whose NoSchedule/NoExecute taints the Pod tolerates; among those it picks
-//! the Node with the fewest Pods (then by name). Pods that fit nowhere get `PodScheduled=False`
-//! (`Unschedulable`). Resource requests, pod (anti-)affinity, topology spread and preemption are
-//! not considered. Event-driven: a pass looks at the Pods that changed, and at every pending
-//! Pod only when a Node came, went, or changed readiness, labels or taints (as the real
-//! scheduler moves unschedulable Pods back to its active queue on such Node events).
+//! `metadata.name`) and whose NoSchedule/NoExecute taints the Pod tolerates, and where no Pod its
+//! required pod anti-affinity terms select runs in the same topology domain (`topologyKey`);
+//! among those it picks the Node with the least preferred anti-affinity weight against it, then
+//! the fewest Pods, then by name — so replicas spread over Nodes and zones. Pods that fit nowhere
+//! get `PodScheduled=False` (`Unschedulable`). Resource requests, pod affinity, topology spread
+//! constraints and preemption are not considered. Event-driven: a pass looks at the Pods that changed, and at every pending
+//! Pod only when a Node came, went, or changed readiness, labels or taints, or a Pod was deleted
+//! (as the real scheduler moves unschedulable Pods back to its active queue on such events).
 
 use serde_json::{Value, json};
 
@@ -114,6 +116,94 @@ pub fn fits(pod: &Value, node: &Value) -> bool {
     selector_ok && affinity_ok && taints_ok
 }
 
+/// A Pod already placed on a Node (or placed earlier in this pass).
+struct Placed {
+    node: String,
+    namespace: String,
+    labels: serde_json::Map<String, Value>,
+}
+
+/// Whether a pod affinity term selects `other`: its namespaces (the Pod's own by default) and
+/// label selector (an empty one selects every Pod; a missing one none).
+fn term_selects(term: &Value, pod_ns: &str, other: &Placed) -> bool {
+    let in_namespace = match term["namespaces"].as_array().filter(|a| !a.is_empty()) {
+        Some(list) => list.iter().any(|n| n.as_str() == Some(&other.namespace)),
+        None => other.namespace == pod_ns,
+    };
+    let selector = term.get("labelSelector").filter(|s| s.is_object());
+    let selected = match selector {
+        None => false,
+        Some(sel) if sel.as_object().is_some_and(serde_json::Map::is_empty) => true,
+        Some(sel) => super::workload::selects(Some(sel), &other.labels),
+    };
+    in_namespace && selected
+}
+
+/// Placed Pods that `term` selects in `node`'s topology domain (none when the Node lacks the
+/// term's `topologyKey` label).
+fn in_domain(
+    term: &Value,
+    pod_ns: &str,
+    node: &Value,
+    nodes: &std::collections::HashMap<String, Value>,
+    placed: &[Placed],
+) -> usize {
+    let Some(key) = term["topologyKey"].as_str() else {
+        return 0;
+    };
+    let Some(domain) = meta::labels_ref(node).get(key) else {
+        return 0;
+    };
+    placed
+        .iter()
+        .filter(|p| {
+            nodes
+                .get(&p.node)
+                .is_some_and(|n| meta::labels_ref(n).get(key) == Some(domain))
+        })
+        .filter(|p| term_selects(term, pod_ns, p))
+        .count()
+}
+
+fn anti_affinity<'a>(pod: &'a Value, kind: &str) -> &'a [Value] {
+    meta::get_path(pod, "spec.affinity.podAntiAffinity")
+        .and_then(|a| a.get(kind))
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+}
+
+/// The Pod's required anti-affinity holds on `node`.
+fn anti_affinity_allows(
+    pod: &Value,
+    node: &Value,
+    nodes: &std::collections::HashMap<String, Value>,
+    placed: &[Placed],
+) -> bool {
+    let ns = meta::namespace(pod).unwrap_or_default();
+    anti_affinity(pod, "requiredDuringSchedulingIgnoredDuringExecution")
+        .iter()
+        .all(|term| in_domain(term, ns, node, nodes, placed) == 0)
+}
+
+/// The weight of the Pod's preferred anti-affinity terms that `node` goes against.
+fn anti_affinity_penalty(
+    pod: &Value,
+    node: &Value,
+    nodes: &std::collections::HashMap<String, Value>,
+    placed: &[Placed],
+) -> i64 {
+    let ns = meta::namespace(pod).unwrap_or_default();
+    anti_affinity(pod, "preferredDuringSchedulingIgnoredDuringExecution")
+        .iter()
+        .map(|w| {
+            let weight = w["weight"].as_i64().unwrap_or(1);
+            let count = in_domain(&w["podAffinityTerm"], ns, node, nodes, placed);
+            weight * i64::try_from(count).unwrap_or(i64::MAX / 100)
+        })
+        .sum()
+}
+
 fn set_condition(pod: &mut Value, status: &str, reason: Option<&str>, message: Option<&str>) {
     let mut conditions: Vec<Value> = meta::get_path(pod, "status.conditions")
         .and_then(Value::as_array)
@@ -178,9 +268,11 @@ fn candidates(state: &State, changes: &Changes) -> Vec<(String, String)> {
     };
     let everything = match changes {
         Changes::All => true,
-        Changes::Events(events) => events
-            .iter()
-            .any(|e| e.gr == nodes_gr && node_change_matters(e)),
+        // A Pod gone may free a topology domain for a Pod its anti-affinity kept out.
+        Changes::Events(events) => events.iter().any(|e| {
+            (e.gr == nodes_gr && node_change_matters(e))
+                || (e.gr == pods_gr && e.etype == crate::store::EventType::Deleted)
+        }),
     };
     let mut out: Vec<(String, String)> = if everything {
         state
@@ -210,10 +302,20 @@ pub fn schedule(state: &mut State, changes: &Changes) {
         .filter(|n| is_ready(n))
         .cloned()
         .collect();
+    let by_name: std::collections::HashMap<String, Value> = state
+        .list(&GroupResource::new("", "nodes"), None)
+        .filter_map(|n| Some((meta::name(n)?.to_string(), n.clone())))
+        .collect();
     let mut load: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut placed = Vec::new();
     for p in state.list(&pods_gr, None) {
         if let Some(n) = meta::get_path(p, "spec.nodeName").and_then(Value::as_str) {
             *load.entry(n.to_string()).or_default() += 1;
+            placed.push(Placed {
+                node: n.to_string(),
+                namespace: meta::namespace(p).unwrap_or_default().to_string(),
+                labels: meta::labels_ref(p).clone(),
+            });
         }
     }
     for (ns, name) in candidates {
@@ -224,12 +326,32 @@ pub fn schedule(state: &mut State, changes: &Changes) {
         else {
             continue;
         };
-        let best = nodes
+        let fitting: Vec<&Value> = nodes.iter().filter(|n| fits(&pod, n)).collect();
+        let allowed: Vec<&Value> = fitting
             .iter()
-            .filter(|n| fits(&pod, n))
-            .filter_map(meta::name)
-            .min_by_key(|n| (load.get(*n).copied().unwrap_or(0), n.to_string()))
-            .map(String::from);
+            .copied()
+            .filter(|n| anti_affinity_allows(&pod, n, &by_name, &placed))
+            .collect();
+        let best = allowed
+            .iter()
+            .filter_map(|n| {
+                let name = meta::name(n)?;
+                let penalty = anti_affinity_penalty(&pod, n, &by_name, &placed);
+                Some((
+                    penalty,
+                    load.get(name).copied().unwrap_or(0),
+                    name.to_string(),
+                ))
+            })
+            .min()
+            .map(|(_, _, name)| name);
+        if let Some(node) = &best {
+            placed.push(Placed {
+                node: node.clone(),
+                namespace: ns.clone(),
+                labels: meta::labels_ref(&pod).clone(),
+            });
+        }
         let result = match &best {
             Some(node) => {
                 let mut bound = pod.clone();
@@ -260,10 +382,18 @@ pub fn schedule(state: &mut State, changes: &Changes) {
             }
             None => {
                 let mut with_status = pod.clone();
-                let msg = format!(
-                    "0/{} nodes are available: no Ready node matches the Pod's node selector, affinity and tolerations.",
-                    nodes.len()
-                );
+                let msg = if fitting.is_empty() {
+                    format!(
+                        "0/{} nodes are available: no Ready node matches the Pod's node selector, affinity and tolerations.",
+                        nodes.len()
+                    )
+                } else {
+                    format!(
+                        "0/{} nodes are available: {} node(s) didn't match pod anti-affinity rules.",
+                        nodes.len(),
+                        fitting.len()
+                    )
+                };
                 set_condition(&mut with_status, "False", Some("Unschedulable"), Some(&msg));
                 commit(
                     state,
@@ -284,6 +414,77 @@ pub fn schedule(state: &mut State, changes: &Changes) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn anti_affinity_keeps_selected_pods_apart_by_topology() {
+        let node = |name: &str, zone: &str| {
+            json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
+                "topology.kubernetes.io/zone": zone}}})
+        };
+        let nodes: std::collections::HashMap<String, Value> = [
+            ("n1", node("n1", "a")),
+            ("n2", node("n2", "a")),
+            ("n3", node("n3", "b")),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let placed = vec![Placed {
+            node: "n1".into(),
+            namespace: "db".into(),
+            labels: json!({"app": "etcd"}).as_object().unwrap().clone(),
+        }];
+        let term = |key: &str| json!({"labelSelector": {"matchLabels": {"app": "etcd"}}, "topologyKey": key});
+        let required = |key: &str| {
+            json!({"metadata": {"namespace": "db"}, "spec": {"affinity": {"podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [term(key)]}}}})
+        };
+        let by_host = required("kubernetes.io/hostname");
+        assert!(!anti_affinity_allows(
+            &by_host,
+            &nodes["n1"],
+            &nodes,
+            &placed
+        ));
+        assert!(anti_affinity_allows(
+            &by_host,
+            &nodes["n2"],
+            &nodes,
+            &placed
+        ));
+        let by_zone = required("topology.kubernetes.io/zone");
+        assert!(!anti_affinity_allows(
+            &by_zone,
+            &nodes["n2"],
+            &nodes,
+            &placed
+        ));
+        assert!(anti_affinity_allows(
+            &by_zone,
+            &nodes["n3"],
+            &nodes,
+            &placed
+        ));
+        // Another namespace's Pods are not selected unless the term names it.
+        let elsewhere = json!({"metadata": {"namespace": "web"}, "spec": {"affinity": {"podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [term("kubernetes.io/hostname")]}}}});
+        assert!(anti_affinity_allows(
+            &elsewhere,
+            &nodes["n1"],
+            &nodes,
+            &placed
+        ));
+        let preferred = json!({"metadata": {"namespace": "db"}, "spec": {"affinity": {"podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term("kubernetes.io/hostname")}]}}}});
+        assert_eq!(
+            anti_affinity_penalty(&preferred, &nodes["n1"], &nodes, &placed),
+            100
+        );
+        assert_eq!(
+            anti_affinity_penalty(&preferred, &nodes["n2"], &nodes, &placed),
+            0
+        );
+    }
 
     fn node(labels: Value, taints: Value) -> Value {
         json!({"metadata": {"name": "n1", "labels": labels}, "spec": {"taints": taints},

@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Api;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::support::{env, eventually};
@@ -123,4 +123,93 @@ async fn namespace_deletion_waits_for_terminating_pods() {
     })
     .await;
     env.finish().await;
+}
+
+#[tokio::test]
+async fn required_pod_anti_affinity_spreads_pods_and_refuses_a_third() {
+    use k8s_openapi::api::core::v1::Node;
+    let mut env = env("anti-affinity").await;
+    let mut nodes = Vec::new();
+    for base in ["a", "b"] {
+        let name = env.node(base).await;
+        let api: Api<Node> = Api::all(env.client.clone());
+        api.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {
+                "kubernetes.io/hostname": name, "steward.dev/conformance-ns": env.ns}}})),
+        )
+        .await
+        .unwrap();
+        api.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "capacity": {"cpu": "4", "memory": "8Gi", "pods": "10"},
+                "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"},
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                    "message": "ready", "lastHeartbeatTime": now(), "lastTransitionTime": now()}]}})),
+        )
+        .await
+        .unwrap();
+        nodes.push(name);
+    }
+    let pod = |name: &str| -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": {"app": "spread"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}],
+                "nodeSelector": {"steward.dev/conformance-ns": env.ns},
+                "tolerations": [{"key": "steward.dev/conformance", "operator": "Exists"}],
+                "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                    "labelSelector": {"matchLabels": {"app": "spread"}},
+                    "topologyKey": "kubernetes.io/hostname"}]}}}}))
+        .unwrap()
+    };
+    let api: Api<Pod> = env.api();
+    for name in ["s0", "s1"] {
+        env.pod(&pod(name)).await;
+    }
+    let mut placed = Vec::new();
+    for name in ["s0", "s1"] {
+        let node = {
+            let api = api.clone();
+            let mut found = None;
+            for _ in 0..300 {
+                if let Some(n) = api.get(name).await.unwrap().spec.and_then(|s| s.node_name) {
+                    found = Some(n);
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            found.unwrap_or_else(|| panic!("{name} was not scheduled"))
+        };
+        placed.push(node);
+    }
+    placed.sort();
+    assert_eq!(placed, nodes, "one Pod per Node");
+    env.pod(&pod("s2")).await;
+    eventually("the third Pod is unschedulable", || async {
+        api.get("s2")
+            .await
+            .ok()
+            .and_then(|p| p.status)
+            .and_then(|s| s.conditions)
+            .is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c.type_ == "PodScheduled"
+                        && c.status == "False"
+                        && c.reason.as_deref() == Some("Unschedulable")
+                        && c.message
+                            .as_deref()
+                            .is_some_and(|m| m.contains("didn't match pod anti-affinity rules"))
+                })
+            })
+    })
+    .await;
+    env.finish().await;
+}
+
+fn now() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
