@@ -620,3 +620,111 @@ async fn claims_in_use_are_protected_until_no_pod_uses_them() {
     .await;
     server.shutdown().await;
 }
+
+/// Claims are node-local: the first binding records the Node on the claim, and a Pod using it
+/// later goes there only — waiting, with the scheduler's volume message, while that Node is
+/// cordoned.
+#[tokio::test]
+async fn pods_follow_their_claims_node() {
+    let (client, server) = client().await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    node(&nodes, "n1", json!({}), json!([])).await;
+    node(&nodes, "n2", json!({}), json!([])).await;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
+    claims
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "data"}, "spec": {
+                "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "db"}, "spec": {
+        "containers": [{"name": "c", "image": "i"}],
+        "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}}))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    eventually("the Pod is bound", || async {
+        pods.get("db")
+            .await
+            .unwrap()
+            .spec
+            .and_then(|s| s.node_name)
+            .is_some()
+    })
+    .await;
+    let first = pods
+        .get("db")
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .node_name
+        .unwrap();
+    let claim = claims.get("data").await.unwrap();
+    assert_eq!(
+        claim.metadata.annotations.unwrap()["volume.kubernetes.io/selected-node"],
+        first
+    );
+    // The Pod is deleted and its Node cordoned: the replacement waits for that Node.
+    pods.delete(
+        "db",
+        &DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    nodes
+        .patch(
+            &first,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .unwrap();
+    eventually("the old Pod is gone", || async {
+        pods.get_opt("db").await.unwrap().is_none()
+    })
+    .await;
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    eventually("the replacement waits for its claim's Node", || async {
+        pods.get("db")
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.conditions)
+            .is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c.type_ == "PodScheduled"
+                        && c.reason.as_deref() == Some("Unschedulable")
+                        && c.message
+                            .as_deref()
+                            .is_some_and(|m| m.contains("volume node affinity conflict"))
+                })
+            })
+    })
+    .await;
+    nodes
+        .patch(
+            &first,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": false}})),
+        )
+        .await
+        .unwrap();
+    eventually("the replacement is bound to the claim's Node", || async {
+        pods.get("db")
+            .await
+            .unwrap()
+            .spec
+            .and_then(|s| s.node_name)
+            .as_deref()
+            == Some(first.as_str())
+    })
+    .await;
+    server.shutdown().await;
+}

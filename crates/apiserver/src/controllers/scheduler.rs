@@ -5,7 +5,9 @@
 //! required pod anti-affinity terms select runs in the same topology domain (`topologyKey`);
 //! among those it picks the Node with the least preferred anti-affinity weight against it, then
 //! the fewest Pods, then by name — so replicas spread over Nodes and zones. Pods that fit nowhere
-//! get `PodScheduled=False` (`Unschedulable`). Resource requests, pod affinity, topology spread
+//! get `PodScheduled=False` (`Unschedulable`). Claims are node-local: a Pod goes to the Node its
+//! claims' volumes live on (`volume.kubernetes.io/selected-node`, recorded at the first binding),
+//! so a rescheduled Pod finds its data, as with local persistent volumes. Resource requests, pod affinity, topology spread
 //! constraints and preemption are not considered. Event-driven: a pass looks at the Pods that changed, and at every pending
 //! Pod only when a Node came, went, or changed readiness, labels or taints, or a Pod was deleted
 //! (as the real scheduler moves unschedulable Pods back to its active queue on such events).
@@ -114,6 +116,64 @@ pub fn fits(pod: &Value, node: &Value) -> bool {
                 .all(|t| tolerates(pod, t))
         });
     selector_ok && affinity_ok && taints_ok
+}
+
+/// The annotation recording the Node a claim's volume lives on (the real scheduler sets it on
+/// `WaitForFirstConsumer` claims; here every claim is node-local, as with a local-path
+/// provisioner: node agents keep volumes in their own state directory).
+pub const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+
+/// The Pod's claims (that exist) and the Node each one's volume lives on, if it has one yet.
+fn claim_nodes(state: &State, pod: &Value) -> Vec<(String, Option<String>)> {
+    let ns = meta::namespace(pod).unwrap_or_default();
+    let claims_gr = GroupResource::new("", "persistentvolumeclaims");
+    meta::get_path(pod, "spec.volumes")
+        .and_then(Value::as_array)
+        .map(|vs| {
+            vs.iter()
+                .filter_map(|v| v["persistentVolumeClaim"]["claimName"].as_str())
+                .filter_map(|name| {
+                    let claim = state.get(&claims_gr, ns, name)?;
+                    let selected = meta::get_path(claim, "metadata.annotations")
+                        .and_then(|a| a.get(SELECTED_NODE))
+                        .and_then(Value::as_str)
+                        .map(String::from);
+                    Some((name.to_string(), selected))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Records `node` on the claims that have no Node yet: their volumes will live there.
+fn select_node_for_claims(
+    state: &mut State,
+    ns: &str,
+    claims: &[(String, Option<String>)],
+    node: &str,
+) {
+    let claims_gr = GroupResource::new("", "persistentvolumeclaims");
+    let Some(def) = state.registry.storage_def(&claims_gr) else {
+        return;
+    };
+    for (name, selected) in claims {
+        if selected.is_some() {
+            continue;
+        }
+        let Some(old) = state.get(&claims_gr, ns, name).cloned() else {
+            continue;
+        };
+        let mut new = old.clone();
+        let annotations = meta::meta_mut(&mut new)
+            .entry("annotations")
+            .or_insert_with(|| json!({}));
+        if let Value::Object(map) = annotations {
+            map.insert(SELECTED_NODE.into(), json!(node));
+        }
+        if let Err(e) = commit(state, &def, &old, new, "", Fields::Record(MANAGER)) {
+            tracing::debug!(error = %e.message, claim = %name, "recording the claim's node failed");
+        }
+    }
 }
 
 /// A Pod already placed on a Node (or placed earlier in this pass).
@@ -326,7 +386,17 @@ pub fn schedule(state: &mut State, changes: &Changes) {
         else {
             continue;
         };
-        let fitting: Vec<&Value> = nodes.iter().filter(|n| fits(&pod, n)).collect();
+        let claims = claim_nodes(state, &pod);
+        let fitting: Vec<&Value> = nodes
+            .iter()
+            .filter(|n| fits(&pod, n))
+            .filter(|n| {
+                claims.iter().all(|(_, selected)| {
+                    selected.as_deref().is_none_or(|s| meta::name(n) == Some(s))
+                })
+            })
+            .collect();
+        let node_only: usize = nodes.iter().filter(|n| fits(&pod, n)).count();
         let allowed: Vec<&Value> = fitting
             .iter()
             .copied()
@@ -354,6 +424,7 @@ pub fn schedule(state: &mut State, changes: &Changes) {
         }
         let result = match &best {
             Some(node) => {
+                select_node_for_claims(state, &ns, &claims, node);
                 let mut bound = pod.clone();
                 meta::set_path(&mut bound, "spec.nodeName", json!(node));
                 commit(state, &pod_def, &pod, bound, "", Fields::Record(MANAGER)).and_then(
@@ -382,9 +453,14 @@ pub fn schedule(state: &mut State, changes: &Changes) {
             }
             None => {
                 let mut with_status = pod.clone();
-                let msg = if fitting.is_empty() {
+                let msg = if node_only == 0 {
                     format!(
                         "0/{} nodes are available: no Ready node matches the Pod's node selector, affinity and tolerations.",
+                        nodes.len()
+                    )
+                } else if fitting.is_empty() {
+                    format!(
+                        "0/{} nodes are available: {node_only} node(s) had volume node affinity conflict.",
                         nodes.len()
                     )
                 } else {
