@@ -39,6 +39,7 @@ pub fn on_create(def: &ResourceDef, obj: &mut Value, ips: &mut Allocator<'_>) ->
         }
         "Pod" => {
             let causes = pod(obj);
+            default_toleration_seconds(obj);
             obj["status"] = json!({"phase": "Pending", "qosClass": qos(obj)});
             causes
         }
@@ -114,6 +115,41 @@ fn namespace(obj: &mut Value) {
     let labels = m.entry("labels").or_insert_with(|| json!({}));
     if let Value::Object(l) = labels {
         l.insert("kubernetes.io/metadata.name".into(), json!(name));
+    }
+}
+
+/// The `DefaultTolerationSeconds` admission plugin: a Pod that does not tolerate the
+/// `not-ready` or `unreachable` `NoExecute` taint gets a 300 s toleration for it, so the node
+/// lifecycle controller evicts it five minutes after its Node is lost.
+fn default_toleration_seconds(obj: &mut Value) {
+    let mut tolerations: Vec<Value> = meta::get_path(obj, "spec.tolerations")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let before = tolerations.len();
+    for key in [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ] {
+        let tolerated = tolerations.iter().any(|t| {
+            let effect_ok = t["effect"]
+                .as_str()
+                .is_none_or(|e| e.is_empty() || e == "NoExecute");
+            let key_ok = match t["key"].as_str() {
+                None | Some("") => t["operator"] == "Exists",
+                Some(k) => k == key,
+            };
+            effect_ok && key_ok
+        });
+        if !tolerated {
+            tolerations.push(
+                json!({"key": key, "operator": "Exists", "effect": "NoExecute",
+                "tolerationSeconds": 300}),
+            );
+        }
+    }
+    if tolerations.len() != before {
+        meta::set_path(obj, "spec.tolerations", Value::Array(tolerations));
     }
 }
 

@@ -32,6 +32,10 @@ pub struct ServerConfig {
     /// says; `steward dev` turns this on so that its kubeconfig works with kubectl. Default
     /// `false`: anonymous requests get only the public information, as upstream.
     pub anonymous_cluster_admin: bool,
+    /// How long a Node's kubelet may stay silent before the node lifecycle controller marks it
+    /// `Unknown` and taints it unreachable (kube-controller-manager's
+    /// `--node-monitor-grace-period`). Default 40 s.
+    pub node_monitor_grace: Duration,
 }
 
 impl Default for ServerConfig {
@@ -41,6 +45,7 @@ impl Default for ServerConfig {
             state_file: None,
             service_cidr: ServiceCidr::default(),
             anonymous_cluster_admin: false,
+            node_monitor_grace: Duration::from_secs(40),
         }
     }
 }
@@ -52,6 +57,8 @@ pub struct Server {
     pub cancel: CancellationToken,
     /// Interval of BOOKMARK events on watches that allow them.
     pub bookmark_interval: Duration,
+    /// See [`ServerConfig::node_monitor_grace`].
+    pub node_monitor_grace: Duration,
 }
 
 impl Server {
@@ -89,6 +96,7 @@ pub async fn start(config: ServerConfig) -> Result<ApiServerHandle, Error> {
         rv_rx: rx,
         cancel: CancellationToken::new(),
         bookmark_interval: Duration::from_secs(1),
+        node_monitor_grace: config.node_monitor_grace,
     });
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await

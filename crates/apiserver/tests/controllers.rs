@@ -728,3 +728,105 @@ async fn pods_follow_their_claims_node() {
     .await;
     server.shutdown().await;
 }
+
+/// A Node whose kubelet goes silent: conditions Unknown after the grace period, unreachable
+/// taints, its Pods not ready, evicted after their toleration (and left Terminating: no kubelet
+/// confirms); a fresh heartbeat lifts the taints.
+#[tokio::test]
+async fn a_silent_node_is_marked_unknown_tainted_and_its_pods_evicted() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let server = start(ServerConfig {
+        node_monitor_grace: Duration::from_secs(1),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let client = Client::try_from(admin_config(&server)).unwrap();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let beat = |status: &str| {
+        json!({"status": {"conditions": [{"type": "Ready", "status": status, "reason": "KubeletReady",
+            "lastHeartbeatTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()}]}})
+    };
+    node(&nodes, "lost", json!({}), json!([])).await;
+    nodes
+        .patch_status("lost", &PatchParams::default(), &Patch::Merge(beat("True")))
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for (name, seconds) in [("patient", 300), ("hasty", 0)] {
+        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": name}, "spec": {
+            "nodeName": "lost", "containers": [{"name": "c", "image": "i"}],
+            "tolerations": [{"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                "effect": "NoExecute", "tolerationSeconds": seconds}]}}))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+        pods.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+            "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})),
+        )
+        .await
+        .unwrap();
+    }
+    // Every new Pod tolerates lost Nodes for 300 s (DefaultTolerationSeconds).
+    let defaulted = pods
+        .get("patient")
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .tolerations
+        .unwrap();
+    assert!(
+        defaulted
+            .iter()
+            .any(|t| t.key.as_deref() == Some("node.kubernetes.io/not-ready")
+                && t.toleration_seconds == Some(300))
+    );
+    eventually("the Node is Unknown and tainted unreachable", || async {
+        let n = nodes.get("lost").await.unwrap();
+        let unknown = n.status.and_then(|s| s.conditions).is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.type_ == "Ready"
+                    && c.status == "Unknown"
+                    && c.reason.as_deref() == Some("NodeStatusUnknown")
+            })
+        });
+        let tainted = n.spec.and_then(|s| s.taints).is_some_and(|ts| {
+            ts.iter()
+                .filter(|t| t.key == "node.kubernetes.io/unreachable")
+                .count()
+                == 2
+        });
+        unknown && tainted
+    })
+    .await;
+    eventually(
+        "its Pods are not ready, and the hasty one is evicted",
+        || async {
+            let patient = pods.get("patient").await.unwrap();
+            let not_ready = patient
+                .status
+                .and_then(|s| s.conditions)
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "False"));
+            let hasty = pods.get("hasty").await.unwrap();
+            not_ready
+                && hasty.metadata.deletion_timestamp.is_some()
+                && patient.metadata.deletion_timestamp.is_none()
+        },
+    )
+    .await;
+    // The kubelet comes back: the taints go (the evicted Pod stays Terminating until its
+    // kubelet confirms; here nobody does).
+    nodes
+        .patch_status("lost", &PatchParams::default(), &Patch::Merge(beat("True")))
+        .await
+        .unwrap();
+    eventually("the taints are lifted", || async {
+        let n = nodes.get("lost").await.unwrap();
+        n.spec.and_then(|s| s.taints).unwrap_or_default().is_empty()
+    })
+    .await;
+    server.shutdown().await;
+}

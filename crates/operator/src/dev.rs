@@ -187,6 +187,7 @@ impl DevPlane {
             service_cidr,
             // kubectl sends no credentials over plain HTTP: the kubeconfig must work anyway.
             anonymous_cluster_admin: true,
+            ..ServerConfig::default()
         };
         let embedded = Embedded::start_with(config, &["steward-system"]).await?;
         let kubeconfig = dir.join("kubeconfig");

@@ -1,7 +1,7 @@
 //! Built-in controllers run inside the server: the scheduler, the Endpoints/EndpointSlice
 //! controller, the Job controller, the CronJob controller, the pvc-protection controller, the ClusterRole
 //! aggregation controller, the serviceaccounts and root-ca-cert-publisher controllers (what every
-//! namespace holds), and the workload controllers of kube-controller-manager — Deployment, ReplicaSet, StatefulSet and
+//! namespace holds), the node lifecycle controller with taint-based eviction, and the workload controllers of kube-controller-manager — Deployment, ReplicaSet, StatefulSet and
 //! disruption (PodDisruptionBudget status). They wake on every change (after a short debounce),
 //! every five seconds, and when a time-based action (a Job deadline or back-off, a CronJob
 //! schedule, a Pod becoming available after `minReadySeconds`, a Deployment's progress deadline,
@@ -20,6 +20,7 @@ pub mod disruption;
 pub mod endpoints;
 pub mod job;
 pub mod namespace_defaults;
+pub mod node_lifecycle;
 pub mod pvc_protection;
 pub mod replicaset;
 pub mod scheduler;
@@ -98,12 +99,13 @@ pub async fn run(server: Arc<Server>) {
         let cron_due = cronjob::reconcile(&mut state, now);
         pvc_protection::reconcile(&mut state);
         namespace_defaults::reconcile(&mut state, &changes);
+        let eviction_due = node_lifecycle::reconcile(&mut state, now, server.node_monitor_grace);
         let deploy_due = deployment::reconcile(&mut state, now);
         let rs_due = replicaset::reconcile(&mut state, now);
         statefulset::reconcile(&mut state, now);
         let pdb_due = disruption::reconcile(&mut state, now);
         aggregation::reconcile(&mut state, &mut rbac_seen);
-        wake = [job_due, cron_due, deploy_due, rs_due, pdb_due]
+        wake = [job_due, cron_due, deploy_due, rs_due, pdb_due, eviction_due]
             .into_iter()
             .flatten()
             .fold(IDLE_WAKE, Duration::min)
