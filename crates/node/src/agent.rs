@@ -159,6 +159,11 @@ async fn heartbeat(shared: Arc<Shared>, port: u16, since: Timestamp, cancel: Can
 }
 
 impl NodeHandle {
+    /// The Node's name.
+    pub fn name(&self) -> &str {
+        &self.shared.cfg.name
+    }
+
     /// Where the kubelet API listens (the Node's `daemonEndpoints.kubeletEndpoint.Port`).
     pub fn kubelet_addr(&self) -> SocketAddr {
         self.kubelet_addr

@@ -675,3 +675,148 @@ async fn a_member_re_added_on_its_retained_claim_starts_in_a_new_data_dir() {
     }
     plane.shutdown().await;
 }
+
+/// `kubectl drain` of each of three Nodes in turn, as a weekly maintenance does, with a writer
+/// running: the budget lets one member go at a time, the evicted member's Pod waits for its
+/// Node (its claim's volume lives there) until the Node is uncordoned, quorum holds throughout,
+/// and no acknowledged put is lost. Embedded mode only: it needs three Nodes with agents.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn draining_each_node_in_turn_keeps_quorum_and_every_acknowledged_write() {
+    if std::env::var("STEWARD_E2E_KUBECONFIG").is_ok() {
+        eprintln!("skipped on a real cluster: the harness joins one node agent per test");
+        return;
+    }
+    let plane = Plane::start_with_nodes(3).await;
+    create(&plane, "drain", 3).await;
+    let nodes = plane.nodes();
+    let placed: BTreeSet<String> = plane
+        .api::<Pod>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+        .collect();
+    assert_eq!(placed.len(), 3, "one member per Node: {placed:?}");
+    let client = etcd_client(&plane, "drain").await;
+    let acked = Arc::new(Mutex::new(Vec::<String>::new()));
+    let failed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (acked, failed, stop, mut client) =
+            (acked.clone(), failed.clone(), stop.clone(), client.clone());
+        tokio::spawn(async move {
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let key = format!("d{i:06}");
+                if client.put(key.clone(), "v", None).await.is_ok() {
+                    acked.lock().await.push(key);
+                } else {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                }
+                i += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let quorum_lost = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (api, lost, stop) = (
+            plane.api::<EtcdCluster>(),
+            quorum_lost.clone(),
+            stop.clone(),
+        );
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(c) = api.get("drain").await
+                    && c.status.and_then(|s| s.quorate) == Some(false)
+                {
+                    lost.store(true, Ordering::Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let kubeconfig = plane.kubeconfig();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(&kubectl)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("running {kubectl} (set KUBECTL): {e}"));
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "kubectl {args:?}: {text}");
+        text
+    };
+    for node in &nodes {
+        let said = tokio::task::block_in_place(|| {
+            run(&[
+                "drain",
+                node,
+                "--ignore-daemonsets",
+                "--delete-emptydir-data",
+                "--timeout=120s",
+            ])
+        });
+        assert!(said.contains("drained"), "{said}");
+        // Nothing of the cluster runs on the drained Node; its member waits for it.
+        let on_node = plane
+            .api::<Pod>()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str()))
+            .count();
+        assert_eq!(on_node, 0, "{node} still runs Pods after the drain");
+        tokio::task::block_in_place(|| run(&["uncordon", node]));
+        plane
+            .wait_for::<EtcdCluster, _>(
+                &format!("three healthy members after draining {node}"),
+                "drain",
+                BOOT,
+                settled(3),
+            )
+            .await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.store(true, Ordering::Relaxed);
+    writer.await.unwrap();
+    watcher.await.unwrap();
+    assert!(
+        !quorum_lost.load(Ordering::Relaxed),
+        "quorum was lost during the drains"
+    );
+    let acked = acked.lock().await.clone();
+    assert!(
+        acked.len() > 50,
+        "the writer made progress: {}",
+        acked.len()
+    );
+    let mut reader = client.clone();
+    let all = reader
+        .get("d", Some(etcd_client::GetOptions::new().with_prefix()))
+        .await
+        .unwrap();
+    let stored: BTreeSet<String> = all
+        .kvs()
+        .iter()
+        .map(|kv| kv.key_str().unwrap().to_owned())
+        .collect();
+    let lost: Vec<&String> = acked.iter().filter(|k| !stored.contains(*k)).collect();
+    assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
+    eprintln!(
+        "drains: {} puts acknowledged, {} failed (retried by the next put)",
+        acked.len(),
+        failed.load(Ordering::Relaxed)
+    );
+    plane.shutdown().await;
+}

@@ -92,7 +92,40 @@ impl Plane {
 
     /// Starts a fresh plane and namespace whose operator also gets `extra_operator_flags`
     /// (e.g. `--webhook-url …`), in both modes and after `restart_operator`.
+    /// Starts a fresh plane with `nodes` node agents (embedded mode; on a real cluster the test
+    /// gets its one Node, see `nodes`).
+    pub async fn start_with_nodes(nodes: usize) -> Self {
+        Self::start_inner(Vec::new(), nodes).await
+    }
+
+    /// The Nodes this test's Pods may run on.
+    pub fn nodes(&self) -> Vec<String> {
+        match (&self.embedded, &self.node_name) {
+            (Some(p), _) => {
+                let mut names = vec![p.node.name().to_owned()];
+                names.extend(p.more_nodes.iter().map(|n| n.name().to_owned()));
+                names
+            }
+            (None, Some(name)) => vec![name.clone()],
+            (None, None) => Vec::new(),
+        }
+    }
+
+    /// The kubeconfig of this plane (embedded mode: the dev plane's; real mode: the one given).
+    pub fn kubeconfig(&self) -> std::path::PathBuf {
+        match &self.embedded {
+            Some(p) => p.kubeconfig.clone(),
+            None => std::env::var("STEWARD_E2E_KUBECONFIG")
+                .unwrap_or_default()
+                .into(),
+        }
+    }
+
     pub async fn start_with_flags(extra_operator_flags: Vec<String>) -> Self {
+        Self::start_inner(extra_operator_flags, 1).await
+    }
+
+    async fn start_inner(extra_operator_flags: Vec<String>, nodes: usize) -> Self {
         super::install_crypto();
         // `STEWARD_TEST_LOG=steward_operator=debug` shows the operator's and agent's logs.
         if let Ok(filter) = std::env::var("STEWARD_TEST_LOG") {
@@ -134,6 +167,7 @@ impl Plane {
         options.restart_backoff = Duration::from_secs(1);
         options.operator_flags = operator_flags(None, &extra_operator_flags);
         options.operator_identity = Some(operator_identity());
+        options.nodes = nodes;
         let plane = DevPlane::start(options).await.unwrap();
         let client = plane.embedded.client.clone();
         create_namespace(&client, &namespace).await;
