@@ -212,7 +212,7 @@ fn protobuf_body(method: &Method, headers: &mut HeaderMap, body: Bytes) -> ApiRe
     if *method == Method::PATCH {
         return Err(unsupported());
     }
-    let obj = proto::decode(&body, None).map_err(|e| {
+    let obj = proto::decode(&body).map_err(|e| {
         if e.to_string().starts_with("no protobuf message") {
             unsupported()
         } else {

@@ -269,7 +269,7 @@ fn value_json(v: ReflectValueRef) -> Result<Option<Value>, Error> {
 /// The JSON an embedded object carries: JSON itself, or an enveloped protobuf object.
 fn embedded(raw: &[u8]) -> Result<Value, Error> {
     if raw.starts_with(&super::MAGIC) {
-        return super::decode(raw, None);
+        return super::decode(raw);
     }
     serde_json::from_slice(raw).map_err(|e| Error::new(format!("invalid embedded object: {e}")))
 }

@@ -5,14 +5,13 @@
 //! The wire format comes from the Kubernetes `generated.proto` files (`proto/`, compiled by
 //! `build.rs` into a descriptor set); [`json`] walks rust-protobuf's reflection of those
 //! descriptors to translate between a message and the JSON object the rest of the server works
-//! on. What is Steward's own
-//! here is only the envelope (the `k8s\0` magic and `runtime.Unknown`), the watch framing and
-//! content negotiation:
+//! on. What is Steward's own here is only the envelope (the `k8s\0` magic and
+//! `runtime.Unknown`), the watch framing and content negotiation:
 //! * an object is `k8s\0` + `runtime.Unknown{typeMeta{apiVersion, kind}, raw: <message>}`;
 //! * a watch stream is a sequence of frames, each a 4-byte big-endian length and a bare
 //!   `meta.v1.WatchEvent` whose `object.raw` holds the enveloped object;
-//! * custom resources have no protobuf form: a protobuf body is `415`, and a request that
-//!   accepts only protobuf is `406`.
+//! * custom resources have no protobuf form: a protobuf body is `415`; a request that accepts
+//!   only protobuf is `406`, one that also accepts JSON gets JSON.
 
 mod json;
 
@@ -90,19 +89,14 @@ pub fn supports(api_version: &str, kind: &str) -> bool {
     descriptor(api_version, kind).is_some()
 }
 
-/// Reads an enveloped object (a request body) as JSON, `apiVersion` and `kind` included.
-/// `fallback` names the kind when the envelope leaves its type empty.
-pub fn decode(bytes: &[u8], fallback: Option<(&str, &str)>) -> Result<Value, Error> {
+/// Reads an enveloped object (a request body) as JSON, `apiVersion` and `kind` (from the
+/// envelope) included.
+pub fn decode(bytes: &[u8]) -> Result<Value, Error> {
     let unknown = envelope(bytes)?;
-    let (mut api_version, mut kind) = with_message(&*unknown, "typeMeta", |t| {
+    let (api_version, kind) = with_message(&*unknown, "typeMeta", |t| {
         (get_str(t, "apiVersion"), get_str(t, "kind"))
     })
     .unwrap_or_default();
-    if kind.is_empty()
-        && let Some((v, k)) = fallback
-    {
-        (api_version, kind) = (v.to_string(), k.to_string());
-    }
     let encoding = get_str(&*unknown, "contentEncoding");
     if !encoding.is_empty() {
         return Err(Error::new(format!(
@@ -339,7 +333,7 @@ mod tests {
             .expect("Pod has a protobuf form")
             .expect("encodes");
         assert_eq!(&wire[..4], b"k8s\0");
-        assert_eq!(decode(&wire, None).expect("decodes"), pod);
+        assert_eq!(decode(&wire).expect("decodes"), pod);
     }
 
     #[test]
@@ -347,16 +341,16 @@ mod tests {
         let secret = json!({"apiVersion": "v1", "kind": "Secret",
             "metadata": {"name": "s"}, "data": {"k": "aGk="}, "type": "Opaque"});
         let wire = encode(&secret).expect("form").expect("encodes");
-        assert_eq!(decode(&wire, None).expect("decodes"), secret);
+        assert_eq!(decode(&wire).expect("decodes"), secret);
         let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
             "metadata": {}, "spec": {"token": "t"},
             "status": {"user": {"username": "u", "extra": {"x": ["1", "2"]}}}});
         let wire = encode(&review).expect("form").expect("encodes");
-        assert_eq!(decode(&wire, None).expect("decodes"), review);
+        assert_eq!(decode(&wire).expect("decodes"), review);
         let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
             "spec": {"ports": [{"port": 80, "targetPort": 8080}, {"port": 81, "targetPort": "web"}]}});
         let wire = encode(&svc).expect("form").expect("encodes");
-        assert_eq!(decode(&wire, None).expect("decodes"), svc);
+        assert_eq!(decode(&wire).expect("decodes"), svc);
     }
 
     #[test]
@@ -375,7 +369,7 @@ mod tests {
                         "mode": {"type": "string", "enum": ["a", "b"]}},
                     "x-kubernetes-validations": [{"rule": "self.x == 1"}]}}}]}});
         let wire = encode(&crd).expect("form").expect("encodes");
-        assert_eq!(decode(&wire, None).expect("decodes"), crd);
+        assert_eq!(decode(&wire).expect("decodes"), crd);
     }
 
     #[test]
@@ -383,8 +377,8 @@ mod tests {
         assert!(
             encode(&json!({"apiVersion": "steward.dev/v1alpha1", "kind": "EtcdCluster"})).is_none()
         );
-        assert!(decode(b"{\"kind\":\"Pod\"}", None).is_err());
-        assert!(decode(b"k8s\0\xff\xff", None).is_err());
+        assert!(decode(b"{\"kind\":\"Pod\"}").is_err());
+        assert!(decode(b"k8s\0\xff\xff").is_err());
         // Status is a meta kind any group version carries.
         assert!(supports("apps/v1", "Status") && supports("v1", "DeleteOptions"));
     }
@@ -434,7 +428,7 @@ mod tests {
             .expect("event");
         assert_eq!(get_str(&*wire, "type"), "ADDED");
         let raw = with_message(&*wire, "object", |o| get_bytes(o, "raw")).expect("object");
-        let object = decode(&raw, None).expect("object");
+        let object = decode(&raw).expect("object");
         assert_eq!(object, event["object"]);
     }
 }
