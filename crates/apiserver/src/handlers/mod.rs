@@ -213,7 +213,7 @@ fn protobuf_body(method: &Method, headers: &mut HeaderMap, body: Bytes) -> ApiRe
         return Err(unsupported());
     }
     let obj = proto::decode(&body).map_err(|e| {
-        if e.to_string().starts_with("no protobuf message") {
+        if e.is_no_form() {
             unsupported()
         } else {
             ApiError::bad_request(format!("the body of the request could not be read: {e}"))

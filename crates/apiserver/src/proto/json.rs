@@ -32,15 +32,25 @@ use serde_json::{Map, Value};
 /// A body that is not a valid message of its kind, or an object that does not fit its message.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct Error(String);
+pub struct Error(String, bool);
 
 impl Error {
     pub fn new(message: impl Into<String>) -> Self {
-        Self(message.into())
+        Self(message.into(), false)
+    }
+
+    /// A kind without a protobuf form (a custom resource): the body is `415`, not `400`.
+    pub fn no_form(message: impl Into<String>) -> Self {
+        Self(message.into(), true)
     }
 
     pub fn wire(e: protobuf::Error) -> Self {
-        Self(format!("protobuf: {e}"))
+        Self(format!("protobuf: {e}"), false)
+    }
+
+    /// Whether the kind has no protobuf form (see [`Error::no_form`]).
+    pub fn is_no_form(&self) -> bool {
+        self.1
     }
 }
 

@@ -110,7 +110,7 @@ pub fn decode(bytes: &[u8]) -> Result<Value, Error> {
         )));
     }
     let desc = descriptor(&api_version, &kind).ok_or_else(|| {
-        Error::new(format!(
+        Error::no_form(format!(
             "no protobuf message for {api_version}, Kind={kind}"
         ))
     })?;
