@@ -735,8 +735,10 @@ async fn pods_follow_their_claims_node() {
 #[tokio::test]
 async fn a_silent_node_is_marked_unknown_tainted_and_its_pods_evicted() {
     let _ = rustls::crypto::ring::default_provider().install_default();
+    // Two seconds: heartbeats carry whole seconds, so a kubelet posting every 200 ms is never
+    // more than about 1.2 s behind.
     let server = start(ServerConfig {
-        node_monitor_grace: Duration::from_secs(1),
+        node_monitor_grace: Duration::from_secs(2),
         ..Default::default()
     })
     .await
@@ -817,16 +819,24 @@ async fn a_silent_node_is_marked_unknown_tainted_and_its_pods_evicted() {
         },
     )
     .await;
-    // The kubelet comes back: the taints go (the evicted Pod stays Terminating until its
-    // kubelet confirms; here nobody does).
-    nodes
-        .patch_status("lost", &PatchParams::default(), &Patch::Merge(beat("True")))
-        .await
-        .unwrap();
+    // The kubelet comes back and keeps posting, as a kubelet does: the taints go (the evicted
+    // Pod stays Terminating until its kubelet confirms; here nobody does).
+    let kubelet = {
+        let nodes = nodes.clone();
+        tokio::spawn(async move {
+            loop {
+                let _ = nodes
+                    .patch_status("lost", &PatchParams::default(), &Patch::Merge(beat("True")))
+                    .await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
     eventually("the taints are lifted", || async {
         let n = nodes.get("lost").await.unwrap();
         n.spec.and_then(|s| s.taints).unwrap_or_default().is_empty()
     })
     .await;
+    kubelet.abort();
     server.shutdown().await;
 }
