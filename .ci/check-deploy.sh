@@ -422,7 +422,9 @@ def check_set(label, objs, watch_ns):
     if watch_ns:
         check(steward_holders == {("Role", watch_ns)}, f"{label}: steward.dev access must be a Role in {watch_ns}, is {steward_holders}")
         for o, r in rules_of(objs, ("ClusterRole",)):
-            check(r["apiGroups"] == ["apiextensions.k8s.io"], f"{label}: in namespaced mode a ClusterRole may only read CRDs, {o['metadata']['name']} grants {r['apiGroups']}")
+            reads_crds = r["apiGroups"] == ["apiextensions.k8s.io"]
+            reads_nodes = r["apiGroups"] == [""] and r["resources"] == ["nodes"] and set(r["verbs"]) <= {"get", "list", "watch"}
+            check(reads_crds or reads_nodes, f"{label}: in namespaced mode a ClusterRole may only read CRDs and Nodes, {o['metadata']['name']} grants {r['apiGroups']} {r['resources']}")
     else:
         check(steward_holders == {("ClusterRole", "")}, f"{label}: steward.dev access must be a ClusterRole, is {steward_holders}")
     crd_read = [r for o, r in rules_of(objs, ("ClusterRole",)) if "customresourcedefinitions" in r["resources"]]

@@ -373,7 +373,8 @@ pub struct FailoverProgress {
     /// The switchover request being handled, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<String>,
-    /// Why: `automatic`, `request` or `restart`.
+    /// Why: `automatic`, `request`, `restart` or `nodeCordoned` (the primary's Node was
+    /// cordoned: a drain is coming).
     pub reason: String,
 }
 

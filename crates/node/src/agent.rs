@@ -20,6 +20,7 @@ use crate::ipam::Ipam;
 use crate::pods::envs::NodeFacts;
 use crate::pods::launch::Launcher;
 use crate::pods::runtime::Registry;
+use crate::partition::Partition;
 use crate::proxy::Proxy;
 use crate::{cluster, kubelet, node, pods, process};
 
@@ -35,6 +36,8 @@ pub struct Shared {
     pub node: NodeFacts,
     /// Whether the agent runs as root (needed for per-pod mount namespaces).
     pub root: bool,
+    /// The test switch between the agent and the API server (never cut outside tests).
+    pub partition: Partition,
 }
 
 impl Shared {
@@ -64,6 +67,8 @@ pub async fn start(client: Client, cfg: NodeConfig) -> Result<NodeHandle, NodeEr
     if killed > 0 {
         tracing::info!(killed, "killed processes left by a previous run");
     }
+    let partition = Partition::default();
+    let client = partition.wrap(client);
     let root = nix::unistd::geteuid().is_root();
     if !root {
         tracing::warn!("not running as root: containers will fail with RunContainerError");
@@ -96,6 +101,7 @@ pub async fn start(client: Client, cfg: NodeConfig) -> Result<NodeHandle, NodeEr
         services: Arc::new(ServiceCache::default()),
         node: facts,
         root,
+        partition,
         cfg,
     });
     let cancel = CancellationToken::new();
@@ -178,6 +184,25 @@ impl NodeHandle {
     /// The cluster-wide hosts file (`state_dir/hosts`).
     pub fn hosts_file(&self) -> PathBuf {
         self.shared.cfg.state_dir.join("hosts")
+    }
+
+    /// Cuts the agent off from the API server, as a network partition or a crashed agent on a
+    /// machine that keeps running would: no heartbeat, no Pod status, no Pod changes seen, no
+    /// kubelet API; the Pod processes go on. For tests of node loss (`crate::partition`).
+    pub fn partition(&self) {
+        self.shared.partition.cut();
+        tracing::warn!(node = %self.shared.cfg.name, "node agent partitioned from the API server");
+    }
+
+    /// Ends [`NodeHandle::partition`]: the agent reconnects and catches up.
+    pub fn heal(&self) {
+        self.shared.partition.heal();
+    }
+
+    /// Kills every Pod process at once (SIGKILL), as a machine that loses power does; the
+    /// agent keeps running.
+    pub fn kill_processes(&self) {
+        self.shared.launcher.processes.kill_all();
     }
 
     /// Stops every pod process (SIGTERM, grace, SIGKILL), marks the Node NotReady and stops

@@ -16,6 +16,7 @@ mod ipam;
 mod kubelet;
 mod logs;
 mod node;
+mod partition;
 mod pods;
 mod process;
 mod proxy;

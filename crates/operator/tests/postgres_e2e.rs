@@ -1067,3 +1067,308 @@ async fn manual_failover_of_a_down_primary_waits_for_fencing_across_an_operator_
     );
     plane.shutdown().await;
 }
+
+/// The Node a Pod is bound to.
+async fn node_of(plane: &Plane, pod: &str) -> String {
+    let pod = plane.api::<Pod>().get(pod).await.unwrap();
+    pod.spec.unwrap().node_name.unwrap()
+}
+
+/// Inserts one row after another through the `-primary` Service (reconnecting after a
+/// failure) until stopped, recording each acknowledged id and when it was acknowledged.
+struct Writer {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<(Vec<(i64, std::time::Instant)>, u64)>,
+}
+
+impl Writer {
+    async fn start(plane: &Plane, cluster: &str) -> Self {
+        let ip = service_ip(plane, &format!("{cluster}-primary")).await;
+        let password = secret_value(plane, &format!("{cluster}-superuser"), "password").await;
+        primary(plane, cluster)
+            .await
+            .batch_execute("CREATE TABLE IF NOT EXISTS acked (id bigint PRIMARY KEY)")
+            .await
+            .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let task = tokio::spawn(async move {
+            let (mut acked, mut failed, mut id) = (Vec::new(), 0u64, 0i64);
+            let mut session: Option<tokio_postgres::Client> = None;
+            while !flag.load(Ordering::Relaxed) {
+                if session.as_ref().is_none_or(tokio_postgres::Client::is_closed) {
+                    session = connect(&ip, "steward", &password, "postgres").await.ok();
+                }
+                let Some(client) = &session else {
+                    failed += 1;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                };
+                id += 1;
+                let insert = client.execute("INSERT INTO acked VALUES ($1)", &[&id]);
+                match tokio::time::timeout(Duration::from_secs(5), insert).await {
+                    Ok(Ok(_)) => acked.push((id, std::time::Instant::now())),
+                    _ => {
+                        failed += 1;
+                        session = None;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            (acked, failed)
+        });
+        Self { stop, task }
+    }
+
+    /// Stops; returns the acknowledged ids with their times, and the failed attempts.
+    async fn stop(self) -> (Vec<(i64, std::time::Instant)>, u64) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.await.unwrap()
+    }
+}
+
+/// The longest time between two acknowledged writes within `[from, to]`.
+fn longest_gap(acked: &[(i64, std::time::Instant)], from: std::time::Instant, to: std::time::Instant) -> Duration {
+    acked
+        .windows(2)
+        .filter(|w| w[1].1 >= from && w[0].1 <= to)
+        .map(|w| w[1].1 - w[0].1)
+        .max()
+        .unwrap_or_default()
+}
+
+/// Every acknowledged id is stored on the primary.
+async fn assert_none_lost(plane: &Plane, cluster: &str, acked: &[(i64, std::time::Instant)]) {
+    let rows = primary(plane, cluster)
+        .await
+        .query("SELECT id FROM acked", &[])
+        .await
+        .unwrap();
+    let stored: std::collections::BTreeSet<i64> = rows.iter().map(|r| r.get(0)).collect();
+    let lost: Vec<i64> = acked
+        .iter()
+        .map(|(id, _)| *id)
+        .filter(|id| !stored.contains(id))
+        .collect();
+    assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
+}
+
+/// `kubectl drain` of each of three Nodes in turn with a writer running: the replicas' budget
+/// lets one replica go at a time, the primary's budget holds the primary until the operator,
+/// seeing its Node cordoned, has switched over to a replica on another Node. One primary
+/// throughout, no acknowledged write lost; the longest write gap around the primary's drain is
+/// printed (docs/performance.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn draining_each_node_in_turn_keeps_one_primary_and_every_acknowledged_write() {
+    if std::env::var("STEWARD_E2E_KUBECONFIG").is_ok() {
+        eprintln!("skipped on a real cluster: the harness joins one node agent per test");
+        return;
+    }
+    let plane = Plane::start_with_nodes(3).await;
+    create(&plane, "dr", 3, "").await;
+    let mut placed = std::collections::BTreeSet::new();
+    for i in 0..3 {
+        placed.insert(node_of(&plane, &format!("dr-{i}")).await);
+    }
+    assert_eq!(placed.len(), 3, "one instance per Node: {placed:?}");
+    let writer = Writer::start(&plane, "dr").await;
+    let two_primaries = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (pods, flag, stop) = (plane.api::<Pod>(), two_primaries.clone(), stop.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let labelled = pods
+                    .list(&ListParams::default().labels("steward.dev/role=primary"))
+                    .await
+                    .map(|l| l.items.len())
+                    .unwrap_or_default();
+                if labelled > 1 {
+                    flag.store(true, Ordering::Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let mut primary_drain = None;
+    for node in plane.nodes() {
+        let before = plane.api::<PostgresCluster>().get("dr").await.unwrap();
+        let old_primary = before.status.unwrap().current_primary.unwrap();
+        let held_primary = node_of(&plane, &old_primary).await == node;
+        let started = std::time::Instant::now();
+        let said = plane.kubectl(&[
+            "drain",
+            &node,
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--timeout=180s",
+        ]);
+        assert!(said.contains("drained"), "{said}");
+        let drained = std::time::Instant::now();
+        let now = plane.api::<PostgresCluster>().get("dr").await.unwrap();
+        let status = now.status.unwrap();
+        if held_primary {
+            assert!(
+                said.contains("disruption budget"),
+                "the primary's budget held the drain until the switchover: {said}"
+            );
+            let new_primary = status.current_primary.clone().unwrap();
+            assert_ne!(new_primary, old_primary);
+            assert_ne!(node_of(&plane, &new_primary).await, node);
+            let op = status.common.last_operation.clone().unwrap();
+            assert_eq!(
+                (op.kind, op.phase),
+                (OperationKind::Failover, OperationPhase::Succeeded)
+            );
+            assert_eq!(op.change.switchover, Some(true), "{op:?}");
+            primary_drain = Some((started, drained));
+        } else {
+            assert_eq!(status.current_primary.as_deref(), Some(old_primary.as_str()));
+        }
+        plane.kubectl(&["uncordon", &node]);
+        plane
+            .wait_for::<PostgresCluster, _>(
+                &format!("three ready instances after draining {node}"),
+                "dr",
+                BOOT,
+                settled(3),
+            )
+            .await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (acked, failed) = writer.stop().await;
+    stop.store(true, Ordering::Relaxed);
+    watcher.await.unwrap();
+    assert!(!two_primaries.load(Ordering::Relaxed), "two Pods were labelled primary at once");
+    assert!(acked.len() > 100, "the writer made progress: {}", acked.len());
+    assert_none_lost(&plane, "dr", &acked).await;
+    let (from, to) = primary_drain.expect("one of the Nodes held the primary");
+    eprintln!(
+        "postgres drains: {} inserts acknowledged, {} failed attempts; drain of the primary's \
+         Node took {:.1} s, longest write gap {:.2} s",
+        acked.len(),
+        failed,
+        (to - from).as_secs_f64(),
+        longest_gap(&acked, from, to).as_secs_f64()
+    );
+    plane.shutdown().await;
+}
+
+/// The primary's Node is cut off from the API server while its PostgreSQL keeps running (a
+/// partitioned machine). The operator never promotes a replica while the old primary may still
+/// accept writes: it says which Node is lost and what a person must confirm. Once the person
+/// confirms (the machine is off, the Pod force-deleted), the fail-over completes and writes are
+/// accepted on the new primary. Prints the detection and recovery times.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lost_primary_node_is_reported_and_never_yields_two_writable_primaries() {
+    if std::env::var("STEWARD_E2E_KUBECONFIG").is_ok() {
+        eprintln!("skipped on a real cluster: the harness cannot cut a real Node off");
+        return;
+    }
+    let plane = Plane::start_with_nodes(3).await;
+    create(&plane, "nl", 3, "").await;
+    let nodes = plane.nodes();
+    // The first Node's agent also carries the Service proxy of the whole plane: keep the
+    // primary off it, so that cutting the primary's Node leaves Services working.
+    if node_of(&plane, "nl-0").await == nodes[0] {
+        let mut target = None;
+        for i in 1..3 {
+            if node_of(&plane, &format!("nl-{i}")).await != nodes[0] {
+                target = Some(format!("nl-{i}"));
+            }
+        }
+        let target = target.unwrap();
+        plane
+            .patch_spec::<PostgresCluster>("nl", serde_json::json!({"switchover": {"id": "off-first-node", "target": target}}))
+            .await;
+        handled(&plane, "nl", &target, "off-first-node").await;
+    }
+    let old = plane
+        .api::<PostgresCluster>()
+        .get("nl")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .current_primary
+        .unwrap();
+    let lost = node_of(&plane, &old).await;
+    let writer = Writer::start(&plane, "nl").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let old_direct = superuser_on(&plane, "nl", &old).await;
+    let replicas: Vec<String> = (0..3).map(|i| format!("nl-{i}")).filter(|n| *n != old).collect();
+    let (acked_before, _) = writer.stop().await;
+
+    let cut = std::time::Instant::now();
+    plane.partition_node(&lost);
+    let reported = plane
+        .wait_for::<PostgresCluster, _>(
+            "the lost Node is reported",
+            "nl",
+            Duration::from_secs(180),
+            |c| degraded_reason(c).as_deref() == Some("PrimaryNodeLost"),
+        )
+        .await;
+    let detected = cut.elapsed();
+    let message = true_condition(&reported.status.as_ref().unwrap().common, "Degraded")
+        .unwrap()
+        .message
+        .clone();
+    for part in [lost.as_str(), "--force", old.as_str()] {
+        assert!(message.contains(part), "{part} in {message}");
+    }
+    // Held: the old primary still runs and takes writes, every other instance is a replica.
+    for _ in 0..5 {
+        old_direct
+            .execute("INSERT INTO acked VALUES (-1 - (random() * 1e9)::bigint)", &[])
+            .await
+            .expect("the cut-off primary still accepts writes: it is the only one");
+        for r in &replicas {
+            assert!(in_recovery(&plane, "nl", r).await, "{r} was promoted while {old} runs");
+        }
+        assert_eq!(labelled_primary(&plane).await, [old.clone()]);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    // A person confirms: the machine is off, its Pod goes.
+    plane.kill_node_processes(&lost);
+    let confirmed = std::time::Instant::now();
+    plane.kubectl(&[
+        "-n",
+        &plane.namespace,
+        "delete",
+        "pod",
+        &old,
+        "--force",
+        "--grace-period=0",
+    ]);
+    let after = plane
+        .wait_for::<PostgresCluster, _>(
+            "a new primary",
+            "nl",
+            BOOT,
+            |c| {
+                c.status.as_ref().is_some_and(|s| {
+                    s.current_primary.as_deref().is_some_and(|p| p != old)
+                        && s.pending_failover.is_none()
+                })
+            },
+        )
+        .await;
+    let new = after.status.unwrap().current_primary.unwrap();
+    assert!(replicas.contains(&new));
+    let session = primary(&plane, "nl").await;
+    session
+        .execute("INSERT INTO acked VALUES (1000000)", &[])
+        .await
+        .unwrap();
+    let recovered = confirmed.elapsed();
+    assert_none_lost(&plane, "nl", &acked_before).await;
+    assert_eq!(labelled_primary(&plane).await, [new.clone()]);
+    eprintln!(
+        "postgres node loss: lost Node {lost} reported after {:.1} s (node monitor grace 40 s + \
+         detection delay 2 s); writes accepted on {new} {:.1} s after the confirmation",
+        detected.as_secs_f64(),
+        recovered.as_secs_f64()
+    );
+    plane.shutdown().await;
+}

@@ -1,14 +1,17 @@
 //! A minimal scheduler: binds Pods that have no `spec.nodeName` and use the default scheduler
 //! to a Ready, schedulable Node whose labels satisfy the Pod's `nodeSelector` and required node
 //! affinity (`matchExpressions` with In/NotIn/Exists/DoesNotExist/Gt/Lt, `matchFields` on
-//! `metadata.name`) and whose NoSchedule/NoExecute taints the Pod tolerates, and where no Pod its
-//! required pod anti-affinity terms select runs in the same topology domain (`topologyKey`);
-//! among those it picks the Node with the least preferred anti-affinity weight against it, then
-//! the fewest Pods, then by name — so replicas spread over Nodes and zones. Pods that fit nowhere
-//! get `PodScheduled=False` (`Unschedulable`). Claims are node-local: a Pod goes to the Node its
-//! claims' volumes live on (`volume.kubernetes.io/selected-node`, recorded at the first binding),
-//! so a rescheduled Pod finds its data, as with local persistent volumes. Resource requests, pod affinity, topology spread
-//! constraints and preemption are not considered. Event-driven: a pass looks at the Pods that changed, and at every pending
+//! `metadata.name`) and whose NoSchedule/NoExecute taints the Pod tolerates, where no Pod its
+//! required pod anti-affinity terms select runs in the same topology domain (`topologyKey`), and
+//! where its `DoNotSchedule` topology spread constraints keep the skew within `maxSkew`
+//! (`minDomains`, `nodeAffinityPolicy`, `nodeTaintsPolicy` as the real scheduler reads them);
+//! among those it picks the Node with the least preferred anti-affinity weight plus
+//! `ScheduleAnyway` skew against it, then the fewest Pods, then by name — so replicas spread
+//! over Nodes and zones. Pods that fit nowhere get `PodScheduled=False` (`Unschedulable`).
+//! Claims are node-local: a Pod goes to the Node its claims' volumes live on
+//! (`volume.kubernetes.io/selected-node`, recorded at the first binding), so a rescheduled Pod
+//! finds its data, as with local persistent volumes. Resource requests, pod affinity,
+//! `matchLabelKeys` and preemption are not considered. Event-driven: a pass looks at the Pods that changed, and at every pending
 //! Pod only when a Node came, went, or changed readiness, labels or taints, or a Pod was deleted
 //! (as the real scheduler moves unschedulable Pods back to its active queue on such events).
 
@@ -264,6 +267,106 @@ fn anti_affinity_penalty(
         .sum()
 }
 
+/// Whether `pod`'s node selector and required node affinity (not taints) admit `node`: the
+/// nodes a topology spread constraint with `nodeAffinityPolicy: Honor` counts domains on.
+fn affinity_admits(pod: &Value, node: &Value) -> bool {
+    let labels = meta::labels(node);
+    meta::get_path(pod, "spec.nodeSelector")
+        .and_then(Value::as_object)
+        .is_none_or(|sel| sel.iter().all(|(k, v)| labels.get(k) == Some(v)))
+        && meta::get_path(
+            pod,
+            "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms",
+        )
+        .and_then(Value::as_array)
+        .is_none_or(|terms| terms.iter().any(|t| term_matches(t, node)))
+}
+
+/// The skew `node` would have under one `topologySpreadConstraints` entry if `pod` went there:
+/// matching Pods in its domain plus one, minus the fewest in any eligible domain (zero while
+/// there are fewer domains than `minDomains`). `None` when `node` lacks the topology key. As
+/// the real scheduler: domains come from Nodes carrying the key (admitted by the Pod's node
+/// selector and affinity unless `nodeAffinityPolicy: Ignore`; taints ignored unless
+/// `nodeTaintsPolicy: Honor`), and only Pods of the Pod's namespace that the constraint's
+/// `labelSelector` selects count.
+fn spread_skew(
+    constraint: &Value,
+    pod: &Value,
+    node: &Value,
+    nodes: &std::collections::HashMap<String, Value>,
+    placed: &[Placed],
+) -> Option<i64> {
+    let key = constraint["topologyKey"].as_str()?;
+    let domain = meta::labels_ref(node).get(key)?.as_str()?.to_owned();
+    let honor_affinity = constraint["nodeAffinityPolicy"].as_str() != Some("Ignore");
+    let honor_taints = constraint["nodeTaintsPolicy"].as_str() == Some("Honor");
+    let mut counts: std::collections::HashMap<String, i64> = std::collections::HashMap::new();
+    let mut node_domain: std::collections::HashMap<&str, String> = std::collections::HashMap::new();
+    for (name, n) in nodes {
+        let Some(d) = meta::labels_ref(n).get(key).and_then(Value::as_str) else {
+            continue;
+        };
+        if (honor_affinity && !affinity_admits(pod, n)) || (honor_taints && !fits(pod, n)) {
+            continue;
+        }
+        counts.entry(d.to_owned()).or_default();
+        node_domain.insert(name.as_str(), d.to_owned());
+    }
+    let ns = meta::namespace(pod).unwrap_or_default();
+    let selector = constraint.get("labelSelector").filter(|s| s.is_object());
+    for other in placed {
+        let selected = other.namespace == ns
+            && selector.is_some_and(|sel| super::workload::selects(Some(sel), &other.labels));
+        if let (true, Some(d)) = (selected, node_domain.get(other.node.as_str())) {
+            *counts.entry(d.clone()).or_default() += 1;
+        }
+    }
+    let min_domains = constraint["minDomains"].as_u64().unwrap_or(1);
+    let min = if (counts.len() as u64) < min_domains {
+        0
+    } else {
+        counts.values().copied().min().unwrap_or(0)
+    };
+    Some(counts.get(&domain).copied().unwrap_or(0) + 1 - min)
+}
+
+fn spread_constraints(pod: &Value) -> &[Value] {
+    meta::get_path(pod, "spec.topologySpreadConstraints")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+}
+
+/// The Pod's `DoNotSchedule` spread constraints hold on `node`.
+fn spread_allows(
+    pod: &Value,
+    node: &Value,
+    nodes: &std::collections::HashMap<String, Value>,
+    placed: &[Placed],
+) -> bool {
+    spread_constraints(pod)
+        .iter()
+        .filter(|c| c["whenUnsatisfiable"].as_str() != Some("ScheduleAnyway"))
+        .all(|c| {
+            let max = c["maxSkew"].as_i64().unwrap_or(1);
+            spread_skew(c, pod, node, nodes, placed).is_some_and(|skew| skew <= max)
+        })
+}
+
+/// How much `node` goes against the Pod's `ScheduleAnyway` spread constraints (its skews).
+fn spread_penalty(
+    pod: &Value,
+    node: &Value,
+    nodes: &std::collections::HashMap<String, Value>,
+    placed: &[Placed],
+) -> i64 {
+    spread_constraints(pod)
+        .iter()
+        .filter(|c| c["whenUnsatisfiable"].as_str() == Some("ScheduleAnyway"))
+        .map(|c| spread_skew(c, pod, node, nodes, placed).unwrap_or(0).max(0))
+        .sum()
+}
+
 fn set_condition(pod: &mut Value, status: &str, reason: Option<&str>, message: Option<&str>) {
     let mut conditions: Vec<Value> = meta::get_path(pod, "status.conditions")
         .and_then(Value::as_array)
@@ -397,16 +500,22 @@ pub fn schedule(state: &mut State, changes: &Changes) {
             })
             .collect();
         let node_only: usize = nodes.iter().filter(|n| fits(&pod, n)).count();
-        let allowed: Vec<&Value> = fitting
+        let apart: Vec<&Value> = fitting
             .iter()
             .copied()
             .filter(|n| anti_affinity_allows(&pod, n, &by_name, &placed))
+            .collect();
+        let allowed: Vec<&Value> = apart
+            .iter()
+            .copied()
+            .filter(|n| spread_allows(&pod, n, &by_name, &placed))
             .collect();
         let best = allowed
             .iter()
             .filter_map(|n| {
                 let name = meta::name(n)?;
-                let penalty = anti_affinity_penalty(&pod, n, &by_name, &placed);
+                let penalty = anti_affinity_penalty(&pod, n, &by_name, &placed)
+                    + spread_penalty(&pod, n, &by_name, &placed);
                 Some((
                     penalty,
                     load.get(name).copied().unwrap_or(0),
@@ -463,11 +572,17 @@ pub fn schedule(state: &mut State, changes: &Changes) {
                         "0/{} nodes are available: {node_only} node(s) had volume node affinity conflict.",
                         nodes.len()
                     )
-                } else {
+                } else if apart.is_empty() {
                     format!(
                         "0/{} nodes are available: {} node(s) didn't match pod anti-affinity rules.",
                         nodes.len(),
                         fitting.len()
+                    )
+                } else {
+                    format!(
+                        "0/{} nodes are available: {} node(s) didn't match pod topology spread constraints.",
+                        nodes.len(),
+                        apart.len()
                     )
                 };
                 set_condition(&mut with_status, "False", Some("Unschedulable"), Some(&msg));
@@ -490,6 +605,61 @@ pub fn schedule(state: &mut State, changes: &Changes) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn topology_spread_keeps_the_skew_within_max_skew() {
+        let node = |name: &str, zone: &str| {
+            json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
+                "topology.kubernetes.io/zone": zone}}})
+        };
+        let nodes: std::collections::HashMap<String, Value> = [
+            ("n1", node("n1", "a")),
+            ("n2", node("n2", "a")),
+            ("n3", node("n3", "b")),
+            ("n4", json!({"metadata": {"name": "n4", "labels": {}}})),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let at = |n: &str, app: &str| Placed {
+            node: n.into(),
+            namespace: "db".into(),
+            labels: json!({ "app": app }).as_object().unwrap().clone(),
+        };
+        // Zone a holds two matching Pods (and one of another app), zone b none.
+        let placed = vec![at("n1", "pg"), at("n2", "pg"), at("n3", "other")];
+        let pod = |when: &str, policy: Option<&str>, selector: Value| {
+            let mut c = json!({"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": when, "labelSelector": {"matchLabels": {"app": "pg"}}});
+            if let Some(p) = policy {
+                c["nodeAffinityPolicy"] = json!(p);
+            }
+            json!({"metadata": {"namespace": "db", "labels": {"app": "pg"}},
+                "spec": {"topologySpreadConstraints": [c], "nodeSelector": selector}})
+        };
+        let hard = pod("DoNotSchedule", None, json!({}));
+        let allows = |p: &Value, n: &str| spread_allows(p, &nodes[n], &nodes, &placed);
+        assert!(!allows(&hard, "n1"), "zone a would be 3 against 0");
+        assert!(allows(&hard, "n3"));
+        assert!(!allows(&hard, "n4"), "a node without the key is not a domain");
+        let soft = pod("ScheduleAnyway", None, json!({}));
+        assert!(allows(&soft, "n1"));
+        let penalty = |p: &Value, n: &str| spread_penalty(p, &nodes[n], &nodes, &placed);
+        assert!(penalty(&soft, "n3") < penalty(&soft, "n1"));
+        // Honoring the node selector, zone b is not a domain for a Pod held to zone a.
+        let held = pod("DoNotSchedule", None, json!({"topology.kubernetes.io/zone": "a"}));
+        assert!(allows(&held, "n1"));
+        let ignoring = pod(
+            "DoNotSchedule",
+            Some("Ignore"),
+            json!({"topology.kubernetes.io/zone": "a"}),
+        );
+        assert!(!allows(&ignoring, "n1"));
+        // Another namespace does not count.
+        let mut elsewhere = hard.clone();
+        elsewhere["metadata"]["namespace"] = json!("web");
+        assert!(allows(&elsewhere, "n1"));
+    }
 
     #[test]
     fn anti_affinity_keeps_selected_pods_apart_by_topology() {

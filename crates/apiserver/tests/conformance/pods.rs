@@ -125,19 +125,21 @@ async fn namespace_deletion_waits_for_terminating_pods() {
     env.finish().await;
 }
 
-#[tokio::test]
-async fn required_pod_anti_affinity_spreads_pods_and_refuses_a_third() {
+/// Fake Nodes that count as Ready (fresh heartbeat, capacity), labelled with their hostname,
+/// `steward.dev/conformance-ns` (the test's namespace, for node selectors) and
+/// `steward.dev/conformance-zone` (their base name).
+async fn ready_nodes(env: &mut crate::support::Env, bases: &[&str]) -> Vec<String> {
     use k8s_openapi::api::core::v1::Node;
-    let mut env = env("anti-affinity").await;
     let mut nodes = Vec::new();
-    for base in ["a", "b"] {
+    for base in bases {
         let name = env.node(base).await;
         let api: Api<Node> = Api::all(env.client.clone());
         api.patch(
             &name,
             &PatchParams::default(),
             &Patch::Merge(json!({"metadata": {"labels": {
-                "kubernetes.io/hostname": name, "steward.dev/conformance-ns": env.ns}}})),
+                "kubernetes.io/hostname": name, "steward.dev/conformance-ns": env.ns,
+                "steward.dev/conformance-zone": base}}})),
         )
         .await
         .unwrap();
@@ -154,6 +156,81 @@ async fn required_pod_anti_affinity_spreads_pods_and_refuses_a_third() {
         .unwrap();
         nodes.push(name);
     }
+    nodes
+}
+
+/// Where a Pod was bound, once the scheduler bound it.
+async fn bound(api: &Api<Pod>, name: &str) -> String {
+    for _ in 0..300 {
+        if let Some(n) = api.get(name).await.unwrap().spec.and_then(|s| s.node_name) {
+            return n;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("{name} was not scheduled")
+}
+
+/// Whether the scheduler said a Pod is unschedulable with a message containing `why`.
+async fn refused(api: &Api<Pod>, name: &str, why: &str) -> bool {
+    api.get(name)
+        .await
+        .ok()
+        .and_then(|p| p.status)
+        .and_then(|s| s.conditions)
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.type_ == "PodScheduled"
+                    && c.status == "False"
+                    && c.reason.as_deref() == Some("Unschedulable")
+                    && c.message.as_deref().is_some_and(|m| m.contains(why))
+            })
+        })
+}
+
+#[tokio::test]
+async fn topology_spread_places_pods_within_max_skew_and_refuses_beyond_it() {
+    let mut env = env("spread").await;
+    let nodes = ready_nodes(&mut env, &["a", "b"]).await;
+    let api: Api<Pod> = env.api();
+    // Two matching Pods already run in zone a (bound directly, as by another scheduler).
+    for name in ["t0", "t1"] {
+        let p: Pod = serde_json::from_value(json!({"metadata": {"name": name, "labels": {"app": "ts"}},
+            "spec": {"nodeName": nodes[0], "containers": [{"name": "c", "image": "busybox"}],
+                "tolerations": [{"key": "steward.dev/conformance", "operator": "Exists"}]}}))
+        .unwrap();
+        env.pod(&p).await;
+    }
+    let spread = |name: &str, extra: Value| -> Pod {
+        let mut constraint = json!({"maxSkew": 1, "topologyKey": "steward.dev/conformance-zone",
+            "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "ts"}}});
+        let mut selector = json!({"steward.dev/conformance-ns": env.ns});
+        if let Some(host) = extra.get("host") {
+            selector["kubernetes.io/hostname"] = host.clone();
+            constraint["nodeAffinityPolicy"] = json!("Ignore");
+        }
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": {"app": "ts"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}],
+                "nodeSelector": selector,
+                "tolerations": [{"key": "steward.dev/conformance", "operator": "Exists"}],
+                "topologySpreadConstraints": [constraint]}}))
+        .unwrap()
+    };
+    // Zone a holds 2, zone b 0: a third there would make the skew 3.
+    env.pod(&spread("t2", json!({}))).await;
+    assert_eq!(bound(&api, "t2").await, nodes[1]);
+    // Held to zone a's Node, with zone b still counted (nodeAffinityPolicy: Ignore): 3 − 1 > 1.
+    env.pod(&spread("t3", json!({"host": nodes[0]}))).await;
+    eventually("t3 is refused for its spread constraint", || async {
+        refused(&api, "t3", "didn't match pod topology spread constraints").await
+    })
+    .await;
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn required_pod_anti_affinity_spreads_pods_and_refuses_a_third() {
+    let mut env = env("anti-affinity").await;
+    let nodes = ready_nodes(&mut env, &["a", "b"]).await;
     let pod = |name: &str| -> Pod {
         serde_json::from_value(json!({"metadata": {"name": name, "labels": {"app": "spread"}},
             "spec": {"containers": [{"name": "c", "image": "busybox"}],
@@ -170,39 +247,13 @@ async fn required_pod_anti_affinity_spreads_pods_and_refuses_a_third() {
     }
     let mut placed = Vec::new();
     for name in ["s0", "s1"] {
-        let node = {
-            let api = api.clone();
-            let mut found = None;
-            for _ in 0..300 {
-                if let Some(n) = api.get(name).await.unwrap().spec.and_then(|s| s.node_name) {
-                    found = Some(n);
-                    break;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            }
-            found.unwrap_or_else(|| panic!("{name} was not scheduled"))
-        };
-        placed.push(node);
+        placed.push(bound(&api, name).await);
     }
     placed.sort();
     assert_eq!(placed, nodes, "one Pod per Node");
     env.pod(&pod("s2")).await;
     eventually("the third Pod is unschedulable", || async {
-        api.get("s2")
-            .await
-            .ok()
-            .and_then(|p| p.status)
-            .and_then(|s| s.conditions)
-            .is_some_and(|cs| {
-                cs.iter().any(|c| {
-                    c.type_ == "PodScheduled"
-                        && c.status == "False"
-                        && c.reason.as_deref() == Some("Unschedulable")
-                        && c.message
-                            .as_deref()
-                            .is_some_and(|m| m.contains("didn't match pod anti-affinity rules"))
-                })
-            })
+        refused(&api, "s2", "didn't match pod anti-affinity rules").await
     })
     .await;
     env.finish().await;

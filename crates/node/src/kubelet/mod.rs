@@ -56,7 +56,7 @@ pub async fn serve(
     shared: Arc<Shared>,
     cancel: CancellationToken,
 ) {
-    let app = router(shared);
+    let app = router(shared.clone());
     loop {
         let tcp = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -68,6 +68,9 @@ pub async fn serve(
             },
             () = cancel.cancelled() => return,
         };
+        if shared.partition.is_cut() {
+            continue; // unreachable across the partition: the connection is dropped
+        }
         let (tls, app, cancel) = (tls.clone(), app.clone(), cancel.clone());
         tokio::spawn(async move {
             let stream = match tls.accept(tcp).await {

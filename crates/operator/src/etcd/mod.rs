@@ -35,6 +35,8 @@ pub struct EtcdStores {
     pub claims: crate::runtime::stores::Indexed<PersistentVolumeClaim>,
     /// Peers.
     pub peers: crate::runtime::stores::Indexed<EtcdPeer>,
+    /// Every Node of the cluster, slimmed (`resources::nodes`).
+    pub nodes: kube::runtime::reflector::Store<k8s_openapi::api::core::v1::Node>,
 }
 
 /// The controller name used in metrics, logs and field managers.

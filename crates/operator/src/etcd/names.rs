@@ -81,6 +81,11 @@ pub fn claim_name(peer: &str) -> String {
     format!("{peer}-data")
 }
 
+/// The peer a claim named by [`claim_name`] belongs to.
+pub fn peer_of_claim(claim: &str) -> Option<&str> {
+    claim.strip_suffix("-data")
+}
+
 /// The client URL of a member Pod, by IP (what the operator dials: it may run outside the
 /// cluster's DNS).
 pub fn pod_client_url(ip: &str) -> String {
@@ -116,5 +121,7 @@ mod tests {
         assert_eq!(n.peer_from_url("http://10.0.0.1:2380"), None);
         assert_eq!(n.next_free(&["demo-0".into(), "demo-2".into()]), "demo-1");
         assert_eq!(claim_name("demo-1"), "demo-1-data");
+        assert_eq!(peer_of_claim(&claim_name("demo-1")), Some("demo-1"));
+        assert_eq!(peer_of_claim("demo-1-wal"), None);
     }
 }

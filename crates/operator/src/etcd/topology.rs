@@ -122,7 +122,12 @@ pub enum MemberAction {
 
 /// Decides the one membership change to make so that the voting members approach `replicas`.
 /// Assumes the caller checked the cluster is quorate.
-pub fn plan_members(observed: &Observed, replicas: usize, names: &ClusterNames) -> MemberAction {
+pub fn plan_members(
+    observed: &Observed,
+    replicas: usize,
+    names: &ClusterNames,
+    stranded: &[String],
+) -> MemberAction {
     let voters: Vec<&Member> = observed.voters().collect();
     let learners: Vec<&Member> = observed.members.iter().filter(|m| m.is_learner).collect();
     let name = |m: &Member| {
@@ -170,10 +175,13 @@ pub fn plan_members(observed: &Observed, replicas: usize, names: &ClusterNames) 
                 voters.len()
             ));
         }
+        // A name whose Pod or claim is stranded on a lost Node cannot be used again until a
+        // person confirms that Node gone: its Pod stays Terminating and its volume there.
         let taken: Vec<String> = observed
             .members
             .iter()
             .filter_map(|m| observed.name_of(m, names))
+            .chain(stranded.iter().cloned())
             .collect();
         let new = names.next_free(&taken);
         return MemberAction::Add {

@@ -1,13 +1,16 @@
 //! Wires the PostgreSQL pipeline into a kube-runtime `Controller`: the cluster kind is the
 //! trigger; instance Pods and Services come from the shared caches; Secrets labelled
 //! `steward.dev/user-password` (and only those) wake every cluster whose users reference them,
-//! which is how a password change reaches the database within seconds.
+//! which is how a password change reaches the database within seconds. A Node that changes
+//! state (cordoned, lost, usable again) wakes the clusters with an instance on it, so a drain
+//! of the primary's Node starts the switchover at once.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{Node, Pod, Secret, Service};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::{ObjectRef, ReflectHandle};
@@ -17,10 +20,11 @@ use steward_api::common::RetentionPolicy;
 use steward_api::postgres::PostgresCluster;
 use tokio_util::sync::CancellationToken;
 
-use super::names::{ClusterNames, ENGINE, USER_PASSWORD_LABEL};
+use super::names::{ClusterNames, ENGINE, INSTANCE_COMPONENT, USER_PASSWORD_LABEL};
 use super::{CONTROLLER, PostgresPass, PostgresStores, pipeline};
 use crate::error::Error;
-use crate::resources::{AppliedSet, Applier};
+use crate::resources::nodes::{self, NodeState};
+use crate::resources::{AppliedSet, Applier, labels};
 use crate::runtime::context::{Context, error_policy};
 
 /// How often a converged cluster is looked at again (the database changes without API events).
@@ -124,14 +128,38 @@ fn references(cluster: &PostgresCluster, secret: &Secret) -> bool {
             .any(|u| u.password_secret.name == secret.name_any())
 }
 
+/// The clusters with an instance Pod bound to Node `node`.
+fn instances_on(pods: &crate::runtime::stores::Indexed<Pod>, node: &str) -> Vec<ObjectRef<PostgresCluster>> {
+    let mut refs: Vec<ObjectRef<PostgresCluster>> = pods
+        .state()
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+        .filter(|p| {
+            let labels = p.labels();
+            labels.get(labels::NAME).map(String::as_str) == Some(ENGINE)
+                && labels.get(labels::COMPONENT).map(String::as_str) == Some(INSTANCE_COMPONENT)
+        })
+        .filter_map(|p| {
+            let cluster = p.labels().get(labels::INSTANCE)?;
+            Some(ObjectRef::new(cluster).within(&p.namespace()?))
+        })
+        .collect();
+    refs.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    refs.dedup();
+    refs
+}
+
 /// Runs the PostgreSQL controller until `stop` is cancelled.
 pub async fn run(
     ctx: Arc<Context>,
     stores: PostgresStores,
     service_events: ReflectHandle<Service>,
     pod_events: ReflectHandle<Pod>,
+    node_events: ReflectHandle<Node>,
     stop: CancellationToken,
 ) {
+    let pods = stores.pods.clone();
+    let seen = std::sync::Mutex::new(HashMap::<String, NodeState>::new());
     let clusters: Api<PostgresCluster> = ctx.watched_api();
     let secrets: Api<Secret> = ctx.watched_api();
     let state = Arc::new(State {
@@ -144,6 +172,21 @@ pub async fn run(
     controller
         .owns_shared_stream(service_events)
         .owns_shared_stream(pod_events)
+        .watches_shared_stream(node_events, move |node: Arc<Node>| {
+            // Heartbeats change a Node every few seconds; only a new state (cordoned, lost,
+            // usable again) wakes the clusters with an instance there.
+            let name = node.name_any();
+            let state = nodes::state(&node);
+            let changed = seen
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(name.clone(), state)
+                .is_some_and(|before| before != state);
+            if !changed {
+                return Vec::new();
+            }
+            instances_on(&pods, &name)
+        })
         .watches(
             secrets,
             watcher::Config::default().labels(USER_PASSWORD_LABEL),

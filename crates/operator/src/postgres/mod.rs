@@ -39,6 +39,8 @@ pub struct PostgresStores {
     pub pods: crate::runtime::stores::Indexed<Pod>,
     /// Instance claims.
     pub claims: crate::runtime::stores::Indexed<PersistentVolumeClaim>,
+    /// Every Node of the cluster, slimmed (`resources::nodes`).
+    pub nodes: kube::runtime::reflector::Store<k8s_openapi::api::core::v1::Node>,
 }
 
 /// The generated passwords of the operator's superuser and the replication user. `Debug`

@@ -118,6 +118,11 @@ impl ClusterNames {
         format!("{}-replicas", self.cluster)
     }
 
+    /// The PodDisruptionBudget of the primary.
+    pub fn primary_budget(&self) -> String {
+        format!("{}-primary", self.cluster)
+    }
+
     /// DNS name of the `-primary` Service, as instances reach it.
     pub fn primary_host(&self) -> String {
         format!("{}.{}.svc", self.primary_service(), self.namespace)

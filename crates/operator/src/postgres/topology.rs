@@ -7,6 +7,7 @@
 use steward_api::postgres::InstanceRole;
 
 use crate::postgres::admin::{Lsn, ServerInfo, WalPosition};
+pub use crate::resources::nodes::NodeState;
 use jiff::Timestamp;
 
 /// One instance as observed on this pass.
@@ -40,7 +41,12 @@ pub struct InstanceView {
     pub unschedulable: Option<String>,
     /// The last FATAL line of the database container's last failed run.
     pub last_fatal: Option<String>,
+    /// The Node its Pod is bound to.
+    pub node: Option<String>,
+    /// What that Node says about itself.
+    pub node_state: NodeState,
 }
+
 
 impl InstanceView {
     /// Answered over SQL with a ready Pod.
@@ -85,7 +91,7 @@ pub fn choose_target(
 ) -> Result<String, String> {
     let candidates: Vec<&InstanceView> = instances
         .iter()
-        .filter(|i| i.name != primary && i.standby())
+        .filter(|i| i.name != primary && i.standby() && i.node_state != NodeState::Lost)
         .collect();
     if let Some(want) = requested {
         return match instances.iter().find(|i| i.name == want) {
@@ -102,12 +108,47 @@ pub fn choose_target(
     candidates
         .iter()
         .max_by(|a, b| {
-            a.position()
-                .cmp(&b.position())
+            // A replica on a cordoned Node is promoted only when no other can be: its Node is
+            // about to be drained.
+            (a.node_state == NodeState::Usable)
+                .cmp(&(b.node_state == NodeState::Usable))
+                .then_with(|| a.position().cmp(&b.position()))
                 .then_with(|| b.ordinal.cmp(&a.ordinal))
         })
         .map(|i| i.name.clone())
         .ok_or_else(|| "no ready replica answers; nothing can be promoted".to_owned())
+}
+
+/// The replica to switch over to because the primary's Node is cordoned: the best answering
+/// replica on a usable Node. `Ok(None)` when the primary's Node is not cordoned.
+pub fn maintenance_target(
+    instances: &[InstanceView],
+    primary: &str,
+) -> Result<Option<String>, String> {
+    let Some(current) = instances.iter().find(|i| i.name == primary) else {
+        return Ok(None);
+    };
+    if current.node_state != NodeState::Cordoned {
+        return Ok(None);
+    }
+    let node = current.node.as_deref().unwrap_or("?");
+    match choose_target(instances, primary, None) {
+        Ok(target)
+            if instances
+                .iter()
+                .any(|i| i.name == target && i.node_state == NodeState::Usable) =>
+        {
+            Ok(Some(target))
+        }
+        Ok(_) => Err(format!(
+            "the Node {node} of primary {primary} is cordoned and every answering replica is on \
+             a cordoned Node too; the primary's disruption budget holds the drain"
+        )),
+        Err(why) => Err(format!(
+            "the Node {node} of primary {primary} is cordoned and no replica can take over \
+             ({why}); the primary's disruption budget holds the drain"
+        )),
+    }
 }
 
 /// Whether the primary has been not ready long enough for an automatic fail-over: at least
@@ -271,6 +312,61 @@ mod tests {
         lagging.info = None;
         let all = [primary(0), standby(1, 80), lagging];
         assert!(choose_target(&all, "demo-0", Some("demo-2")).is_err());
+    }
+
+    fn on(mut view: InstanceView, node: &str, state: NodeState) -> InstanceView {
+        view.node = Some(node.into());
+        view.node_state = state;
+        view
+    }
+
+    #[test]
+    fn replicas_on_cordoned_nodes_come_last_and_on_lost_nodes_never() {
+        let all = [
+            primary(0),
+            on(standby(1, 90), "b", NodeState::Cordoned),
+            on(standby(2, 10), "c", NodeState::Usable),
+        ];
+        assert_eq!(choose_target(&all, "demo-0", None), Ok("demo-2".into()));
+        let all = [
+            primary(0),
+            on(standby(1, 90), "b", NodeState::Cordoned),
+            on(standby(2, 99), "c", NodeState::Lost),
+        ];
+        assert_eq!(
+            choose_target(&all, "demo-0", None),
+            Ok("demo-1".into()),
+            "a fail-over takes a replica on a cordoned node when nothing else can serve"
+        );
+        let all = [primary(0), on(standby(1, 99), "b", NodeState::Lost)];
+        assert!(choose_target(&all, "demo-0", None).is_err());
+    }
+
+    #[test]
+    fn a_cordoned_primary_moves_to_a_replica_on_a_usable_node() {
+        let usable = [
+            on(primary(0), "a", NodeState::Usable),
+            on(standby(1, 90), "b", NodeState::Usable),
+        ];
+        assert_eq!(maintenance_target(&usable, "demo-0"), Ok(None));
+        let cordoned = [
+            on(primary(0), "a", NodeState::Cordoned),
+            on(standby(1, 10), "b", NodeState::Usable),
+            on(standby(2, 90), "a", NodeState::Cordoned),
+        ];
+        assert_eq!(
+            maintenance_target(&cordoned, "demo-0"),
+            Ok(Some("demo-1".into()))
+        );
+        let stuck = [
+            on(primary(0), "a", NodeState::Cordoned),
+            on(standby(2, 90), "a", NodeState::Cordoned),
+        ];
+        let why = maintenance_target(&stuck, "demo-0").unwrap_err();
+        assert!(why.contains("Node a") && why.contains("cordoned Node too"), "{why}");
+        let alone = [on(primary(0), "a", NodeState::Cordoned)];
+        let why = maintenance_target(&alone, "demo-0").unwrap_err();
+        assert!(why.contains("no replica can take over"), "{why}");
     }
 
     fn ts(s: i64) -> Timestamp {

@@ -3,6 +3,7 @@
 
 pub mod apply;
 pub mod labels;
+pub mod nodes;
 pub mod pods;
 pub mod sweep;
 

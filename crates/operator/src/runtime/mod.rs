@@ -262,7 +262,9 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     // Claims are read from the cache only: no controller watches them through it.
     let claims = stores::cached::<PersistentVolumeClaim>(ctx.watched_api(), stop.clone());
     let peers = stores::shared::<EtcdPeer>(&ctx, stop.clone());
-    let (Some(services), Some(pods), Some(peers)) = (services, pods, peers) else {
+    let nodes = stores::nodes(ctx.client.clone(), stop.clone());
+    let (Some(services), Some(pods), Some(peers), Some(nodes)) = (services, pods, peers, nodes)
+    else {
         tracing::error!("a shared cache has no subscriber; controllers not started");
         return;
     };
@@ -271,11 +273,13 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         pods: pods.0,
         claims,
         peers: peers.0,
+        nodes: nodes.0.clone(),
     };
     let postgres = crate::postgres::PostgresStores {
         services: etcd.services.clone(),
         pods: etcd.pods.clone(),
         claims: etcd.claims.clone(),
+        nodes: nodes.0,
     };
     tokio::join!(
         crate::etcd::controller::run(
@@ -286,6 +290,6 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
             stop.clone()
         ),
         crate::etcd::peer::run(ctx.clone(), etcd, pods.1.clone(), stop.clone()),
-        crate::postgres::controller::run(ctx, postgres, services.1, pods.1, stop),
+        crate::postgres::controller::run(ctx, postgres, services.1, pods.1, nodes.1, stop),
     );
 }

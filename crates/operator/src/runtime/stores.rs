@@ -211,3 +211,26 @@ where
     );
     Some((Indexed::new(store, Some(changes)), subscriber))
 }
+
+/// Starts the cluster-wide cache of Nodes (slimmed to what `resources::nodes::state` reads),
+/// driven until `stop`, with a subscription for a controller that reacts to cordons and lost
+/// Nodes. Needs `list`/`watch` on Nodes (the `steward-operator-nodes` ClusterRole); without
+/// it the watch logs the 403 and every Node counts as usable.
+pub fn nodes(
+    client: kube::Client,
+    stop: CancellationToken,
+) -> Option<(Store<k8s_openapi::api::core::v1::Node>, ReflectHandle<k8s_openapi::api::core::v1::Node>)> {
+    use k8s_openapi::api::core::v1::Node;
+    let api: Api<Node> = Api::all(client);
+    let (store, writer) = reflector::store_shared::<Node>(BUFFER);
+    let subscriber = writer.subscribe()?;
+    drive(
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .modify(crate::resources::nodes::slim)
+            .reflect_shared(writer),
+        Arc::new(AtomicU64::new(0)),
+        stop,
+    );
+    Some((store, subscriber))
+}

@@ -111,6 +111,48 @@ impl Plane {
         }
     }
 
+    /// The node agent of Node `name` (embedded mode).
+    fn node_handle(&self, name: &str) -> &steward_node::NodeHandle {
+        let plane = self.embedded.as_ref().expect("node agents are the test's in embedded mode");
+        std::iter::once(&plane.node)
+            .chain(&plane.more_nodes)
+            .find(|n| n.name() == name)
+            .unwrap_or_else(|| panic!("no node agent {name}"))
+    }
+
+    /// Cuts Node `name`'s agent off from the API server; its Pod processes go on running, as
+    /// on a machine whose network or agent failed (embedded mode).
+    pub fn partition_node(&self, name: &str) {
+        self.node_handle(name).partition();
+    }
+
+    /// Kills every Pod process of Node `name` at once, as a machine that loses power does.
+    pub fn kill_node_processes(&self, name: &str) {
+        self.node_handle(name).kill_processes();
+    }
+
+    /// Runs `kubectl` (`$KUBECTL`, else from `PATH`) against this plane; panics with its output
+    /// when it fails. Blocks the calling worker thread (multi-threaded runtimes only).
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+        let kubeconfig = self.kubeconfig();
+        tokio::task::block_in_place(|| {
+            let out = std::process::Command::new(&kubectl)
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(args)
+                .output()
+                .unwrap_or_else(|e| panic!("running {kubectl} (set KUBECTL): {e}"));
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(out.status.success(), "kubectl {args:?}: {text}");
+            text
+        })
+    }
+
     /// The kubeconfig of this plane (embedded mode: the dev plane's; real mode: the one given).
     pub fn kubeconfig(&self) -> std::path::PathBuf {
         match &self.embedded {

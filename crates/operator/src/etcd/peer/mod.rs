@@ -13,7 +13,10 @@
 //! controller then sets `DataLost=True` on the peer, deletes the member Pod and creates neither
 //! a claim nor a Pod any more; the cluster's `RecoverMembers` step removes the member and
 //! deletes the peer, and a new member takes its place. The cache's view of a lost claim is
-//! confirmed with a direct (list) read before anything is deleted.
+//! confirmed with a direct (list) read before anything is deleted. A member whose Node is lost
+//! (its `Ready` condition not `True`: the kubelet stopped posting) and that does not answer
+//! when asked directly counts the same (reason `NodeLost`): its data is out of reach, and the
+//! replacement takes a new name, since the old Pod stays Terminating on that Node.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,6 +35,7 @@ use super::build::member::{SPEC_HASH, claim, pod};
 use super::names::{ClusterNames, claim_name, pod_client_url};
 use crate::conditions::{self, Status};
 use crate::error::Error;
+use crate::resources::nodes::{self, NodeState};
 use crate::resources::pods::{has_ended, is_ready};
 use crate::runtime::context::{Context, error_policy};
 
@@ -138,6 +142,10 @@ async fn reconcile(peer: Arc<EtcdPeer>, state: Arc<State>) -> Result<Action, Err
             data_lost(&previous, live.items.first(), &claim_name)
         }
     };
+    let lost = match lost {
+        Some(lost) => Some(lost),
+        None => node_lost(ctx, &state.stores, current_pod.as_deref(), &previous).await,
+    };
     if let Some(lost) = lost {
         return keep_down(
             ctx,
@@ -239,6 +247,58 @@ async fn reconcile(peer: Arc<EtcdPeer>, state: Arc<State>) -> Result<Action, Err
     } else {
         Duration::from_secs(3)
     }))
+}
+
+/// (pure) Whether a member's data is out of reach because its Node is lost: its Pod is bound
+/// to a Node whose `Ready` condition is not `True` (the node lifecycle controller set it
+/// `Unknown` after the kubelet stopped posting for its grace period), the member answered
+/// before (it has data there: `claimUid`), and it does not answer now (`answers`).
+pub fn lost_with_node(
+    node: Option<&str>,
+    state: NodeState,
+    status: &EtcdPeerStatus,
+    answers: bool,
+) -> Option<Lost> {
+    let node = node.filter(|_| state == NodeState::Lost)?;
+    status.claim_uid.as_ref()?;
+    if answers {
+        return None;
+    }
+    Some(Lost {
+        reason: "NodeLost".into(),
+        message: format!(
+            "its Node {node} stopped reporting and the member does not answer: its data there is \
+             out of reach, so a new member replaces it (its Pod stays Terminating until the Node \
+             returns or a person deletes it)"
+        ),
+    })
+}
+
+/// [`lost_with_node`] for this peer's Pod, asking the member directly when its Node is lost.
+async fn node_lost(
+    ctx: &Context,
+    stores: &EtcdStores,
+    pod: Option<&Pod>,
+    status: &EtcdPeerStatus,
+) -> Option<Lost> {
+    let pod = pod?;
+    let (node, state) = nodes::of_pod(&stores.nodes, pod);
+    lost_with_node(node.as_deref(), state, status, false)?;
+    let answers = match pod.status.as_ref().and_then(|s| s.pod_ip.clone()) {
+        None => false,
+        Some(ip) => {
+            let url = pod_client_url(&ip);
+            match ctx
+                .etcd
+                .connect(std::slice::from_ref(&url), ctx.database_timeout)
+                .await
+            {
+                Ok(admin) => admin.status(&url).await.is_ok(),
+                Err(_) => false,
+            }
+        }
+    };
+    lost_with_node(node.as_deref(), state, status, answers)
 }
 
 /// A peer whose data is lost: `DataLost=True` in its status, its Pod deleted (with its UID as
@@ -380,6 +440,19 @@ mod tests {
         let replaced = data_lost(&status, Some(&claim("b", false)), "demo-1-data").unwrap();
         assert_eq!(replaced.reason, "ClaimReplaced");
         assert!(replaced.message.contains("uid a") && replaced.message.contains("uid b"));
+    }
+
+    #[test]
+    fn a_member_on_a_lost_node_that_does_not_answer_is_lost() {
+        let status = answered_on("a");
+        let lost = lost_with_node(Some("n2"), NodeState::Lost, &status, false).unwrap();
+        assert_eq!(lost.reason, "NodeLost");
+        assert!(lost.message.contains("n2"), "{}", lost.message);
+        assert_eq!(lost_with_node(Some("n2"), NodeState::Lost, &status, true), None);
+        assert_eq!(lost_with_node(Some("n2"), NodeState::Cordoned, &status, false), None);
+        assert_eq!(lost_with_node(None, NodeState::Usable, &status, false), None);
+        let fresh = EtcdPeerStatus::default();
+        assert_eq!(lost_with_node(Some("n2"), NodeState::Lost, &fresh, false), None);
     }
 
     #[test]

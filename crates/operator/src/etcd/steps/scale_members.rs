@@ -6,15 +6,22 @@
 //! while a failed operation blocks destructive work. While a `Recover` operation runs (a member
 //! that lost its data was removed by `RecoverMembers`), the new member is added under that
 //! operation instead, which this step finishes once membership matches `replicas` again.
+//! A new member never takes a name whose Pod or claim is stranded on a lost Node (the Pod
+//! stays Terminating there, the volume lives there): it takes the next free ordinal.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use steward_api::common::{GroupReplicas, OperationChange, OperationKind, OperationPhase};
 
+use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+
 use crate::error::Error;
+use crate::resources::nodes::{self, NodeState, SELECTED_NODE, state as node_state};
 use crate::etcd::EtcdPass;
 use crate::etcd::admin::AdminError;
+use crate::etcd::names::peer_of_claim;
 use crate::etcd::topology::{MemberAction, plan_members};
 use crate::operation::{OperationRequest, Started};
 use crate::pipeline::{EventType, Outcome, SubReconciler};
@@ -30,6 +37,37 @@ pub(crate) fn group(replicas: usize) -> Vec<GroupReplicas> {
         name: "members".into(),
         replicas: i32::try_from(replicas).unwrap_or(i32::MAX),
     }]
+}
+
+/// Member names whose Pod is bound to, or whose claim's volume lives on, a lost Node.
+fn stranded(pass: &EtcdPass) -> Vec<String> {
+    let (ns, cluster) = (&pass.core.namespace, &pass.core.name);
+    let nodes = &pass.stores.nodes;
+    let lost = |node: &str| {
+        nodes
+            .get(&ObjectRef::new(node))
+            .is_some_and(|n| node_state(&n) == NodeState::Lost)
+    };
+    let mut names: Vec<String> = pass
+        .stores
+        .pods
+        .of_instance(ns, cluster)
+        .iter()
+        .filter(|p| nodes::of_pod(nodes, p).1 == NodeState::Lost)
+        .map(|p| p.name_any())
+        .collect();
+    for claim in pass.stores.claims.of_instance(ns, cluster) {
+        let on_lost = claim
+            .annotations()
+            .get(SELECTED_NODE)
+            .is_some_and(|n| lost(n));
+        if on_lost && let Some(member) = peer_of_claim(&claim.name_any()) {
+            names.push(member.to_owned());
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// A database error on this cluster.
@@ -52,7 +90,7 @@ impl SubReconciler<EtcdPass> for ScaleMembers {
         };
         let replicas = usize::try_from(pass.cluster.spec.replicas.max(1)).unwrap_or(1);
         let voters = observed.voters().count();
-        let action = plan_members(&observed, replicas, &pass.names);
+        let action = plan_members(&observed, replicas, &pass.names, &stranded(pass));
         let running = pass
             .core
             .status

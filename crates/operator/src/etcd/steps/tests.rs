@@ -99,6 +99,7 @@ async fn pass_with(
         pods: reflector::store().0.into(),
         claims: reflector::store().0.into(),
         peers: peers.into(),
+        nodes: reflector::store().0,
     };
     let mut pass = EtcdPass {
         core,

@@ -57,10 +57,30 @@ fn quorum_math() {
 }
 
 #[test]
+fn a_name_stranded_on_a_lost_node_is_not_used_again() {
+    // Three wanted, two left after the member on a lost Node was removed: its name (demo-1)
+    // still has a Terminating Pod there, so the replacement takes the next free one.
+    let mut obs = cluster(3, 1, &[]);
+    obs.members.retain(|m| m.name != "demo-1");
+    let stranded = vec!["demo-1".to_owned()];
+    assert_eq!(
+        plan_members(&obs, 3, &names(), &stranded),
+        MemberAction::Add {
+            name: "demo-3".into(),
+            peer_url: "http://demo-3.demo.db.svc.cluster.local:2380".into()
+        }
+    );
+    assert!(matches!(
+        plan_members(&obs, 3, &names(), &[]),
+        MemberAction::Add { name, .. } if name == "demo-1"
+    ));
+}
+
+#[test]
 fn scale_up_adds_one_learner_with_the_lowest_free_name() {
     let obs = cluster(3, 1, &[]);
     assert_eq!(
-        plan_members(&obs, 5, &names()),
+        plan_members(&obs, 5, &names(), &[]),
         MemberAction::Add {
             name: "demo-3".into(),
             peer_url: "http://demo-3.demo.db.svc.cluster.local:2380".into()
@@ -71,7 +91,7 @@ fn scale_up_adds_one_learner_with_the_lowest_free_name() {
 #[test]
 fn nothing_is_added_while_a_voter_is_down() {
     assert!(matches!(
-        plan_members(&cluster(3, 1, &[2]), 5, &names()),
+        plan_members(&cluster(3, 1, &[2]), 5, &names(), &[]),
         MemberAction::Wait(m) if m.contains("2 of 3")
     ));
 }
@@ -81,19 +101,19 @@ fn an_added_member_is_waited_for_then_promoted() {
     let mut obs = cluster(3, 1, &[]);
     obs.members.push(member(9, 3, true, false));
     assert_eq!(
-        plan_members(&obs, 5, &names()),
+        plan_members(&obs, 5, &names(), &[]),
         MemberAction::WaitForStart {
             name: "demo-3".into()
         }
     );
     obs.members[3] = member(9, 3, true, true);
     assert!(
-        matches!(plan_members(&obs, 5, &names()), MemberAction::Wait(_)),
+        matches!(plan_members(&obs, 5, &names(), &[]), MemberAction::Wait(_)),
         "not answering yet"
     );
     obs.statuses.insert(9, status(9, 1));
     assert_eq!(
-        plan_members(&obs, 5, &names()),
+        plan_members(&obs, 5, &names(), &[]),
         MemberAction::Promote {
             id: 9,
             name: "demo-3".into()
@@ -102,7 +122,7 @@ fn an_added_member_is_waited_for_then_promoted() {
     // Scaled back before it started: the learner goes.
     obs.members[3] = member(9, 3, true, false);
     assert_eq!(
-        plan_members(&obs, 3, &names()),
+        plan_members(&obs, 3, &names(), &[]),
         MemberAction::Remove {
             id: 9,
             name: "demo-3".into()
@@ -114,7 +134,7 @@ fn an_added_member_is_waited_for_then_promoted() {
 fn scale_down_removes_the_highest_non_leader_after_moving_leadership() {
     let obs = cluster(5, 2, &[]);
     assert_eq!(
-        plan_members(&obs, 3, &names()),
+        plan_members(&obs, 3, &names(), &[]),
         MemberAction::Remove {
             id: 5,
             name: "demo-4".into()
@@ -122,7 +142,7 @@ fn scale_down_removes_the_highest_non_leader_after_moving_leadership() {
     );
     let obs = cluster(5, 5, &[]);
     assert_eq!(
-        plan_members(&obs, 3, &names()),
+        plan_members(&obs, 3, &names(), &[]),
         MemberAction::MoveLeader { from: 5, to: 1 }
     );
 }
@@ -131,7 +151,7 @@ fn scale_down_removes_the_highest_non_leader_after_moving_leadership() {
 fn an_unhealthy_member_is_removed_first_and_quorum_is_kept() {
     let obs = cluster(5, 1, &[2]);
     assert_eq!(
-        plan_members(&obs, 3, &names()),
+        plan_members(&obs, 3, &names(), &[]),
         MemberAction::Remove {
             id: 2,
             name: "demo-1".into()
@@ -143,10 +163,10 @@ fn an_unhealthy_member_is_removed_first_and_quorum_is_kept() {
     obs2.statuses.remove(&1);
     obs2.statuses.remove(&2);
     assert!(matches!(
-        plan_members(&obs2, 1, &names()),
+        plan_members(&obs2, 1, &names(), &[]),
         MemberAction::Wait(_)
     ));
-    assert_eq!(plan_members(&obs, 3, &names()), MemberAction::Converged);
+    assert_eq!(plan_members(&obs, 3, &names(), &[]), MemberAction::Converged);
 }
 
 fn view(name: &str, state: InitialClusterState, initial: &[&str]) -> PeerView {

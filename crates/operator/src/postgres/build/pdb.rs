@@ -1,24 +1,27 @@
-//! (pure) The PodDisruptionBudget `<cluster>-replicas`: at most one replica Pod is voluntarily
-//! disrupted (drained, evicted) at a time, so a node drain never takes every read replica — and
-//! every fail-over candidate — away at once.
+//! (pure) The PodDisruptionBudgets of a PostgreSQL cluster.
 //!
-//! **The primary is not covered**, on purpose. A budget over the single primary Pod would have
-//! to say `maxUnavailable: 0` to protect it, and that blocks every drain of its node forever
-//! (an eviction that can never succeed), which the Kubernetes docs warn against for singletons.
-//! With `maxUnavailable: 1` it would protect nothing. Instead, an evicted primary is handled
-//! like any lost primary: it stays not ready for `failover.detectionDelaySeconds` and the
-//! engine fails over to the most up-to-date replica (or, with one instance or automatic
-//! fail-over off, waits for the Pod to come back on another node with its claim). The budget
-//! over the replicas keeps a candidate for that fail-over.
+//! `<cluster>-replicas`: at most one replica Pod is voluntarily disrupted (drained, evicted) at
+//! a time, so a node drain never takes every read replica — and every fail-over candidate —
+//! away at once.
 //!
-//! The budget selects by the role label, so after a fail-over it follows the new roles
-//! without a change. With one instance it selects no Pod and allows everything.
+//! `<cluster>-primary`: the primary Pod is never evicted while the cluster has replicas
+//! (`minAvailable: 1`). A drain of the primary's Node therefore waits instead of killing the
+//! primary; the operator sees the Node cordoned (`kubectl drain` cordons first) and switches
+//! over to a replica on another Node (`Failover`, reason `nodeCordoned`). The role label then
+//! moves, this budget selects the new primary, the old one is a replica the other budget lets
+//! go, and the drain's retries succeed. The write gap is a switchover's, not a fail-over's
+//! detection delay plus promotion. With one instance there is nothing to switch to: the budget
+//! says `minAvailable: 0`, so a drain evicts the single instance (a budget that can never allow
+//! an eviction would block the drain forever, which the Kubernetes docs warn against); it comes
+//! back when its claim's Node is schedulable again.
 //!
-//! It says `minAvailable: replicas − 1` as an **integer**, not `maxUnavailable: 1`: with
-//! `maxUnavailable` Kubernetes' disruption controller takes the expected count from the scale
-//! of the Pods' controller — the `PostgresCluster`, whose scale is every instance, primary
-//! included — while the budget selects only the replicas, so it would never allow a
-//! disruption. An integer `minAvailable` counts the selected Pods themselves.
+//! Both budgets select by the role label, so they follow fail-overs without a change.
+//!
+//! Both say `minAvailable` as an **integer**, not `maxUnavailable`: with `maxUnavailable`
+//! Kubernetes' disruption controller takes the expected count from the scale of the Pods'
+//! controller — the `PostgresCluster`, whose scale is every instance — while each budget
+//! selects only some of them, so it would never allow a disruption. An integer `minAvailable`
+//! counts the selected Pods themselves.
 
 use std::collections::BTreeMap;
 
@@ -38,6 +41,33 @@ pub const MAX_UNAVAILABLE_REPLICAS: i32 = 1;
 pub fn min_available(instances: u32) -> i32 {
     let replicas = i32::try_from(instances.saturating_sub(1)).unwrap_or(i32::MAX);
     (replicas - MAX_UNAVAILABLE_REPLICAS).max(0)
+}
+
+/// The primary that must stay available: one while a replica could take over, else none.
+pub fn primary_min_available(instances: u32) -> i32 {
+    i32::from(instances > 1)
+}
+
+/// The budget `<cluster>-primary`. `None` when the owner was never stored.
+pub fn primary_budget(
+    owner: &PostgresCluster,
+    cluster: &ValidatedPostgresCluster,
+) -> Option<PodDisruptionBudget> {
+    let names = cluster.names();
+    let labels = Labels::new(ENGINE, &cluster.name, "budget");
+    let metadata = child_meta(owner, names.primary_budget(), &labels, &BTreeMap::new())?;
+    Some(PodDisruptionBudget {
+        metadata,
+        spec: Some(PodDisruptionBudgetSpec {
+            min_available: Some(IntOrString::Int(primary_min_available(cluster.instances))),
+            selector: Some(LabelSelector {
+                match_labels: Some(names.role_selector(InstanceRole::Primary)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        status: None,
+    })
 }
 
 /// The budget `<cluster>-replicas`. `None` when the owner was never stored.
@@ -84,6 +114,21 @@ mod tests {
             pdb.metadata.owner_references.unwrap()[0].kind,
             "PostgresCluster"
         );
+    }
+
+    #[test]
+    fn the_primary_stays_unless_nothing_could_take_over() {
+        let owner = cluster("demo", 3, "16");
+        let v = validated(&owner);
+        let pdb = primary_budget(&owner, &v).unwrap();
+        assert_eq!(pdb.metadata.name.as_deref(), Some("demo-primary"));
+        let spec = pdb.spec.unwrap();
+        assert_eq!(spec.min_available, Some(IntOrString::Int(1)));
+        assert_eq!(spec.max_unavailable, None);
+        let selector = spec.selector.unwrap().match_labels.unwrap();
+        assert_eq!(selector, v.names().role_selector(InstanceRole::Primary));
+        assert_eq!(primary_min_available(1), 0);
+        assert_eq!(primary_min_available(2), 1);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! ApplyServices — server-side applies the `<cluster>-primary` Service (selects the Pod
 //! labelled `steward.dev/role=primary`: it follows the primary through fail-overs), the
-//! `<cluster>-replicas` Service (ready replicas, read-only) and the PodDisruptionBudget of the
-//! replicas. Identical applies are no-ops.
+//! `<cluster>-replicas` Service (ready replicas, read-only) and the PodDisruptionBudgets of the
+//! replicas and of the primary (`build::pdb`). Identical applies are no-ops.
 
 use async_trait::async_trait;
 
@@ -32,8 +32,13 @@ impl SubReconciler<PostgresPass> for ApplyServices {
             let svc = svc.ok_or_else(missing)?;
             pass.applier.apply(&svc, &mut pass.applied).await?;
         }
-        let budget = pdb::budget(&pass.cluster, &valid).ok_or_else(missing)?;
-        pass.applier.apply(&budget, &mut pass.applied).await?;
+        for budget in [
+            pdb::budget(&pass.cluster, &valid),
+            pdb::primary_budget(&pass.cluster, &valid),
+        ] {
+            let budget = budget.ok_or_else(missing)?;
+            pass.applier.apply(&budget, &mut pass.applied).await?;
+        }
         Ok(Outcome::Continue)
     }
 }

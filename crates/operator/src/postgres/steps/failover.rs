@@ -41,7 +41,7 @@ use crate::postgres::admin::{Lsn, PgAdminError};
 use crate::postgres::names::ROLE_LABEL;
 use crate::postgres::steps::observe_instances::cluster_pods;
 use crate::postgres::steps::{SOON, database, validated};
-use crate::postgres::topology::{choose_target, failover_due};
+use crate::postgres::topology::{NodeState, choose_target, failover_due, maintenance_target};
 
 /// See the module documentation.
 pub struct Failover;
@@ -112,7 +112,7 @@ impl SubReconciler<PostgresPass> for Failover {
             }
         }
         if healthy {
-            return Ok(Outcome::Continue);
+            return move_off_a_cordoned_node(pass, &primary).await;
         }
         let since = pass
             .status
@@ -151,6 +151,34 @@ impl SubReconciler<PostgresPass> for Failover {
                 );
                 Ok(Outcome::requeue(SOON * 2, why))
             }
+        }
+    }
+}
+
+/// A healthy primary whose Node is cordoned (a drain is coming: the primary's disruption
+/// budget refuses to evict it) hands over to the best replica on a usable Node, so the drain
+/// goes on with a switchover's short write gap instead of a fail-over's. When no replica can
+/// take over, the cluster says so and the drain waits.
+async fn move_off_a_cordoned_node(
+    pass: &mut PostgresPass,
+    primary: &str,
+) -> Result<Outcome, Error> {
+    match maintenance_target(&pass.instances, primary) {
+        Ok(None) => Ok(Outcome::Continue),
+        Ok(Some(target)) => {
+            let progress = FailoverProgress {
+                from: primary.to_owned(),
+                target,
+                switchover: true,
+                demoted_at_lsn: None,
+                request: None,
+                reason: "nodeCordoned".into(),
+            };
+            start(pass, progress).await
+        }
+        Err(why) => {
+            pass.core.degrade("PrimaryNodeCordoned", why);
+            Ok(Outcome::requeue(SOON * 5, "primary's Node cordoned"))
         }
     }
 }
@@ -269,6 +297,25 @@ async fn advance(
                     "Failover",
                     format!("deleted the Pod of primary {}", progress.from),
                 );
+            }
+            if let Some(node) = pass
+                .instance(&progress.from)
+                .filter(|v| v.node_state == NodeState::Lost)
+                .and_then(|v| v.node.clone())
+            {
+                // Nobody can confirm that the old primary stopped: its Node stopped reporting,
+                // and the Pod stays Terminating until it does. Promoting now could leave two
+                // writable primaries, so a person decides.
+                let why = format!(
+                    "the Node {node} of primary {} is not ready, so nothing confirms that the \
+                     old primary stopped and no replica is promoted; once the machine is known \
+                     to be off, confirm with `kubectl delete pod {} --force --grace-period=0` \
+                     (or delete the Node) and the fail-over to {} goes on",
+                    progress.from, progress.from, progress.target
+                );
+                pass.core.degrade("PrimaryNodeLost", why.clone());
+                pass.core.advance_operation(kind, "FencePrimary", 0, why);
+                return Ok(Outcome::stop(SOON * 5, "the old primary's Node is lost"));
             }
             pass.core.advance_operation(
                 kind,

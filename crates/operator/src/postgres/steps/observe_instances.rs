@@ -1,6 +1,7 @@
 //! ObserveInstances — looks at every instance: its Pod (from the cache: exists, being deleted,
 //! ready, IP, role label, whether it runs the wanted spec, the scheduler's message when it
-//! cannot be placed), its claim, and — for ready Pods —
+//! cannot be placed, its Node and whether that Node is cordoned or lost), its claim, and — for
+//! ready Pods —
 //! the server over SQL as the `steward` superuser: recovery state, timeline, system
 //! identifier, WAL position; on the primary, `pg_stat_replication` tells which replicas stream.
 //! The instances are the ones recorded in `status.instances` (the operator's membership list)
@@ -25,6 +26,7 @@ use crate::postgres::build::instance;
 use crate::postgres::names::{INSTANCE_LABEL, ROLE_LABEL};
 use crate::postgres::steps::validated;
 use crate::postgres::topology::InstanceView;
+use crate::resources::nodes;
 use crate::resources::pods::{is_ready, last_fatal, unschedulable};
 
 /// See the module documentation.
@@ -102,6 +104,7 @@ impl SubReconciler<PostgresPass> for ObserveInstances {
                 view.ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone());
                 view.unschedulable = unschedulable(pod);
                 view.last_fatal = last_fatal(pod, instance::CONTAINER);
+                (view.node, view.node_state) = nodes::of_pod(&pass.stores.nodes, pod);
                 let role = view.labelled.unwrap_or(InstanceRole::Replica);
                 let want = instance::pod(&pass.cluster, &valid, ordinal, role, &hash)
                     .and_then(|p| p.annotations().get(instance::SPEC_HASH).cloned());

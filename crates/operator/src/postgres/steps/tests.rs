@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::{Node, Pod, Secret};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{self, Store};
@@ -174,8 +174,10 @@ impl Harness {
                 InstanceRole::Replica
             };
             let mut pod = instance::pod(&cluster, &valid, ordinal, role, "").unwrap();
-            // Bound, as the scheduler would have left it (no Node object: the test plays it).
-            pod.spec.as_mut().unwrap().node_name = Some("test-node".into());
+            // Bound, as the scheduler would have left it, one Node per instance. There is no
+            // Node object unless a test makes one (`node`): a Pod whose Node does not exist is
+            // deleted at once, as the real PodGC does.
+            pod.spec.as_mut().unwrap().node_name = Some(format!("node-{ordinal}"));
             pods.create(&PostParams::default(), &pod).await.unwrap();
             let ready = json!({"status": {"podIP": name, "phase": "Running",
                 "conditions": [{"type": "Ready", "status": "True"}]}});
@@ -236,6 +238,44 @@ impl Harness {
         self.ctx = context(self.plane.client.clone(), &self.clock, &self.model);
     }
 
+    /// The Nodes stored in the API server, as the operator's slimmed cache would hold them.
+    async fn node_cache(&self) -> Store<Node> {
+        let (store, mut writer) = reflector::store();
+        let nodes: Api<Node> = Api::all(self.plane.client.clone());
+        for mut node in nodes.list(&ListParams::default()).await.unwrap().items {
+            crate::resources::nodes::slim(&mut node);
+            writer.apply_watcher_event(&watcher::Event::Apply(node));
+        }
+        store
+    }
+
+    /// Creates or updates Node `name`: cordoned or not, its `Ready` condition `ready`.
+    async fn node(&self, name: &str, cordoned: bool, ready: &str) {
+        let nodes: Api<Node> = Api::all(self.plane.client.clone());
+        let body = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+            "spec": {"unschedulable": cordoned}});
+        nodes
+            .patch(name, &PatchParams::apply("test").force(), &Patch::Apply(body))
+            .await
+            .unwrap();
+        let status = json!({"status": {"conditions": [
+            {"type": "Ready", "status": ready, "reason": "Test"}]}});
+        nodes
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+            .await
+            .unwrap();
+    }
+
+    /// Deletes a Pod with grace 0, as a person who confirmed its node is gone does (or as the
+    /// kubelet's confirmation ends a graceful delete).
+    async fn force_delete(&self, pod: &str) {
+        let now = kube::api::DeleteParams {
+            grace_period_seconds: Some(0),
+            ..kube::api::DeleteParams::default()
+        };
+        self.api::<Pod>().delete(pod, &now).await.unwrap();
+    }
+
     /// The Pods stored in the API server, as the cache would hold them.
     async fn pod_cache(&self) -> Store<Pod> {
         let (store, mut writer) = reflector::store();
@@ -281,6 +321,7 @@ impl Harness {
                 services: reflector::store().0.into(),
                 pods: self.pod_cache().await.into(),
                 claims: reflector::store().0.into(),
+                nodes: self.node_cache().await,
             },
             names: ClusterNames::new("demo", NS),
             credentials: None,
@@ -1096,4 +1137,115 @@ async fn a_failing_primary_is_reported_with_postgresqls_fatal_line() {
         "{}",
         available.message
     );
+}
+
+#[tokio::test]
+async fn a_cordoned_primary_node_hands_over_to_a_replica_on_a_usable_node() {
+    let mut h = Harness::start(spec(3)).await;
+    h.replay("demo-1", 0x8000);
+    h.replay("demo-2", 0x4000);
+    for n in 0..3 {
+        h.node(&format!("node-{n}"), false, "True").await;
+    }
+    h.pass().await;
+    assert!(h.status().await.pending_failover.is_none(), "nothing cordoned yet");
+    // `kubectl drain node-0` cordons it (and node-1 is cordoned for maintenance too): the
+    // replica with less WAL but a usable Node is the target.
+    h.node("node-0", true, "True").await;
+    h.node("node-1", true, "True").await;
+    h.pass().await;
+    let status = h.status().await;
+    let pending = status.pending_failover.unwrap();
+    assert_eq!(
+        (pending.from.as_str(), pending.target.as_str(), pending.reason.as_str()),
+        ("demo-0", "demo-2", "nodeCordoned")
+    );
+    assert!(pending.switchover && pending.demoted_at_lsn.is_some());
+    // Its Node exists, so the Pod waits for the kubelet to confirm the stop.
+    let old = h.pod("demo-0").await.unwrap();
+    assert!(old.metadata.deletion_timestamp.is_some());
+    assert!(h.promotions().is_empty());
+    h.force_delete("demo-0").await;
+    h.pass().await;
+    assert!(h.promotions().is_empty(), "the target has not caught up");
+    h.replay("demo-2", TRAFFIC);
+    h.pass().await;
+    assert_eq!(h.promotions(), ["demo-2"]);
+    h.assert_primary_replaced("demo-2").await;
+    assert_in_order(
+        &h.reasons(),
+        &["SwitchoverStarted", "PrimaryDemoted", "Promoted", "OperationSucceeded"],
+    );
+    let note = &h.events.iter().find(|(r, _)| r == "SwitchoverStarted").unwrap().1;
+    assert!(note.contains("nodeCordoned"), "{note}");
+}
+
+#[tokio::test]
+async fn a_cordoned_primary_without_a_usable_replica_says_why_the_drain_waits() {
+    let mut h = Harness::start(spec(2)).await;
+    h.node("node-0", true, "True").await;
+    h.node("node-1", true, "True").await;
+    h.pass().await;
+    h.pass().await;
+    let status = h.status().await;
+    assert!(status.pending_failover.is_none());
+    assert_eq!(h.pod_names().await, ["demo-0", "demo-1"]);
+    let degraded = crate::conditions::get(&status.common.conditions, "Degraded").unwrap();
+    assert_eq!(
+        (degraded.status.as_str(), degraded.reason.as_str()),
+        ("True", "PrimaryNodeCordoned")
+    );
+    assert!(degraded.message.contains("node-0"), "{}", degraded.message);
+    assert!(h.driver_events.iter().any(|r| r == "PrimaryNodeCordoned"));
+    assert!(h.changes().is_empty());
+}
+
+#[tokio::test]
+async fn a_primary_on_a_lost_node_is_not_replaced_until_a_person_confirms() {
+    let mut h = Harness::start(spec(3)).await;
+    h.replay("demo-1", TRAFFIC);
+    h.replay("demo-2", 0x4000);
+    for n in 0..3 {
+        h.node(&format!("node-{n}"), false, "True").await;
+    }
+    h.pass().await;
+    // node-0 stops posting: the node lifecycle controller marks it Unknown and its Pods not
+    // Ready. The primary still runs there (the model keeps answering), unseen.
+    h.node("node-0", false, "Unknown").await;
+    let not_ready = json!({"status": {"conditions": [{"type": "Ready", "status": "False",
+        "reason": "NodeNotReady"}]}});
+    h.api::<Pod>()
+        .patch_status("demo-0", &PatchParams::default(), &Patch::Merge(not_ready))
+        .await
+        .unwrap();
+    h.sit_out_the_delay().await;
+    h.pass().await;
+    let pending = h.status().await.pending_failover.unwrap();
+    assert_eq!((pending.from.as_str(), pending.target.as_str()), ("demo-0", "demo-1"));
+    for _ in 0..3 {
+        h.clock.advance(Duration::from_secs(30));
+        h.pass().await;
+        assert!(h.promotions().is_empty(), "promoted while the old primary may run");
+        assert!(h.pod("demo-0").await.unwrap().metadata.deletion_timestamp.is_some());
+    }
+    let status = h.status().await;
+    let degraded = crate::conditions::get(&status.common.conditions, "Degraded").unwrap();
+    assert_eq!(degraded.reason, "PrimaryNodeLost");
+    for part in ["node-0", "kubectl delete pod demo-0 --force", "demo-1"] {
+        assert!(degraded.message.contains(part), "{part}: {}", degraded.message);
+    }
+    assert_eq!(
+        h.driver_events.iter().filter(|r| *r == "PrimaryNodeLost").count(),
+        1,
+        "said once: {:?}",
+        h.driver_events
+    );
+    let op = status.common.operation.unwrap();
+    assert!(op.message.contains("nothing confirms"), "{}", op.message);
+    // A person confirms the machine is off.
+    h.model.kill("demo-0").unwrap();
+    h.force_delete("demo-0").await;
+    h.pass().await;
+    assert_eq!(h.promotions(), ["demo-1"]);
+    h.assert_primary_replaced("demo-1").await;
 }
