@@ -17,10 +17,10 @@ use crate::dns::Dns;
 use crate::endpoints::ServiceCache;
 use crate::error::NodeError;
 use crate::ipam::Ipam;
+use crate::partition::Partition;
 use crate::pods::envs::NodeFacts;
 use crate::pods::launch::Launcher;
 use crate::pods::runtime::Registry;
-use crate::partition::Partition;
 use crate::proxy::Proxy;
 use crate::{cluster, kubelet, node, pods, process};
 
@@ -199,10 +199,15 @@ impl NodeHandle {
         self.shared.partition.heal();
     }
 
-    /// Kills every Pod process at once (SIGKILL), as a machine that loses power does; the
-    /// agent keeps running.
-    pub fn kill_processes(&self) {
+    /// The machine loses power: the agent is cut off (as by [`NodeHandle::partition`]) and
+    /// stops — no container is restarted any more — and every Pod process is killed at once
+    /// (SIGKILL). Nothing reaches the API server, so the Node goes `Unknown` only after its
+    /// grace period. For tests of node loss.
+    pub fn power_off(&self) {
+        self.shared.partition.cut();
+        self.cancel.cancel();
         self.shared.launcher.processes.kill_all();
+        tracing::warn!(node = %self.shared.cfg.name, "node powered off (test)");
     }
 
     /// Stops every pod process (SIGTERM, grace, SIGKILL), marks the Node NotReady and stops

@@ -806,12 +806,13 @@ impl Writer {
         for t in self.tasks {
             t.await.unwrap();
         }
-        assert!(
-            !self.quorum_lost.load(Ordering::Relaxed),
-            "quorum was lost"
-        );
+        assert!(!self.quorum_lost.load(Ordering::Relaxed), "quorum was lost");
         let acked = self.acked.lock().await.clone();
-        assert!(acked.len() > 50, "the writer made progress: {}", acked.len());
+        assert!(
+            acked.len() > 50,
+            "the writer made progress: {}",
+            acked.len()
+        );
         let mut reader = client.clone();
         let all = reader
             .get("d", Some(etcd_client::GetOptions::new().with_prefix()))
@@ -828,8 +829,8 @@ impl Writer {
     }
 }
 
-/// A Node is lost — its agent cut off from the API server, then its processes killed, as when
-/// a machine fails — with a writer running. Once the node lifecycle controller marks the Node
+/// A Node is lost — its machine powered off: agent gone, processes killed — with a writer
+/// running. Once the node lifecycle controller marks the Node
 /// not ready, the member there (which no longer answers) is reported and replaced by a new
 /// member under a new name (its old Pod stays Terminating on the lost Node) on a Node that
 /// works; the cluster stays quorate and keeps every acknowledged put. Prints the time to
@@ -858,8 +859,7 @@ async fn a_member_on_a_lost_node_is_replaced_while_the_cluster_keeps_quorum() {
     let writer = Writer::start(&plane, "nl", client.clone());
     tokio::time::sleep(Duration::from_secs(1)).await;
     let cut = std::time::Instant::now();
-    plane.partition_node(&lost);
-    plane.kill_node_processes(&lost);
+    plane.power_off_node(&lost);
     let replaced = plane
         .wait_for::<EtcdCluster, _>(
             &format!("{victim} replaced"),
@@ -888,7 +888,10 @@ async fn a_member_on_a_lost_node_is_replaced_while_the_cluster_keeps_quorum() {
     let pod = plane.api::<Pod>().get(&newcomer).await.unwrap();
     assert_ne!(pod.spec.unwrap().node_name.as_deref(), Some(lost.as_str()));
     let old = plane.api::<Pod>().get(&victim).await.unwrap();
-    assert!(old.metadata.deletion_timestamp.is_some(), "the old Pod waits for its Node");
+    assert!(
+        old.metadata.deletion_timestamp.is_some(),
+        "the old Pod waits for its Node"
+    );
     let events = plane
         .api::<Event>()
         .list(&ListParams::default())

@@ -641,13 +641,20 @@ mod tests {
         let allows = |p: &Value, n: &str| spread_allows(p, &nodes[n], &nodes, &placed);
         assert!(!allows(&hard, "n1"), "zone a would be 3 against 0");
         assert!(allows(&hard, "n3"));
-        assert!(!allows(&hard, "n4"), "a node without the key is not a domain");
+        assert!(
+            !allows(&hard, "n4"),
+            "a node without the key is not a domain"
+        );
         let soft = pod("ScheduleAnyway", None, json!({}));
         assert!(allows(&soft, "n1"));
         let penalty = |p: &Value, n: &str| spread_penalty(p, &nodes[n], &nodes, &placed);
         assert!(penalty(&soft, "n3") < penalty(&soft, "n1"));
         // Honoring the node selector, zone b is not a domain for a Pod held to zone a.
-        let held = pod("DoNotSchedule", None, json!({"topology.kubernetes.io/zone": "a"}));
+        let held = pod(
+            "DoNotSchedule",
+            None,
+            json!({"topology.kubernetes.io/zone": "a"}),
+        );
         assert!(allows(&held, "n1"));
         let ignoring = pod(
             "DoNotSchedule",

@@ -194,10 +194,11 @@ async fn topology_spread_places_pods_within_max_skew_and_refuses_beyond_it() {
     let api: Api<Pod> = env.api();
     // Two matching Pods already run in zone a (bound directly, as by another scheduler).
     for name in ["t0", "t1"] {
-        let p: Pod = serde_json::from_value(json!({"metadata": {"name": name, "labels": {"app": "ts"}},
+        let p: Pod =
+            serde_json::from_value(json!({"metadata": {"name": name, "labels": {"app": "ts"}},
             "spec": {"nodeName": nodes[0], "containers": [{"name": "c", "image": "busybox"}],
                 "tolerations": [{"key": "steward.dev/conformance", "operator": "Exists"}]}}))
-        .unwrap();
+            .unwrap();
         env.pod(&p).await;
     }
     let spread = |name: &str, extra: Value| -> Pod {

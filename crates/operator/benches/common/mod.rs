@@ -17,11 +17,18 @@ pub fn runs() -> usize {
 
 /// A started plane with the e2e settings (1 s restart back-off, 2 s database timeouts); the
 /// directory must outlive it.
+#[allow(dead_code)] // not every benchmark uses it
 pub async fn plane(dir: &tempfile::TempDir) -> DevPlane {
+    plane_with_nodes(dir, 1).await
+}
+
+/// [`plane`] with `nodes` node agents.
+pub async fn plane_with_nodes(dir: &tempfile::TempDir, nodes: usize) -> DevPlane {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let shim = vec![env!("CARGO_BIN_EXE_steward").to_owned(), "node-shim".into()];
     let mut options = DevOptions::new(dir.path(), shim);
     options.restart_backoff = Duration::from_secs(1);
     options.operator_flags = vec!["--database-timeout-seconds".into(), "2".into()];
+    options.nodes = nodes;
     DevPlane::start(options).await.unwrap()
 }

@@ -129,7 +129,10 @@ fn references(cluster: &PostgresCluster, secret: &Secret) -> bool {
 }
 
 /// The clusters with an instance Pod bound to Node `node`.
-fn instances_on(pods: &crate::runtime::stores::Indexed<Pod>, node: &str) -> Vec<ObjectRef<PostgresCluster>> {
+fn instances_on(
+    pods: &crate::runtime::stores::Indexed<Pod>,
+    node: &str,
+) -> Vec<ObjectRef<PostgresCluster>> {
     let mut refs: Vec<ObjectRef<PostgresCluster>> = pods
         .state()
         .iter()

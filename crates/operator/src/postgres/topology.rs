@@ -47,7 +47,6 @@ pub struct InstanceView {
     pub node_state: NodeState,
 }
 
-
 impl InstanceView {
     /// Answered over SQL with a ready Pod.
     pub fn answering(&self) -> bool {
@@ -363,7 +362,10 @@ mod tests {
             on(standby(2, 90), "a", NodeState::Cordoned),
         ];
         let why = maintenance_target(&stuck, "demo-0").unwrap_err();
-        assert!(why.contains("Node a") && why.contains("cordoned Node too"), "{why}");
+        assert!(
+            why.contains("Node a") && why.contains("cordoned Node too"),
+            "{why}"
+        );
         let alone = [on(primary(0), "a", NodeState::Cordoned)];
         let why = maintenance_target(&alone, "demo-0").unwrap_err();
         assert!(why.contains("no replica can take over"), "{why}");

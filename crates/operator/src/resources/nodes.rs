@@ -123,7 +123,11 @@ mod tests {
 
     #[test]
     fn slimming_keeps_the_state() {
-        for (u, r) in [(Some(true), Some("True")), (None, Some("Unknown")), (None, None)] {
+        for (u, r) in [
+            (Some(true), Some("True")),
+            (None, Some("Unknown")),
+            (None, None),
+        ] {
             let full = node(u, r);
             let mut slim_node = full.clone();
             slim(&mut slim_node);

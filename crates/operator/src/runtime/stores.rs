@@ -219,7 +219,10 @@ where
 pub fn nodes(
     client: kube::Client,
     stop: CancellationToken,
-) -> Option<(Store<k8s_openapi::api::core::v1::Node>, ReflectHandle<k8s_openapi::api::core::v1::Node>)> {
+) -> Option<(
+    Store<k8s_openapi::api::core::v1::Node>,
+    ReflectHandle<k8s_openapi::api::core::v1::Node>,
+)> {
     use k8s_openapi::api::core::v1::Node;
     let api: Api<Node> = Api::all(client);
     let (store, writer) = reflector::store_shared::<Node>(BUFFER);

@@ -113,7 +113,10 @@ impl Plane {
 
     /// The node agent of Node `name` (embedded mode).
     fn node_handle(&self, name: &str) -> &steward_node::NodeHandle {
-        let plane = self.embedded.as_ref().expect("node agents are the test's in embedded mode");
+        let plane = self
+            .embedded
+            .as_ref()
+            .expect("node agents are the test's in embedded mode");
         std::iter::once(&plane.node)
             .chain(&plane.more_nodes)
             .find(|n| n.name() == name)
@@ -126,9 +129,10 @@ impl Plane {
         self.node_handle(name).partition();
     }
 
-    /// Kills every Pod process of Node `name` at once, as a machine that loses power does.
-    pub fn kill_node_processes(&self, name: &str) {
-        self.node_handle(name).kill_processes();
+    /// Node `name`'s machine loses power: its agent stops (cut off, so its Node goes `Unknown`
+    /// only after the grace period) and its Pod processes are killed.
+    pub fn power_off_node(&self, name: &str) {
+        self.node_handle(name).power_off();
     }
 
     /// Runs `kubectl` (`$KUBECTL`, else from `PATH`) against this plane; panics with its output

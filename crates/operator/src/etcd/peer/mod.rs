@@ -448,11 +448,23 @@ mod tests {
         let lost = lost_with_node(Some("n2"), NodeState::Lost, &status, false).unwrap();
         assert_eq!(lost.reason, "NodeLost");
         assert!(lost.message.contains("n2"), "{}", lost.message);
-        assert_eq!(lost_with_node(Some("n2"), NodeState::Lost, &status, true), None);
-        assert_eq!(lost_with_node(Some("n2"), NodeState::Cordoned, &status, false), None);
-        assert_eq!(lost_with_node(None, NodeState::Usable, &status, false), None);
+        assert_eq!(
+            lost_with_node(Some("n2"), NodeState::Lost, &status, true),
+            None
+        );
+        assert_eq!(
+            lost_with_node(Some("n2"), NodeState::Cordoned, &status, false),
+            None
+        );
+        assert_eq!(
+            lost_with_node(None, NodeState::Usable, &status, false),
+            None
+        );
         let fresh = EtcdPeerStatus::default();
-        assert_eq!(lost_with_node(Some("n2"), NodeState::Lost, &fresh, false), None);
+        assert_eq!(
+            lost_with_node(Some("n2"), NodeState::Lost, &fresh, false),
+            None
+        );
     }
 
     #[test]

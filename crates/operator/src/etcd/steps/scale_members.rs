@@ -18,13 +18,13 @@ use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
 use crate::error::Error;
-use crate::resources::nodes::{self, NodeState, SELECTED_NODE, state as node_state};
 use crate::etcd::EtcdPass;
 use crate::etcd::admin::AdminError;
 use crate::etcd::names::peer_of_claim;
 use crate::etcd::topology::{MemberAction, plan_members};
 use crate::operation::{OperationRequest, Started};
 use crate::pipeline::{EventType, Outcome, SubReconciler};
+use crate::resources::nodes::{self, NodeState, SELECTED_NODE, state as node_state};
 
 /// See the module documentation.
 pub struct ScaleMembers;

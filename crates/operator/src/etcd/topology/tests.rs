@@ -166,7 +166,10 @@ fn an_unhealthy_member_is_removed_first_and_quorum_is_kept() {
         plan_members(&obs2, 1, &names(), &[]),
         MemberAction::Wait(_)
     ));
-    assert_eq!(plan_members(&obs, 3, &names(), &[]), MemberAction::Converged);
+    assert_eq!(
+        plan_members(&obs, 3, &names(), &[]),
+        MemberAction::Converged
+    );
 }
 
 fn view(name: &str, state: InitialClusterState, initial: &[&str]) -> PeerView {

@@ -158,11 +158,16 @@ impl SubReconciler<PostgresPass> for Failover {
 /// A healthy primary whose Node is cordoned (a drain is coming: the primary's disruption
 /// budget refuses to evict it) hands over to the best replica on a usable Node, so the drain
 /// goes on with a switchover's short write gap instead of a fail-over's. When no replica can
-/// take over, the cluster says so and the drain waits.
+/// take over, the cluster says so and the drain waits. A single instance has no budget to
+/// hold the drain and nothing to hand over to: it is evicted like any Pod.
 async fn move_off_a_cordoned_node(
     pass: &mut PostgresPass,
     primary: &str,
 ) -> Result<Outcome, Error> {
+    if pass.validated.as_ref().is_some_and(|v| v.instances < 2) {
+        // Nothing to hand over to; the primary's budget lets the drain evict the instance.
+        return Ok(Outcome::Continue);
+    }
     match maintenance_target(&pass.instances, primary) {
         Ok(None) => Ok(Outcome::Continue),
         Ok(Some(target)) => {

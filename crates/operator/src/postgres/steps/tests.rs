@@ -255,7 +255,11 @@ impl Harness {
         let body = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
             "spec": {"unschedulable": cordoned}});
         nodes
-            .patch(name, &PatchParams::apply("test").force(), &Patch::Apply(body))
+            .patch(
+                name,
+                &PatchParams::apply("test").force(),
+                &Patch::Apply(body),
+            )
             .await
             .unwrap();
         let status = json!({"status": {"conditions": [
@@ -1148,7 +1152,10 @@ async fn a_cordoned_primary_node_hands_over_to_a_replica_on_a_usable_node() {
         h.node(&format!("node-{n}"), false, "True").await;
     }
     h.pass().await;
-    assert!(h.status().await.pending_failover.is_none(), "nothing cordoned yet");
+    assert!(
+        h.status().await.pending_failover.is_none(),
+        "nothing cordoned yet"
+    );
     // `kubectl drain node-0` cordons it (and node-1 is cordoned for maintenance too): the
     // replica with less WAL but a usable Node is the target.
     h.node("node-0", true, "True").await;
@@ -1157,7 +1164,11 @@ async fn a_cordoned_primary_node_hands_over_to_a_replica_on_a_usable_node() {
     let status = h.status().await;
     let pending = status.pending_failover.unwrap();
     assert_eq!(
-        (pending.from.as_str(), pending.target.as_str(), pending.reason.as_str()),
+        (
+            pending.from.as_str(),
+            pending.target.as_str(),
+            pending.reason.as_str()
+        ),
         ("demo-0", "demo-2", "nodeCordoned")
     );
     assert!(pending.switchover && pending.demoted_at_lsn.is_some());
@@ -1174,9 +1185,19 @@ async fn a_cordoned_primary_node_hands_over_to_a_replica_on_a_usable_node() {
     h.assert_primary_replaced("demo-2").await;
     assert_in_order(
         &h.reasons(),
-        &["SwitchoverStarted", "PrimaryDemoted", "Promoted", "OperationSucceeded"],
+        &[
+            "SwitchoverStarted",
+            "PrimaryDemoted",
+            "Promoted",
+            "OperationSucceeded",
+        ],
     );
-    let note = &h.events.iter().find(|(r, _)| r == "SwitchoverStarted").unwrap().1;
+    let note = &h
+        .events
+        .iter()
+        .find(|(r, _)| r == "SwitchoverStarted")
+        .unwrap()
+        .1;
     assert!(note.contains("nodeCordoned"), "{note}");
 }
 
@@ -1201,6 +1222,18 @@ async fn a_cordoned_primary_without_a_usable_replica_says_why_the_drain_waits() 
 }
 
 #[tokio::test]
+async fn a_single_instance_on_a_cordoned_node_is_left_to_the_drain() {
+    let mut h = Harness::start(spec(1)).await;
+    h.node("node-0", true, "True").await;
+    h.pass().await;
+    let status = h.status().await;
+    assert!(status.pending_failover.is_none());
+    let degraded = crate::conditions::get(&status.common.conditions, "Degraded").unwrap();
+    assert_eq!(degraded.status, "False", "{degraded:?}");
+    assert!(h.changes().is_empty());
+}
+
+#[tokio::test]
 async fn a_primary_on_a_lost_node_is_not_replaced_until_a_person_confirms() {
     let mut h = Harness::start(spec(3)).await;
     h.replay("demo-1", TRAFFIC);
@@ -1221,21 +1254,41 @@ async fn a_primary_on_a_lost_node_is_not_replaced_until_a_person_confirms() {
     h.sit_out_the_delay().await;
     h.pass().await;
     let pending = h.status().await.pending_failover.unwrap();
-    assert_eq!((pending.from.as_str(), pending.target.as_str()), ("demo-0", "demo-1"));
+    assert_eq!(
+        (pending.from.as_str(), pending.target.as_str()),
+        ("demo-0", "demo-1")
+    );
     for _ in 0..3 {
         h.clock.advance(Duration::from_secs(30));
         h.pass().await;
-        assert!(h.promotions().is_empty(), "promoted while the old primary may run");
-        assert!(h.pod("demo-0").await.unwrap().metadata.deletion_timestamp.is_some());
+        assert!(
+            h.promotions().is_empty(),
+            "promoted while the old primary may run"
+        );
+        assert!(
+            h.pod("demo-0")
+                .await
+                .unwrap()
+                .metadata
+                .deletion_timestamp
+                .is_some()
+        );
     }
     let status = h.status().await;
     let degraded = crate::conditions::get(&status.common.conditions, "Degraded").unwrap();
     assert_eq!(degraded.reason, "PrimaryNodeLost");
     for part in ["node-0", "kubectl delete pod demo-0 --force", "demo-1"] {
-        assert!(degraded.message.contains(part), "{part}: {}", degraded.message);
+        assert!(
+            degraded.message.contains(part),
+            "{part}: {}",
+            degraded.message
+        );
     }
     assert_eq!(
-        h.driver_events.iter().filter(|r| *r == "PrimaryNodeLost").count(),
+        h.driver_events
+            .iter()
+            .filter(|r| *r == "PrimaryNodeLost")
+            .count(),
         1,
         "said once: {:?}",
         h.driver_events
