@@ -103,6 +103,85 @@ pub struct PostgresClusterSpec {
     /// Per-cluster overrides of the operator's operation deadlines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeouts: Option<TimeoutOverrides>,
+    /// Backups and WAL archiving (seed: "pgbackrest Integration").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backups: Option<BackupsSpec>,
+}
+
+/// Backups of a cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupsSpec {
+    /// A pgBackRest repository for this cluster alone: its own Pod and claim
+    /// (`<cluster>-repo`), reached over TLS (`pgbackrest server`), and WAL archiving to it
+    /// from every instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pgbackrest: Option<PgBackRestSpec>,
+}
+
+/// The pgBackRest repository of a cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PgBackRestSpec {
+    /// Image of the repository host and of the instances' pgBackRest sidecar; it must contain
+    /// `pgbackrest` (2.45 or later). The PostgreSQL image must contain it too (its
+    /// `archive_command` runs `pgbackrest archive-push`).
+    #[serde(default = "default_pgbackrest_image")]
+    pub image: String,
+    /// Full backups to keep (`repo1-retention-full`); older ones, and the WAL only they need,
+    /// are expired after each backup.
+    #[serde(default = "default_retention_full")]
+    #[schemars(range(min = 1, max = 9_999_999))]
+    pub retention_full: u32,
+    /// Differential backups to keep (`repo1-retention-diff`); unset: pgBackRest's default
+    /// (as many as the full backups they depend on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 9_999_999))]
+    pub retention_diff: Option<u32>,
+    /// Compression of backups and archived WAL (`compress-type`).
+    #[serde(default)]
+    pub compression: Compression,
+    /// The repository's volume (one claim, `<cluster>-repo`).
+    #[serde(default)]
+    pub storage: StorageSpec,
+}
+
+fn default_pgbackrest_image() -> String {
+    "pgbackrest:2.45".to_owned()
+}
+
+fn default_retention_full() -> u32 {
+    2
+}
+
+/// pgBackRest's `compress-type`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Compression {
+    /// No compression.
+    None,
+    /// gzip.
+    Gz,
+    /// LZ4: fast, the default.
+    #[default]
+    Lz4,
+    /// Zstandard.
+    Zst,
+    /// bzip2.
+    Bz2,
+}
+
+impl Compression {
+    /// The `compress-type` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Gz => "gz",
+            Self::Lz4 => "lz4",
+            Self::Zst => "zst",
+            Self::Bz2 => "bz2",
+        }
+    }
 }
 
 impl PostgresClusterSpec {
@@ -124,6 +203,7 @@ impl PostgresClusterSpec {
             health_gate: HealthGate::default(),
             paused: false,
             metrics: None,
+            backups: None,
             timeouts: None,
         }
     }
@@ -354,6 +434,20 @@ pub struct PostgresClusterStatus {
     /// The health gate of the instance a rolling restart is waiting for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart_gate: Option<GateProgress>,
+    /// The pgBackRest repository, when backups are on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backups: Option<BackupsStatus>,
+}
+
+/// What Steward knows of a cluster's pgBackRest repository.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupsStatus {
+    /// The repository host (its Pod, claim and Service).
+    pub repository: String,
+    /// The stanza, once `stanza-create` succeeded for this cluster's database.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stanza: Option<String>,
 }
 
 /// A fail-over or switchover in progress.

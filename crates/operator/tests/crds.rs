@@ -76,3 +76,17 @@ fn the_example_manifest_holds_a_valid_postgres_cluster() {
     cluster.metadata.uid = Some("uid".into());
     steward_operator::postgres::validate::validate(&cluster).unwrap();
 }
+
+#[test]
+fn the_backups_example_holds_a_valid_postgres_cluster_with_a_repository() {
+    let text = repo_file("examples/postgres-backups.yaml");
+    let docs = steward_operator::dev::parse_manifests(&text).unwrap();
+    let mut cluster: steward_api::postgres::PostgresCluster =
+        serde_json::from_value(docs[0].clone()).unwrap();
+    cluster.metadata.uid = Some("uid".into());
+    let valid = steward_operator::postgres::validate::validate(&cluster).unwrap();
+    let repo = valid.pgbackrest.expect("backups.pgbackrest is set");
+    assert_eq!(repo.retention_full, 2);
+    assert_eq!(repo.storage.size, "2Gi");
+    assert_eq!(valid.parameters["archive_mode"], "on");
+}

@@ -1334,3 +1334,66 @@ async fn a_lost_primary_node_is_reported_and_never_yields_two_writable_primaries
     );
     plane.shutdown().await;
 }
+
+/// `spec.backups.pgbackrest` on a new cluster: Steward creates the repository host (claim, Pod,
+/// Service), the TLS Secret and the stanza (a Job), and every instance archives its WAL there
+/// with real pgBackRest: a switched segment shows up in `pg_stat_archiver` with no failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_backups_on_wal_is_archived_to_the_clusters_pgbackrest_repository() {
+    let plane = Plane::start().await;
+    let extra = "  backups:\n    pgbackrest:\n      retentionFull: 2\n      storage: {size: 1Gi}\n";
+    create(&plane, "bk", 2, extra).await;
+    let c = plane
+        .wait_for::<PostgresCluster, _>("the stanza", "bk", BOOT, |c| {
+            c.status
+                .as_ref()
+                .and_then(|s| s.backups.as_ref())
+                .is_some_and(|b| b.stanza.as_deref() == Some("db"))
+        })
+        .await;
+    assert_eq!(c.status.unwrap().backups.unwrap().repository, "bk-repo");
+    let repo = plane.api::<Pod>().get("bk-repo").await.unwrap();
+    assert!(steward_operator::resources::pods::is_ready(&repo));
+    let tls = plane
+        .api::<Secret>()
+        .get("bk-pgbackrest-tls")
+        .await
+        .unwrap();
+    assert_eq!(tls.immutable, Some(true));
+    let session = primary(&plane, "bk").await;
+    session
+        .batch_execute("CREATE TABLE archived (id int); INSERT INTO archived VALUES (1)")
+        .await
+        .unwrap();
+    let segment: String = session
+        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let archived = plane
+        .eventually(
+            &format!("segment {segment} archived"),
+            Duration::from_secs(60),
+            || {
+                let session = &session;
+                let segment = segment.clone();
+                async move {
+                    let row = session
+                        .query_one(
+                            "SELECT coalesce(last_archived_wal, ''), failed_count FROM pg_stat_archiver",
+                            &[],
+                        )
+                        .await
+                        .ok()?;
+                    let last: String = row.get(0);
+                    (last >= segment).then_some((last, row.get::<_, i64>(1)))
+                }
+            },
+        )
+        .await;
+    eprintln!(
+        "archived up to {} ({} failed attempts before the stanza existed)",
+        archived.0, archived.1
+    );
+    plane.shutdown().await;
+}

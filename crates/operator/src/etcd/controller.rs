@@ -61,6 +61,7 @@ async fn cleanup(cluster: Arc<EtcdCluster>, state: &State) -> Result<Action, Err
             "etcd",
             &namespace,
             &cluster.name_any(),
+            None,
         )
         .await?;
         tracing::info!(namespace, name = %cluster.name_any(), "deleted member claims (retainOnDelete: Delete)");

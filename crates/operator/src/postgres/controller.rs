@@ -20,6 +20,8 @@ use steward_api::common::RetentionPolicy;
 use steward_api::postgres::PostgresCluster;
 use tokio_util::sync::CancellationToken;
 
+use super::build::instance::DATA_COMPONENT;
+use super::build::pgbackrest::REPO_COMPONENT;
 use super::names::{ClusterNames, ENGINE, INSTANCE_COMPONENT, USER_PASSWORD_LABEL};
 use super::{CONTROLLER, PostgresPass, PostgresStores, pipeline};
 use crate::error::Error;
@@ -56,19 +58,32 @@ async fn reconcile(cluster: Arc<PostgresCluster>, state: Arc<State>) -> Result<A
     .map_err(|err| Error::from_finalizer(object, err))
 }
 
-/// Runs before the cluster disappears. Pods, Services, the ConfigMap and the generated Secrets
-/// are owned by the cluster and garbage-collected; instance claims are deleted only when
-/// `storage.retainOnDelete` is `Delete`.
+/// Runs before the cluster disappears. Pods, Services, the ConfigMaps, the generated Secrets
+/// and Jobs are owned by the cluster and garbage-collected; instance claims are deleted only
+/// when `storage.retainOnDelete` is `Delete`, the pgBackRest repository's claim only when
+/// `backups.pgbackrest.storage.retainOnDelete` is.
 async fn cleanup(cluster: Arc<PostgresCluster>, state: &State) -> Result<Action, Error> {
     let namespace = cluster.namespace().unwrap_or_default();
-    if cluster.spec.storage.retain_on_delete == RetentionPolicy::Delete {
-        crate::resources::sweep::delete_cluster_claims(
-            &state.ctx.client,
-            ENGINE,
-            &namespace,
-            &cluster.name_any(),
-        )
-        .await?;
+    let repository = cluster
+        .spec
+        .backups
+        .as_ref()
+        .and_then(|b| b.pgbackrest.as_ref())
+        .map(|p| p.storage.retain_on_delete);
+    for (policy, component) in [
+        (Some(cluster.spec.storage.retain_on_delete), DATA_COMPONENT),
+        (repository, REPO_COMPONENT),
+    ] {
+        if policy == Some(RetentionPolicy::Delete) {
+            crate::resources::sweep::delete_cluster_claims(
+                &state.ctx.client,
+                ENGINE,
+                &namespace,
+                &cluster.name_any(),
+                Some(component),
+            )
+            .await?;
+        }
     }
     if let Some(uid) = cluster.uid() {
         state.ctx.forget_version(&uid);

@@ -159,6 +159,7 @@ pub fn pipeline() -> Pipeline<PostgresPass> {
             Box::new(steps::observe_instances::ObserveInstances),
             Box::new(steps::failover::Failover),
             Box::new(steps::provision_instances::ProvisionInstances),
+            Box::new(steps::provision_repository::ProvisionRepository),
             Box::new(steps::reconcile_users::ReconcileUsers),
             Box::new(steps::rolling_restart::RollingRestart),
         ],

@@ -123,6 +123,31 @@ impl ClusterNames {
         format!("{}-primary", self.cluster)
     }
 
+    /// The pgBackRest repository host: its Pod, claim and Service.
+    pub fn repo(&self) -> String {
+        format!("{}-repo", self.cluster)
+    }
+
+    /// DNS name of the repository's Service.
+    pub fn repo_host(&self) -> String {
+        format!("{}.{}.svc", self.repo(), self.namespace)
+    }
+
+    /// The Secret with pgBackRest's TLS certificates (generated once).
+    pub fn pgbackrest_tls_secret(&self) -> String {
+        format!("{}-pgbackrest-tls", self.cluster)
+    }
+
+    /// The ConfigMap with pgBackRest's configuration files.
+    pub fn pgbackrest_config(&self) -> String {
+        format!("{}-pgbackrest", self.cluster)
+    }
+
+    /// The Job that creates the stanza.
+    pub fn stanza_job(&self) -> String {
+        format!("{}-stanza-create", self.cluster)
+    }
+
     /// DNS name of the `-primary` Service, as instances reach it.
     pub fn primary_host(&self) -> String {
         format!("{}.{}.svc", self.primary_service(), self.namespace)

@@ -11,7 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use kube::ResourceExt;
 use steward_api::common::{PodOverrides, StorageSpec};
 use steward_api::postgres::{
-    AntiAffinity, FailoverSpec, HealthGate, MetricsSpec, NodeLabel, PostgresCluster, PostgresUser,
+    AntiAffinity, FailoverSpec, HealthGate, MetricsSpec, NodeLabel, PgBackRestSpec,
+    PostgresCluster, PostgresUser,
 };
 
 use crate::postgres::names::{ClusterNames, PORT, REPLICATION_USER, SUPERUSER};
@@ -122,6 +123,8 @@ pub struct ValidatedPostgresCluster {
     pub paused: bool,
     /// The metrics sidecar.
     pub metrics: Option<MetricsSpec>,
+    /// The pgBackRest repository and WAL archiving, when backups are on.
+    pub pgbackrest: Option<PgBackRestSpec>,
 }
 
 impl ValidatedPostgresCluster {
@@ -474,7 +477,30 @@ pub fn validate(cluster: &PostgresCluster) -> Result<ValidatedPostgresCluster, S
         check_storage(&format!("{field}.storage"), &entry.storage, &mut problems);
     }
 
-    let parameters = check_parameters(&spec.parameters, spec.instances, version, &mut problems);
+    let mut parameters = check_parameters(&spec.parameters, spec.instances, version, &mut problems);
+    let pgbackrest = spec.backups.as_ref().and_then(|b| b.pgbackrest.clone());
+    if let Some(pgbackrest) = &pgbackrest {
+        check_storage(
+            "backups.pgbackrest.storage",
+            &pgbackrest.storage,
+            &mut problems,
+        );
+        if pgbackrest.image.is_empty() || pgbackrest.image.contains(char::is_whitespace) {
+            problems.push(format!(
+                "backups.pgbackrest.image {:?} is not an image reference",
+                pgbackrest.image
+            ));
+        }
+        for (name, value) in crate::postgres::build::pgbackrest::archive_parameters() {
+            if spec.parameters.keys().any(|k| k.eq_ignore_ascii_case(name)) {
+                problems.push(format!(
+                    "parameters.{name} is set by Steward while backups.pgbackrest is on \
+                     (WAL goes to the cluster's pgBackRest repository)"
+                ));
+            }
+            parameters.insert(name.to_owned(), value);
+        }
+    }
     check_users(&spec.users, &names, &mut problems);
 
     if let Some(label) = &spec.node_label
@@ -533,6 +559,7 @@ pub fn validate(cluster: &PostgresCluster) -> Result<ValidatedPostgresCluster, S
             health_gate: spec.health_gate.clone(),
             paused: spec.paused,
             metrics: spec.metrics.clone(),
+            pgbackrest,
         }),
         _ => Err(problems.join("; ")),
     }

@@ -66,17 +66,22 @@ where
 }
 
 /// Deletes every PersistentVolumeClaim labelled as a child of `engine` cluster `cluster` (the
-/// claims have no owner, so garbage collection never removes them). Used on cluster deletion
-/// when `storage.retainOnDelete` is `Delete`. Returns the names deleted.
+/// claims have no owner, so garbage collection never removes them) — only those of
+/// `component` when given. Used on cluster deletion when a retention policy says `Delete`.
+/// Returns the names deleted.
 pub async fn delete_cluster_claims(
     client: &Client,
     engine: &str,
     namespace: &str,
     cluster: &str,
+    component: Option<&str>,
 ) -> Result<Vec<String>> {
     use k8s_openapi::api::core::v1::PersistentVolumeClaim;
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
-    let selector = super::Labels::cluster_selector(engine, cluster);
+    let mut selector = super::Labels::cluster_selector(engine, cluster);
+    if let Some(component) = component {
+        selector.push_str(&format!(",{}={component}", super::labels::COMPONENT));
+    }
     let list = claims
         .list(&kube::api::ListParams::default().labels(&selector))
         .await

@@ -91,6 +91,10 @@ Rules for Steward's resources and the children it manages. Rendered into a Clust
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["patch"]
+# PostgreSQL backups: the pgBackRest Jobs (stanza-create), read and re-run after a failure.
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "create", "delete"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]

@@ -95,7 +95,7 @@ pub fn claim(
     })
 }
 
-fn value_env(name: &str, value: impl Into<String>) -> EnvVar {
+pub(crate) fn value_env(name: &str, value: impl Into<String>) -> EnvVar {
     EnvVar {
         name: name.into(),
         value: Some(value.into()),
@@ -103,7 +103,7 @@ fn value_env(name: &str, value: impl Into<String>) -> EnvVar {
     }
 }
 
-fn field_env(name: &str, field_path: impl Into<String>) -> EnvVar {
+pub(crate) fn field_env(name: &str, field_path: impl Into<String>) -> EnvVar {
     EnvVar {
         name: name.into(),
         value: None,
@@ -117,7 +117,7 @@ fn field_env(name: &str, field_path: impl Into<String>) -> EnvVar {
     }
 }
 
-fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
+pub(crate) fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
     EnvVar {
         name: name.into(),
         value: None,
@@ -132,7 +132,7 @@ fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
     }
 }
 
-fn mount(volume: &str, path: &str, read_only: bool) -> VolumeMount {
+pub(crate) fn mount(volume: &str, path: &str, read_only: bool) -> VolumeMount {
     VolumeMount {
         name: volume.into(),
         mount_path: path.into(),
@@ -141,7 +141,7 @@ fn mount(volume: &str, path: &str, read_only: bool) -> VolumeMount {
     }
 }
 
-fn secret_volume(volume: &str, secret: String) -> Volume {
+pub(crate) fn secret_volume(volume: &str, secret: String) -> Volume {
     Volume {
         name: volume.into(),
         secret: Some(SecretVolumeSource {
@@ -300,30 +300,42 @@ pub fn pod(
     if let Some(metrics) = &cluster.metrics {
         containers.push(metrics_container(metrics, &names));
     }
+    let mut volumes = vec![
+        Volume {
+            name: PGDATA_VOLUME.into(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: names.claim(&instance),
+                read_only: None,
+            }),
+            ..Default::default()
+        },
+        Volume {
+            name: CONFIG_VOLUME.into(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: names.config_map(),
+                default_mode: Some(0o444),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        secret_volume(SUPERUSER_VOLUME, names.superuser_secret()),
+        secret_volume(REPLICATION_VOLUME, names.replication_secret()),
+    ];
+    if let Some(pgbackrest) = &cluster.pgbackrest {
+        if let Some(mounts) = containers[0].volume_mounts.as_mut() {
+            mounts.extend(super::pgbackrest::instance_mounts());
+        }
+        containers.push(super::pgbackrest::sidecar(
+            pgbackrest,
+            &names,
+            PGDATA_VOLUME,
+        ));
+        volumes.extend(super::pgbackrest::instance_volumes(&names));
+    }
     let spec = PodSpec {
         hostname: Some(instance.clone()),
         containers,
-        volumes: Some(vec![
-            Volume {
-                name: PGDATA_VOLUME.into(),
-                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                    claim_name: names.claim(&instance),
-                    read_only: None,
-                }),
-                ..Default::default()
-            },
-            Volume {
-                name: CONFIG_VOLUME.into(),
-                config_map: Some(ConfigMapVolumeSource {
-                    name: names.config_map(),
-                    default_mode: Some(0o444),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-            secret_volume(SUPERUSER_VOLUME, names.superuser_secret()),
-            secret_volume(REPLICATION_VOLUME, names.replication_secret()),
-        ]),
+        volumes: Some(volumes),
         security_context: Some(PodSecurityContext {
             run_as_user: Some(POSTGRES_UID),
             run_as_group: Some(POSTGRES_UID),

@@ -3,6 +3,7 @@
 pub mod config;
 pub mod instance;
 pub mod pdb;
+pub mod pgbackrest;
 pub mod script;
 pub mod secrets;
 pub mod service;

@@ -53,7 +53,14 @@ pub fn primary_service(
     cluster: &ValidatedPostgresCluster,
 ) -> Option<Service> {
     let name = cluster.names().primary_service();
-    role_service(owner, cluster, name, "primary", InstanceRole::Primary)
+    let mut svc = role_service(owner, cluster, name, "primary", InstanceRole::Primary)?;
+    if cluster.pgbackrest.is_some()
+        && let Some(ports) = svc.spec.as_mut().and_then(|s| s.ports.as_mut())
+    {
+        // The repository side reaches the primary's pgBackRest sidecar here.
+        ports.push(super::pgbackrest::service_port());
+    }
+    Some(svc)
 }
 
 /// The read-only Service `<cluster>-replicas`. `None` when the owner was never stored.

@@ -1,14 +1,16 @@
 //! ApplyConfig — server-side applies the `<cluster>-config` ConfigMap (postgresql.conf from
 //! the defaults and `spec.parameters`, pg_hba.conf, the instance entrypoint) and remembers the
 //! hash of its content: instance Pods carry it in their spec hash, so a parameter change
-//! makes them stale and `RollingRestart` restarts them one at a time.
+//! makes them stale and `RollingRestart` restarts them one at a time. With backups on it also
+//! applies `<cluster>-pgbackrest` (both sides' pgBackRest configuration), whose hash joins the
+//! instances' config hash.
 
 use async_trait::async_trait;
 
 use crate::error::Error;
 use crate::pipeline::{Outcome, SubReconciler};
 use crate::postgres::PostgresPass;
-use crate::postgres::build::config;
+use crate::postgres::build::{config, pgbackrest};
 use crate::postgres::steps::validated;
 
 /// See the module documentation.
@@ -28,7 +30,12 @@ impl SubReconciler<PostgresPass> for ApplyConfig {
             });
         };
         pass.applier.apply(&map, &mut pass.applied).await?;
-        pass.config_hash = Some(config::config_hash(&map));
+        let mut hash = config::config_hash(&map);
+        if let Some(backrest) = pgbackrest::config_map(&pass.cluster, &valid) {
+            pass.applier.apply(&backrest, &mut pass.applied).await?;
+            hash = config::stable_hash(&format!("{hash}{}", config::config_hash(&backrest)));
+        }
+        pass.config_hash = Some(hash);
         Ok(Outcome::Continue)
     }
 }

@@ -1,14 +1,15 @@
 //! ApplyServices — server-side applies the `<cluster>-primary` Service (selects the Pod
 //! labelled `steward.dev/role=primary`: it follows the primary through fail-overs), the
 //! `<cluster>-replicas` Service (ready replicas, read-only) and the PodDisruptionBudgets of the
-//! replicas and of the primary (`build::pdb`). Identical applies are no-ops.
+//! replicas and of the primary (`build::pdb`), and with backups on the repository's Service
+//! `<cluster>-repo`. Identical applies are no-ops.
 
 use async_trait::async_trait;
 
 use crate::error::Error;
 use crate::pipeline::{Outcome, SubReconciler};
 use crate::postgres::PostgresPass;
-use crate::postgres::build::{pdb, service};
+use crate::postgres::build::{pdb, pgbackrest, service};
 use crate::postgres::steps::validated;
 
 /// See the module documentation.
@@ -31,6 +32,9 @@ impl SubReconciler<PostgresPass> for ApplyServices {
         ] {
             let svc = svc.ok_or_else(missing)?;
             pass.applier.apply(&svc, &mut pass.applied).await?;
+        }
+        if let Some(repo) = pgbackrest::repo_service(&pass.cluster, &valid) {
+            pass.applier.apply(&repo, &mut pass.applied).await?;
         }
         for budget in [
             pdb::budget(&pass.cluster, &valid),

@@ -2,6 +2,8 @@
 //! `replicator` replication user when they are missing, each with a generated password, and
 //! reads both passwords for later steps. A Secret that exists is never rewritten: its password
 //! is what the database has. The passwords go into no log, Event, status or message.
+//! With backups on, it also creates the Secret with pgBackRest's TLS certificates once
+//! (`build::pgbackrest`); its keys are never read back or shown.
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Secret;
@@ -9,7 +11,7 @@ use kube::api::{Api, PostParams};
 
 use crate::error::Error;
 use crate::pipeline::{EventType, Outcome, SubReconciler};
-use crate::postgres::build::secrets;
+use crate::postgres::build::{pgbackrest, secrets};
 use crate::postgres::steps::{SOON, validated};
 use crate::postgres::{Credentials, PostgresPass};
 
@@ -53,6 +55,45 @@ async fn ensure(
     Ok(secrets::key_of(&secret, secrets::PASSWORD_KEY).map(|p| p.expose().to_owned()))
 }
 
+/// Creates `<cluster>-pgbackrest-tls` with fresh certificates when it is missing.
+async fn ensure_tls(
+    pass: &mut PostgresPass,
+    valid: &crate::postgres::validate::ValidatedPostgresCluster,
+) -> Result<(), Error> {
+    let name = pass.names.pgbackrest_tls_secret();
+    let api: Api<Secret> = pass.ctx.api(&pass.core.namespace);
+    let object = format!("{}/{name}", pass.core.namespace);
+    let exists = api
+        .get_opt(&name)
+        .await
+        .map_err(|source| Error::kube("get Secret", object.clone(), source))?
+        .is_some();
+    if exists {
+        return Ok(());
+    }
+    let material = pgbackrest::TlsMaterial::generate(&pass.names).map_err(|e| Error::Internal {
+        message: format!("generating pgBackRest's certificates: {e}"),
+    })?;
+    let Some(secret) = pgbackrest::tls_secret(&pass.cluster, valid, &material) else {
+        return Err(Error::Internal {
+            message: "cluster has no UID or namespace".into(),
+        });
+    };
+    match api.create(&PostParams::default(), &secret).await {
+        Ok(_) => {
+            pass.core.event(
+                EventType::Normal,
+                "SecretCreated",
+                "EnsureSecrets",
+                format!("created Secret {name} with generated TLS certificates for pgBackRest"),
+            );
+            Ok(())
+        }
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(source) => Err(Error::kube("create Secret", object, source)),
+    }
+}
+
 #[async_trait]
 impl SubReconciler<PostgresPass> for EnsureSecrets {
     fn name(&self) -> &'static str {
@@ -77,6 +118,9 @@ impl SubReconciler<PostgresPass> for EnsureSecrets {
                 .map(secrets::CredentialSecret::into_secret),
         )
         .await?;
+        if valid.pgbackrest.is_some() {
+            ensure_tls(pass, &valid).await?;
+        }
         match (superuser, replication) {
             (Some(superuser), Some(replication)) => {
                 pass.credentials = Some(Credentials {

@@ -6,6 +6,7 @@ pub mod ensure_secrets;
 pub mod failover;
 pub mod observe_instances;
 pub mod provision_instances;
+pub mod provision_repository;
 pub mod reconcile_users;
 pub mod rolling_restart;
 pub mod update_status;

@@ -1,0 +1,712 @@
+//! (pure, except [`TlsMaterial::generate`]) The pgBackRest children of a cluster with
+//! `spec.backups.pgbackrest` (seed 004, "pgbackrest Integration"):
+//!
+//! - the repository host `<cluster>-repo`: a claim, a Pod running `pgbackrest server` (TLS,
+//!   no SSH) over it, and a Service;
+//! - a `pgbackrest` sidecar in every instance Pod, also `pgbackrest server`, which the
+//!   repository side reaches through the `-primary` Service to read the primary's files;
+//! - WAL archiving: every instance's `archive_command` pushes to the repository;
+//! - the ConfigMap `<cluster>-pgbackrest` with both sides' configuration, and the Secret
+//!   `<cluster>-pgbackrest-tls` with a CA, the two server certificates and the client
+//!   certificate both sides present (`tls-server-auth` admits only that client);
+//! - the Job `<cluster>-stanza-create`, which creates the stanza once the primary answers.
+//!
+//! Commands that need the repository locally (stanza-create; later backup, expire) run in Jobs
+//! that mount the repository's claim, with the repository host's configuration; pgBackRest's
+//! locks live on that volume, so the server and a Job never work on the repository at once.
+//!
+//! pgBackRest 2.45 matches a server's certificate against the host name it was given (DNS
+//! names only), so every certificate names the Service it is reached through.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, PersistentVolumeClaim,
+    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec,
+    PodTemplateSpec, Secret, Service, ServicePort, ServiceSpec, Volume, VolumeResourceRequirements,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::Resource;
+use steward_api::postgres::{PgBackRestSpec, PostgresCluster};
+
+use crate::postgres::build::config::stable_hash;
+use crate::postgres::build::instance::{
+    POSTGRES_UID, SPEC_HASH, field_env, mount, secret_env, secret_volume, value_env,
+};
+use crate::postgres::build::secrets::{PASSWORD_KEY, USERNAME_KEY};
+use crate::postgres::names::{ClusterNames, DATA_MOUNT, ENGINE, PGDATA, PORT};
+use crate::postgres::validate::ValidatedPostgresCluster;
+use crate::resources::{Labels, child_meta};
+
+/// The stanza every cluster's repository holds (one cluster per repository).
+pub const STANZA: &str = "db";
+/// The port `pgbackrest server` listens on (pgBackRest's default).
+pub const PGBACKREST_PORT: i32 = 8432;
+/// The name of that port on containers and Services.
+pub const PGBACKREST_PORT_NAME: &str = "pgbackrest";
+/// The sidecar's name in instance Pods, and the repository Pod's container.
+pub const CONTAINER: &str = "pgbackrest";
+/// Where the configuration files are mounted.
+pub const CONFIG_MOUNT: &str = "/etc/pgbackrest";
+/// Where the TLS Secret is mounted.
+pub const TLS_MOUNT: &str = "/etc/steward/pgbackrest-tls";
+/// Where the repository's claim is mounted.
+pub const REPO_MOUNT: &str = "/pgbackrest";
+/// The repository inside it.
+pub const REPO_PATH: &str = "/pgbackrest/repo";
+/// The configuration file of the instances' side (archive-push, the sidecar).
+pub const INSTANCE_CONF: &str = "instance.conf";
+/// The configuration file of the repository's side (the server, Jobs).
+pub const REPO_CONF: &str = "repo.conf";
+/// The common name of the client certificate both sides present.
+pub const CLIENT_CN: &str = "pgbackrest-client";
+/// Component label of the repository's Pod, claim and Service.
+pub const REPO_COMPONENT: &str = "repo";
+
+/// Keys of the TLS Secret.
+pub const CA_CRT: &str = "ca.crt";
+/// The repository server's certificate and key.
+pub const REPO_CRT: &str = "repo.crt";
+/// See [`REPO_CRT`].
+pub const REPO_KEY: &str = "repo.key";
+/// The instances' server certificate and key.
+pub const INSTANCE_CRT: &str = "instance.crt";
+/// See [`INSTANCE_CRT`].
+pub const INSTANCE_KEY: &str = "instance.key";
+/// The client certificate and key.
+pub const CLIENT_CRT: &str = "client.crt";
+/// See [`CLIENT_CRT`].
+pub const CLIENT_KEY: &str = "client.key";
+
+const CONFIG_VOLUME: &str = "pgbackrest-config";
+const TLS_VOLUME: &str = "pgbackrest-tls";
+const REPO_VOLUME: &str = "repo";
+
+/// The certificates of a cluster's pgBackRest, PEM. `Debug` shows no key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TlsMaterial {
+    files: BTreeMap<&'static str, String>,
+}
+
+impl std::fmt::Debug for TlsMaterial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsMaterial")
+            .field("files", &self.files.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// The DNS names a Service answers to from inside the cluster.
+fn service_names(service: &str, namespace: &str) -> Vec<String> {
+    vec![
+        service.to_owned(),
+        format!("{service}.{namespace}"),
+        format!("{service}.{namespace}.svc"),
+        format!("{service}.{namespace}.svc.cluster.local"),
+    ]
+}
+
+impl TlsMaterial {
+    /// A fresh CA (its key is not kept: nothing is signed later) and the three certificates.
+    pub fn generate(names: &ClusterNames) -> Result<Self, rcgen::Error> {
+        use rcgen::{
+            BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+        };
+        let ca_key = KeyPair::generate()?;
+        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+        ca_params.distinguished_name.push(
+            DnType::CommonName,
+            format!("{} pgBackRest CA", names.cluster),
+        );
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key)?;
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        let leaf = |cn: &str, dns: Vec<String>| -> Result<(String, String), rcgen::Error> {
+            let key = KeyPair::generate()?;
+            let mut params = CertificateParams::new(dns)?;
+            params.distinguished_name.push(DnType::CommonName, cn);
+            params.extended_key_usages = vec![
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ];
+            let cert = params.signed_by(&key, &issuer)?;
+            Ok((cert.pem(), key.serialize_pem()))
+        };
+        let (repo_crt, repo_key) = leaf(
+            &names.repo(),
+            service_names(&names.repo(), &names.namespace),
+        )?;
+        let (instance_crt, instance_key) = leaf(
+            &names.primary_service(),
+            service_names(&names.primary_service(), &names.namespace),
+        )?;
+        let (client_crt, client_key) = leaf(CLIENT_CN, vec![CLIENT_CN.to_owned()])?;
+        Ok(Self {
+            files: BTreeMap::from([
+                (CA_CRT, ca.pem()),
+                (REPO_CRT, repo_crt),
+                (REPO_KEY, repo_key),
+                (INSTANCE_CRT, instance_crt),
+                (INSTANCE_KEY, instance_key),
+                (CLIENT_CRT, client_crt),
+                (CLIENT_KEY, client_key),
+            ]),
+        })
+    }
+
+    /// The PEM file under `key`.
+    pub fn file(&self, key: &str) -> Option<&str> {
+        self.files.get(key).map(String::as_str)
+    }
+}
+
+/// The Secret `<cluster>-pgbackrest-tls`: created once, immutable (like the credential
+/// Secrets), so the certificates both sides trust never change under them. `None` when the
+/// owner was never stored.
+pub fn tls_secret(
+    owner: &PostgresCluster,
+    cluster: &ValidatedPostgresCluster,
+    material: &TlsMaterial,
+) -> Option<Secret> {
+    let names = cluster.names();
+    let labels = Labels::new(ENGINE, &cluster.name, "pgbackrest-tls");
+    let metadata = child_meta(
+        owner,
+        names.pgbackrest_tls_secret(),
+        &labels,
+        &BTreeMap::new(),
+    )?;
+    let data = material
+        .files
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
+        .collect();
+    Some(Secret {
+        metadata,
+        data: Some(data),
+        immutable: Some(true),
+        type_: Some("Opaque".into()),
+        ..Secret::default()
+    })
+}
+
+fn tls_file(key: &str) -> String {
+    format!("{TLS_MOUNT}/{key}")
+}
+
+/// Options both sides share.
+fn common_options(spec: &PgBackRestSpec) -> String {
+    format!(
+        "compress-type={}\n\
+         log-level-console=info\n\
+         log-level-file=off\n\
+         tls-server-ca-file={}\n\
+         tls-server-auth={CLIENT_CN}={STANZA}\n",
+        spec.compression.as_str(),
+        tls_file(CA_CRT),
+    )
+}
+
+/// The instances' side: the repository is remote (TLS), PostgreSQL is local.
+pub fn instance_conf(names: &ClusterNames, spec: &PgBackRestSpec) -> String {
+    format!(
+        "# Generated by Steward; edits are overwritten.\n\
+         [global]\n\
+         repo1-host={repo}\n\
+         repo1-host-type=tls\n\
+         repo1-host-port={PGBACKREST_PORT}\n\
+         repo1-host-ca-file={ca}\n\
+         repo1-host-cert-file={client_crt}\n\
+         repo1-host-key-file={client_key}\n\
+         repo1-path={REPO_PATH}\n\
+         tls-server-cert-file={crt}\n\
+         tls-server-key-file={key}\n\
+         lock-path={DATA_MOUNT}/pgbackrest-lock\n\
+         {common}\
+         \n\
+         [{STANZA}]\n\
+         pg1-path={PGDATA}\n\
+         pg1-port={PORT}\n\
+         pg1-socket-path={DATA_MOUNT}/run\n\
+         pg1-user={user}\n",
+        repo = names.repo_host(),
+        ca = tls_file(CA_CRT),
+        client_crt = tls_file(CLIENT_CRT),
+        client_key = tls_file(CLIENT_KEY),
+        crt = tls_file(INSTANCE_CRT),
+        key = tls_file(INSTANCE_KEY),
+        common = common_options(spec),
+        user = crate::postgres::names::SUPERUSER,
+    )
+}
+
+/// The repository's side: the repository is local, PostgreSQL is the primary, reached through
+/// the `-primary` Service's pgBackRest port.
+pub fn repo_conf(names: &ClusterNames, spec: &PgBackRestSpec) -> String {
+    let diff = spec
+        .retention_diff
+        .map(|d| format!("repo1-retention-diff={d}\n"))
+        .unwrap_or_default();
+    format!(
+        "# Generated by Steward; edits are overwritten.\n\
+         [global]\n\
+         repo1-path={REPO_PATH}\n\
+         repo1-retention-full={full}\n\
+         {diff}\
+         start-fast=y\n\
+         tls-server-cert-file={crt}\n\
+         tls-server-key-file={key}\n\
+         lock-path={REPO_MOUNT}/lock\n\
+         {common}\
+         \n\
+         [{STANZA}]\n\
+         pg1-host={primary}\n\
+         pg1-host-type=tls\n\
+         pg1-host-port={PGBACKREST_PORT}\n\
+         pg1-host-ca-file={ca}\n\
+         pg1-host-cert-file={client_crt}\n\
+         pg1-host-key-file={client_key}\n\
+         pg1-path={PGDATA}\n\
+         pg1-port={PORT}\n\
+         pg1-socket-path={DATA_MOUNT}/run\n\
+         pg1-user={user}\n",
+        full = spec.retention_full,
+        crt = tls_file(REPO_CRT),
+        key = tls_file(REPO_KEY),
+        common = common_options(spec),
+        primary = names.primary_host(),
+        ca = tls_file(CA_CRT),
+        client_crt = tls_file(CLIENT_CRT),
+        client_key = tls_file(CLIENT_KEY),
+        user = crate::postgres::names::SUPERUSER,
+    )
+}
+
+/// The `postgresql.conf` settings of archiving to the repository.
+pub fn archive_parameters() -> Vec<(&'static str, String)> {
+    vec![
+        ("archive_mode", "on".to_owned()),
+        (
+            "archive_command",
+            format!(
+                "pgbackrest --config={CONFIG_MOUNT}/{INSTANCE_CONF} --stanza={STANZA} archive-push \"%p\""
+            ),
+        ),
+    ]
+}
+
+/// The ConfigMap `<cluster>-pgbackrest`. `None` when the owner was never stored or backups
+/// are off.
+pub fn config_map(
+    owner: &PostgresCluster,
+    cluster: &ValidatedPostgresCluster,
+) -> Option<ConfigMap> {
+    let spec = cluster.pgbackrest.as_ref()?;
+    let names = cluster.names();
+    let labels = Labels::new(ENGINE, &cluster.name, "pgbackrest-config");
+    let metadata = child_meta(owner, names.pgbackrest_config(), &labels, &BTreeMap::new())?;
+    Some(ConfigMap {
+        metadata,
+        data: Some(BTreeMap::from([
+            (INSTANCE_CONF.to_owned(), instance_conf(&names, spec)),
+            (REPO_CONF.to_owned(), repo_conf(&names, spec)),
+        ])),
+        ..ConfigMap::default()
+    })
+}
+
+fn config_volume(names: &ClusterNames) -> Volume {
+    Volume {
+        name: CONFIG_VOLUME.into(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: names.pgbackrest_config(),
+            default_mode: Some(0o444),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The volumes an instance Pod adds for pgBackRest (configuration and certificates).
+pub fn instance_volumes(names: &ClusterNames) -> Vec<Volume> {
+    vec![
+        config_volume(names),
+        secret_volume(TLS_VOLUME, names.pgbackrest_tls_secret()),
+    ]
+}
+
+/// The mounts the `postgres` container adds (its `archive_command` runs pgBackRest).
+pub fn instance_mounts() -> Vec<k8s_openapi::api::core::v1::VolumeMount> {
+    vec![
+        mount(CONFIG_VOLUME, CONFIG_MOUNT, true),
+        mount(TLS_VOLUME, TLS_MOUNT, true),
+    ]
+}
+
+fn server_port() -> ContainerPort {
+    ContainerPort {
+        name: Some(PGBACKREST_PORT_NAME.into()),
+        container_port: PGBACKREST_PORT,
+        protocol: Some("TCP".into()),
+        ..Default::default()
+    }
+}
+
+/// The sidecar of an instance Pod: `pgbackrest server` on the Pod's address, reading the
+/// instance's data volume (`pgdata_volume`) and logging in to PostgreSQL as the superuser.
+pub fn sidecar(spec: &PgBackRestSpec, names: &ClusterNames, pgdata_volume: &str) -> Container {
+    let secret = names.superuser_secret();
+    Container {
+        name: CONTAINER.into(),
+        image: Some(spec.image.clone()),
+        command: Some(vec![
+            "pgbackrest".into(),
+            format!("--config={CONFIG_MOUNT}/{INSTANCE_CONF}"),
+            "server".into(),
+        ]),
+        env: Some(vec![
+            field_env("POD_IP", "status.podIP"),
+            value_env("PGBACKREST_TLS_SERVER_ADDRESS", "$(POD_IP)"),
+            // The server's remote commands read the default configuration file, not the
+            // server's `--config`: point them at ours.
+            value_env(
+                "PGBACKREST_CONFIG",
+                format!("{CONFIG_MOUNT}/{INSTANCE_CONF}"),
+            ),
+            secret_env("PGUSER", &secret, USERNAME_KEY),
+            secret_env("PGPASSWORD", &secret, PASSWORD_KEY),
+        ]),
+        ports: Some(vec![server_port()]),
+        volume_mounts: Some(vec![
+            mount(pgdata_volume, DATA_MOUNT, false),
+            mount(CONFIG_VOLUME, CONFIG_MOUNT, true),
+            mount(TLS_VOLUME, TLS_MOUNT, true),
+        ]),
+        ..Default::default()
+    }
+}
+
+/// The repository's claim `<cluster>-repo`. Like the instances' claims it has no owner: it
+/// outlives the cluster unless `storage.retainOnDelete` says `Delete`.
+pub fn repo_claim(cluster: &ValidatedPostgresCluster) -> Option<PersistentVolumeClaim> {
+    let spec = cluster.pgbackrest.as_ref()?;
+    let names = cluster.names();
+    Some(PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: Some(names.repo()),
+            namespace: Some(cluster.namespace.clone()),
+            labels: Some(Labels::new(ENGINE, &cluster.name, REPO_COMPONENT).to_map()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteOnce".into()]),
+            storage_class_name: spec.storage.storage_class_name.clone(),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(BTreeMap::from([(
+                    "storage".to_owned(),
+                    Quantity(spec.storage.size.clone()),
+                )])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        status: None,
+    })
+}
+
+/// Volumes of Pods working on the repository: its claim, the configuration, the certificates.
+fn repo_volumes(names: &ClusterNames) -> Vec<Volume> {
+    vec![
+        Volume {
+            name: REPO_VOLUME.into(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: names.repo(),
+                read_only: None,
+            }),
+            ..Default::default()
+        },
+        config_volume(names),
+        secret_volume(TLS_VOLUME, names.pgbackrest_tls_secret()),
+    ]
+}
+
+fn repo_mounts() -> Vec<k8s_openapi::api::core::v1::VolumeMount> {
+    vec![
+        mount(REPO_VOLUME, REPO_MOUNT, false),
+        mount(CONFIG_VOLUME, CONFIG_MOUNT, true),
+        mount(TLS_VOLUME, TLS_MOUNT, true),
+    ]
+}
+
+fn security_context() -> PodSecurityContext {
+    PodSecurityContext {
+        run_as_user: Some(POSTGRES_UID),
+        run_as_group: Some(POSTGRES_UID),
+        fs_group: Some(POSTGRES_UID),
+        run_as_non_root: Some(true),
+        ..Default::default()
+    }
+}
+
+/// The repository host's Pod `<cluster>-repo`, with a spec hash like the instances' (a change
+/// replaces it). `None` when the owner was never stored or backups are off.
+pub fn repo_pod(owner: &PostgresCluster, cluster: &ValidatedPostgresCluster) -> Option<Pod> {
+    let spec = cluster.pgbackrest.as_ref()?;
+    let names = cluster.names();
+    let pod_spec = PodSpec {
+        containers: vec![Container {
+            name: CONTAINER.into(),
+            image: Some(spec.image.clone()),
+            command: Some(vec![
+                "sh".into(),
+                "-c".into(),
+                format!(
+                    "mkdir -p {REPO_PATH} {REPO_MOUNT}/lock && exec pgbackrest --config={CONFIG_MOUNT}/{REPO_CONF} server"
+                ),
+            ]),
+            env: Some(vec![
+                field_env("POD_IP", "status.podIP"),
+                value_env("PGBACKREST_TLS_SERVER_ADDRESS", "$(POD_IP)"),
+                value_env("PGBACKREST_CONFIG", format!("{CONFIG_MOUNT}/{REPO_CONF}")),
+            ]),
+            ports: Some(vec![server_port()]),
+            volume_mounts: Some(repo_mounts()),
+            ..Default::default()
+        }],
+        volumes: Some(repo_volumes(&names)),
+        security_context: Some(security_context()),
+        node_selector: (!cluster.pod_template.node_selector.is_empty())
+            .then(|| cluster.pod_template.node_selector.clone()),
+        tolerations: (!cluster.pod_template.tolerations.is_empty())
+            .then(|| cluster.pod_template.tolerations.clone()),
+        restart_policy: Some("Always".into()),
+        enable_service_links: Some(false),
+        ..Default::default()
+    };
+    let labels = Labels::new(ENGINE, &cluster.name, REPO_COMPONENT);
+    let mut metadata = child_meta(owner, names.repo(), &labels, &BTreeMap::new())?;
+    let text = serde_json::to_string(&pod_spec).unwrap_or_default();
+    metadata.annotations = Some(BTreeMap::from([(SPEC_HASH.to_owned(), stable_hash(&text))]));
+    Some(Pod {
+        metadata,
+        spec: Some(pod_spec),
+        status: None,
+    })
+}
+
+/// The repository's Service `<cluster>-repo` (the instances' `archive-push` goes there).
+pub fn repo_service(
+    owner: &PostgresCluster,
+    cluster: &ValidatedPostgresCluster,
+) -> Option<Service> {
+    cluster.pgbackrest.as_ref()?;
+    let names = cluster.names();
+    let labels = Labels::new(ENGINE, &cluster.name, REPO_COMPONENT);
+    let metadata = child_meta(owner, names.repo(), &labels, &BTreeMap::new())?;
+    Some(Service {
+        metadata,
+        spec: Some(ServiceSpec {
+            selector: Some(labels.to_map()),
+            ports: Some(vec![service_port()]),
+            ..Default::default()
+        }),
+        status: None,
+    })
+}
+
+/// The pgBackRest port of a Service (the repository's, and the `-primary` one's).
+pub fn service_port() -> ServicePort {
+    ServicePort {
+        name: Some(PGBACKREST_PORT_NAME.into()),
+        port: PGBACKREST_PORT,
+        target_port: Some(IntOrString::String(PGBACKREST_PORT_NAME.into())),
+        protocol: Some("TCP".into()),
+        ..Default::default()
+    }
+}
+
+/// The Job `<cluster>-stanza-create`: `pgbackrest stanza-create` on the repository's volume,
+/// reaching the primary through the `-primary` Service. pgBackRest's stanza-create is
+/// idempotent (it succeeds on a stanza that matches the database). `None` when the owner was
+/// never stored or backups are off.
+pub fn stanza_job(owner: &PostgresCluster, cluster: &ValidatedPostgresCluster) -> Option<Job> {
+    let spec = cluster.pgbackrest.as_ref()?;
+    let names = cluster.names();
+    let labels = Labels::new(ENGINE, &cluster.name, "stanza-create");
+    let metadata = child_meta(owner, names.stanza_job(), &labels, &BTreeMap::new())?;
+    owner.meta().uid.as_ref()?;
+    Some(Job {
+        metadata,
+        spec: Some(JobSpec {
+            backoff_limit: Some(20),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels.to_map()),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    containers: vec![Container {
+                        name: CONTAINER.into(),
+                        image: Some(spec.image.clone()),
+                        command: Some(vec![
+                            "pgbackrest".into(),
+                            format!("--config={CONFIG_MOUNT}/{REPO_CONF}"),
+                            format!("--stanza={STANZA}"),
+                            "stanza-create".into(),
+                        ]),
+                        env: Some(vec![value_env(
+                            "PGBACKREST_CONFIG",
+                            format!("{CONFIG_MOUNT}/{REPO_CONF}"),
+                        )]),
+                        volume_mounts: Some(repo_mounts()),
+                        ..Default::default()
+                    }],
+                    volumes: Some(repo_volumes(&names)),
+                    security_context: Some(security_context()),
+                    restart_policy: Some("Never".into()),
+                    enable_service_links: Some(false),
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        }),
+        status: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::postgres::validate::tests::{cluster, validated};
+
+    fn with_backups() -> PostgresCluster {
+        let mut owner = cluster("demo", 3, "16");
+        owner.spec.backups = Some(steward_api::postgres::BackupsSpec {
+            pgbackrest: Some(
+                serde_json::from_value(serde_json::json!({"retentionFull": 3, "retentionDiff": 2}))
+                    .unwrap(),
+            ),
+        });
+        owner
+    }
+
+    #[test]
+    fn certificates_name_the_services_they_are_reached_through() {
+        let owner = with_backups();
+        let v = validated(&owner);
+        let tls = TlsMaterial::generate(&v.names()).unwrap();
+        for key in [
+            CA_CRT,
+            REPO_CRT,
+            REPO_KEY,
+            INSTANCE_CRT,
+            INSTANCE_KEY,
+            CLIENT_CRT,
+            CLIENT_KEY,
+        ] {
+            assert!(
+                tls.file(key).is_some_and(|f| f.contains("-----BEGIN")),
+                "{key}"
+            );
+        }
+        assert!(!format!("{tls:?}").contains("BEGIN"), "Debug shows no key");
+        let secret = tls_secret(&owner, &v, &tls).unwrap();
+        assert_eq!(secret.metadata.name.as_deref(), Some("demo-pgbackrest-tls"));
+        assert_eq!(secret.immutable, Some(true));
+        assert_eq!(secret.data.unwrap().len(), 7);
+        assert_eq!(
+            service_names("demo-repo", "db"),
+            [
+                "demo-repo",
+                "demo-repo.db",
+                "demo-repo.db.svc",
+                "demo-repo.db.svc.cluster.local"
+            ]
+        );
+    }
+
+    #[test]
+    fn both_sides_agree_on_the_repository_and_the_stanza() {
+        let owner = with_backups();
+        let v = validated(&owner);
+        let spec = v.pgbackrest.clone().unwrap();
+        let names = v.names();
+        let instance = instance_conf(&names, &spec);
+        let repo = repo_conf(&names, &spec);
+        for conf in [&instance, &repo] {
+            assert!(
+                conf.contains(&format!("repo1-path={REPO_PATH}\n")),
+                "{conf}"
+            );
+            assert!(conf.contains("\n[db]\n"));
+            assert!(conf.contains("\npg1-path=/var/lib/postgresql/data/pgdata\n"));
+            assert!(conf.contains("compress-type=lz4\n"));
+            assert!(conf.contains("tls-server-auth=pgbackrest-client=db\n"));
+        }
+        assert!(instance.contains(&format!("repo1-host={}\n", names.repo_host())));
+        assert!(repo.contains(&format!("pg1-host={}\n", names.primary_host())));
+        assert!(repo.contains("repo1-retention-full=3\nrepo1-retention-diff=2\n"));
+        let cm = config_map(&owner, &v).unwrap();
+        assert_eq!(cm.data.unwrap().len(), 2);
+        let archive = archive_parameters();
+        assert_eq!(archive[0], ("archive_mode", "on".to_owned()));
+        assert!(archive[1].1.contains("--stanza=db archive-push \"%p\""));
+    }
+
+    #[test]
+    fn steward_owns_archiving_while_backups_are_on() {
+        let mut owner = with_backups();
+        let v = validated(&owner);
+        assert_eq!(v.parameters["archive_mode"], "on");
+        assert!(v.parameters["archive_command"].contains("archive-push"));
+        owner
+            .spec
+            .parameters
+            .insert("archive_command".into(), "cp %p /elsewhere/%f".into());
+        let why = crate::postgres::validate::validate(&owner).unwrap_err();
+        assert!(
+            why.contains("parameters.archive_command is set by Steward"),
+            "{why}"
+        );
+        let without = cluster("demo", 3, "16");
+        let v = validated(&without);
+        assert!(!v.parameters.contains_key("archive_command"));
+    }
+
+    #[test]
+    fn the_repository_host_and_the_stanza_job_share_the_volume() {
+        let owner = with_backups();
+        let v = validated(&owner);
+        let pod = repo_pod(&owner, &v).unwrap();
+        assert_eq!(pod.metadata.name.as_deref(), Some("demo-repo"));
+        assert!(pod.metadata.annotations.unwrap().contains_key(SPEC_HASH));
+        let claim = repo_claim(&v).unwrap();
+        assert_eq!(claim.metadata.name.as_deref(), Some("demo-repo"));
+        assert!(
+            claim.metadata.owner_references.is_none(),
+            "the claim outlives the cluster"
+        );
+        let job = stanza_job(&owner, &v).unwrap();
+        let job_spec = job.spec.unwrap().template.spec.unwrap();
+        let claim_of = |volumes: &[Volume]| {
+            volumes.iter().find_map(|v| {
+                v.persistent_volume_claim
+                    .as_ref()
+                    .map(|c| c.claim_name.clone())
+            })
+        };
+        assert_eq!(
+            claim_of(&job_spec.volumes.unwrap()).as_deref(),
+            Some("demo-repo")
+        );
+        let svc = repo_service(&owner, &v).unwrap();
+        assert_eq!(svc.spec.unwrap().ports.unwrap()[0].port, PGBACKREST_PORT);
+        let without = cluster("demo", 3, "16");
+        let v = validated(&without);
+        assert!(repo_pod(&without, &v).is_none() && config_map(&without, &v).is_none());
+    }
+}
