@@ -157,6 +157,10 @@ async fn topology_and_replication(h: &dyn Harness) {
         }
     ));
     assert!(s.replication().await.unwrap().is_empty(), "no cascading");
+    // Nothing archives here (archive_mode off): nothing archived, nothing failing.
+    let archiver = p.archiver().await.unwrap();
+    assert_eq!((archiver.archived_count, archiver.failed_count), (0, 0));
+    assert!(!archiver.failing() && archiver.last_archived_wal.is_none());
 
     // A write on the primary moves its WAL; the standby replays it and reports back.
     let before = current_lsn(p.as_ref()).await;

@@ -1337,7 +1337,9 @@ async fn a_lost_primary_node_is_reported_and_never_yields_two_writable_primaries
 
 /// `spec.backups.pgbackrest` on a new cluster: Steward creates the repository host (claim, Pod,
 /// Service), the TLS Secret and the stanza (a Job), and every instance archives its WAL there
-/// with real pgBackRest: a switched segment shows up in `pg_stat_archiver` with no failure.
+/// with real pgBackRest: a switched segment shows up in `pg_stat_archiver`. With the repository
+/// host gone, `ContinuousArchiving` turns false with the failing segment, and true again once it
+/// is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn with_backups_on_wal_is_archived_to_the_clusters_pgbackrest_repository() {
     let plane = Plane::start().await;
@@ -1395,5 +1397,63 @@ async fn with_backups_on_wal_is_archived_to_the_clusters_pgbackrest_repository()
         "archived up to {} ({} failed attempts before the stanza existed)",
         archived.0, archived.1
     );
+    let archiving = |want: &'static str| {
+        move |c: &PostgresCluster| {
+            c.status.as_ref().is_some_and(|s| {
+                s.common
+                    .conditions
+                    .iter()
+                    .any(|x| x.type_ == "ContinuousArchiving" && x.reason == want)
+            })
+        }
+    };
+    plane
+        .wait_for::<PostgresCluster, _>("archiving reported", "bk", BOOT, archiving("Archiving"))
+        .await;
+    // The repository host stops (paused, so Steward does not bring it back yet): WAL fails to
+    // archive and the condition says so.
+    plane
+        .patch_spec::<PostgresCluster>("bk", serde_json::json!({"paused": true}))
+        .await;
+    plane
+        .api::<Pod>()
+        .delete("bk-repo", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    let switch = || async {
+        let _ = session
+            .batch_execute("INSERT INTO archived VALUES (2); SELECT pg_switch_wal()")
+            .await;
+    };
+    let failing = plane
+        .eventually("archiving fails", Duration::from_secs(90), || async {
+            switch().await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let c = plane.api::<PostgresCluster>().get("bk").await.ok()?;
+            archiving("ArchiveFailing")(&c).then_some(c)
+        })
+        .await;
+    let message = failing
+        .status
+        .unwrap()
+        .common
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "ContinuousArchiving")
+        .unwrap()
+        .message;
+    assert!(message.contains("failed at"), "{message}");
+    // Back: archiving catches up and the condition turns true again.
+    plane
+        .patch_spec::<PostgresCluster>("bk", serde_json::json!({"paused": false}))
+        .await;
+    plane
+        .eventually("archiving resumes", Duration::from_secs(120), || async {
+            switch().await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let c = plane.api::<PostgresCluster>().get("bk").await.ok()?;
+            archiving("Archiving")(&c).then_some(())
+        })
+        .await;
     plane.shutdown().await;
 }

@@ -6,7 +6,7 @@
 
 use steward_api::postgres::InstanceRole;
 
-use crate::postgres::admin::{Lsn, ServerInfo, WalPosition};
+use crate::postgres::admin::{ArchiverStats, Lsn, ServerInfo, WalPosition};
 pub use crate::resources::nodes::NodeState;
 use jiff::Timestamp;
 
@@ -45,6 +45,8 @@ pub struct InstanceView {
     pub node: Option<String>,
     /// What that Node says about itself.
     pub node_state: NodeState,
+    /// WAL archiving, asked of the primary while backups are on.
+    pub archiver: Option<ArchiverStats>,
 }
 
 impl InstanceView {

@@ -23,8 +23,8 @@ use async_trait::async_trait;
 use tokio_postgres::{Client, NoTls, Row};
 
 use super::{
-    ConnectionTarget, Lsn, PgAdminError, PostgresAdmin, PostgresConnector, ReplicationConnection,
-    RoleOptions, ServerInfo, WalPosition, sql,
+    ArchiverStats, ConnectionTarget, Lsn, PgAdminError, PostgresAdmin, PostgresConnector,
+    ReplicationConnection, RoleOptions, ServerInfo, WalPosition, sql,
 };
 
 /// Opens [`PgClient`]s on real PostgreSQL instances.
@@ -226,6 +226,11 @@ SELECT coalesce(application_name, ''), host(client_addr), coalesce(state, ''), \
        coalesce(sync_state, '') \
 FROM pg_stat_replication ORDER BY application_name, pid";
 
+const ARCHIVER: &str = "\
+SELECT archived_count, last_archived_wal, floor(extract(epoch FROM last_archived_time))::bigint, \
+       failed_count, last_failed_wal, floor(extract(epoch FROM last_failed_time))::bigint \
+FROM pg_stat_archiver";
+
 /// Effective privileges (superuser, owner, grants to the role, to `PUBLIC` or to roles it
 /// inherits from). One `has_database_privilege` with a list answers whether *any* is held, so
 /// each is asked on its own. The role is resolved first (42704), then the database (3D000).
@@ -300,6 +305,20 @@ impl PostgresAdmin for PgClient {
                 })
             })
             .collect()
+    }
+
+    async fn archiver(&self) -> Result<ArchiverStats, PgAdminError> {
+        let row = self
+            .bounded("", self.client.query_one(ARCHIVER, &[]))
+            .await?;
+        Ok(ArchiverStats {
+            archived_count: column(&row, 0)?,
+            last_archived_wal: text_column(&row, 1)?,
+            last_archived_time: column(&row, 2)?,
+            failed_count: column(&row, 3)?,
+            last_failed_wal: text_column(&row, 4)?,
+            last_failed_time: column(&row, 5)?,
+        })
     }
 
     async fn promote(&self, wait: Duration) -> Result<bool, PgAdminError> {

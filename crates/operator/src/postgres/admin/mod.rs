@@ -280,6 +280,32 @@ impl PgAdminError {
     }
 }
 
+/// WAL archiving as the instance's `pg_stat_archiver` counts it (since the last statistics
+/// reset; times in whole Unix seconds).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ArchiverStats {
+    /// Segments archived.
+    pub archived_count: i64,
+    /// The last segment archived.
+    pub last_archived_wal: Option<String>,
+    /// When it was archived.
+    pub last_archived_time: Option<i64>,
+    /// Failed attempts.
+    pub failed_count: i64,
+    /// The segment of the last failed attempt.
+    pub last_failed_wal: Option<String>,
+    /// When that attempt failed.
+    pub last_failed_time: Option<i64>,
+}
+
+impl ArchiverStats {
+    /// The last attempt failed: a failure after the last success (or with no success yet).
+    pub fn failing(&self) -> bool {
+        self.last_failed_time
+            .is_some_and(|failed| self.last_archived_time.is_none_or(|ok| failed > ok))
+    }
+}
+
 /// Operations on one PostgreSQL instance, as a superuser.
 #[async_trait]
 pub trait PostgresAdmin: Send + Sync {
@@ -290,6 +316,8 @@ pub trait PostgresAdmin: Send + Sync {
     /// The standbys streaming from this instance (`pg_stat_replication`); empty on a standby
     /// without cascading standbys of its own.
     async fn replication(&self) -> Result<Vec<ReplicationConnection>, PgAdminError>;
+    /// WAL archiving so far (`pg_stat_archiver`).
+    async fn archiver(&self) -> Result<ArchiverStats, PgAdminError>;
     /// Promotes a standby to primary (`pg_promote`), waiting up to `wait` (whole seconds, at
     /// least one) for it to finish. `Ok(false)`: promotion was triggered but had not finished in
     /// time. [`PgAdminError::NotInRecovery`] on a primary.

@@ -50,8 +50,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{
-    ConnectionTarget, Lsn, PgAdminError, PostgresAdmin, PostgresConnector, ReplicationConnection,
-    RoleOptions, ServerInfo, WalPosition, sql,
+    ArchiverStats, ConnectionTarget, Lsn, PgAdminError, PostgresAdmin, PostgresConnector,
+    ReplicationConnection, RoleOptions, ServerInfo, WalPosition, sql,
 };
 
 /// The port every model instance listens on; the host is the instance's name.
@@ -126,6 +126,8 @@ pub struct ModelInstance {
     pub catalog: Catalog,
     /// Errors to answer the next calls with, oldest first.
     pub fail_next: VecDeque<PgAdminError>,
+    /// What `pg_stat_archiver` shows (the model archives nothing itself: tests set it).
+    pub archiver: ArchiverStats,
 }
 
 impl ModelInstance {
@@ -162,6 +164,8 @@ pub enum CallKind {
     GrantDatabase,
     /// `has_database_privileges`.
     HasDatabasePrivileges,
+    /// `archiver`.
+    Archiver,
 }
 
 /// A call made through the model, failed ones included.
@@ -445,6 +449,7 @@ impl PgModel {
                 },
                 catalog,
                 fail_next: VecDeque::new(),
+                archiver: ArchiverStats::default(),
             },
         );
         Ok(())
@@ -476,6 +481,7 @@ impl PgModel {
             },
             catalog: p.catalog.clone(),
             fail_next: VecDeque::new(),
+            archiver: ArchiverStats::default(),
         };
         state.instances.insert(name.to_owned(), standby);
         Ok(())
@@ -484,6 +490,12 @@ impl PgModel {
     /// Stops an instance (as `pg_ctl stop -m immediate`); its connections die.
     pub fn kill(&self, name: &str) -> Result<(), PgAdminError> {
         self.lock().get_mut(name)?.up = false;
+        Ok(())
+    }
+
+    /// Sets what the instance's `pg_stat_archiver` shows, as its archiver would have left it.
+    pub fn set_archiver(&self, name: &str, stats: ArchiverStats) -> Result<(), PgAdminError> {
+        self.lock().get_mut(name)?.archiver = stats;
         Ok(())
     }
 
@@ -703,6 +715,12 @@ impl PostgresAdmin for ModelAdmin {
                 timeline: inst.timeline,
                 system_identifier: inst.system_identifier,
             })
+        })
+    }
+
+    async fn archiver(&self) -> Result<ArchiverStats, PgAdminError> {
+        self.call(CallKind::Archiver, "", |state, name| {
+            Ok(state.get(name)?.archiver.clone())
         })
     }
 

@@ -3,7 +3,8 @@
 //! cannot be placed, its Node and whether that Node is cordoned or lost), its claim, and — for
 //! ready Pods —
 //! the server over SQL as the `steward` superuser: recovery state, timeline, system
-//! identifier, WAL position; on the primary, `pg_stat_replication` tells which replicas stream.
+//! identifier, WAL position; on the primary, `pg_stat_replication` tells which replicas stream
+//! and, with backups on, `pg_stat_archiver` how WAL archiving goes.
 //! The instances are the ones recorded in `status.instances` (the operator's membership list)
 //! plus any Pod of this cluster. If status lost the primary's name after a crash between
 //! relabelling and the status write, the one Pod labelled primary is adopted. Never changes
@@ -114,6 +115,7 @@ impl SubReconciler<PostgresPass> for ObserveInstances {
             views.push(view);
         }
         // Ask every ready instance about itself, concurrently.
+        let archiving = valid.pgbackrest.is_some();
         let asks = views.iter().map(|v| {
             let ready = v.pod_ready;
             let name = v.name.clone();
@@ -132,7 +134,13 @@ impl SubReconciler<PostgresPass> for ObserveInstances {
                 };
                 let info: Option<ServerInfo> = admin.server_info().await.ok();
                 let wal: Option<WalPosition> = admin.wal_position().await.ok();
-                let streaming: Vec<String> = if info.is_some_and(|i| !i.in_recovery) {
+                let primary = info.is_some_and(|i| !i.in_recovery);
+                let archiver = if archiving && primary {
+                    admin.archiver().await.ok()
+                } else {
+                    None
+                };
+                let streaming: Vec<String> = if primary {
                     admin
                         .replication()
                         .await
@@ -146,19 +154,20 @@ impl SubReconciler<PostgresPass> for ObserveInstances {
                 } else {
                     Vec::new()
                 };
-                (name, Some((info, wal, streaming)))
+                (name, Some((info, wal, streaming, archiver)))
             }
         });
         let answers = join_all(asks).await;
         let mut streaming: BTreeSet<String> = BTreeSet::new();
         for (name, answer) in answers {
-            let Some((info, wal, names)) = answer else {
+            let Some((info, wal, names, archiver)) = answer else {
                 continue;
             };
             streaming.extend(names);
             if let Some(v) = views.iter_mut().find(|v| v.name == name) {
                 v.info = info;
                 v.wal = wal;
+                v.archiver = archiver;
             }
         }
         for v in &mut views {

@@ -4,7 +4,8 @@
 //! selector, the system identifier; the `Available` condition (a writable primary; when the
 //! primary's Pod cannot be scheduled, reason `Unschedulable` with the scheduler's message) and
 //! `Replicating` (every replica streams); `Degraded=Unschedulable` while any instance's Pod
-//! cannot be placed. Finishes the `Bootstrap` operation once the primary
+//! cannot be placed; with backups on, `ContinuousArchiving` from the primary's
+//! `pg_stat_archiver` ([`archiving`]). Finishes the `Bootstrap` operation once the primary
 //! and every wanted replica are up. Never writes; the runtime writes status once per pass.
 
 use async_trait::async_trait;
@@ -15,11 +16,55 @@ use crate::conditions::Status;
 use crate::error::Error;
 use crate::pipeline::{Outcome, SubReconciler};
 use crate::postgres::PostgresPass;
-use crate::postgres::admin::WalPosition;
+use crate::postgres::admin::{ArchiverStats, WalPosition};
 use crate::resources::Labels;
 
 /// See the module documentation.
 pub struct UpdateStatus;
+
+/// The condition type of WAL archiving's health.
+pub const CONTINUOUS_ARCHIVING: &str = "ContinuousArchiving";
+
+fn at(seconds: Option<i64>) -> String {
+    seconds
+        .and_then(|s| jiff::Timestamp::from_second(s).ok())
+        .map_or_else(|| "an unknown time".to_owned(), |t| t.to_string())
+}
+
+/// (pure) `ContinuousArchiving` from the stanza and the primary's `pg_stat_archiver`; `None`
+/// when the primary did not answer (the condition keeps what it said).
+pub fn archiving(
+    stanza: Option<&str>,
+    archiver: Option<&ArchiverStats>,
+) -> Option<(Status, &'static str, String)> {
+    if stanza.is_none() {
+        return Some((
+            Status::False,
+            "StanzaPending",
+            "the pgBackRest stanza is not created yet; PostgreSQL keeps its WAL until it is"
+                .to_owned(),
+        ));
+    }
+    let a = archiver?;
+    let last = match &a.last_archived_wal {
+        Some(wal) => format!("last archived {wal} at {}", at(a.last_archived_time)),
+        None => "nothing archived yet".to_owned(),
+    };
+    if a.failing() {
+        return Some((
+            Status::False,
+            "ArchiveFailing",
+            format!(
+                "archiving {} failed at {} ({} failed attempts so far; PostgreSQL keeps the WAL \
+                 and retries); {last}",
+                a.last_failed_wal.as_deref().unwrap_or("a segment"),
+                at(a.last_failed_time),
+                a.failed_count
+            ),
+        ));
+    }
+    Some((Status::True, "Archiving", last))
+}
 
 #[async_trait]
 impl SubReconciler<PostgresPass> for UpdateStatus {
@@ -180,9 +225,64 @@ impl SubReconciler<PostgresPass> for UpdateStatus {
                 format!("primary and {replicas_total} streaming replicas ready"),
             );
         }
+        if pass
+            .validated
+            .as_ref()
+            .is_some_and(|v| v.pgbackrest.is_some())
+        {
+            let stanza = pass.status.backups.as_ref().and_then(|b| b.stanza.clone());
+            let archiver = primary_view.as_ref().and_then(|v| v.archiver.clone());
+            if let Some((status, reason, message)) = archiving(stanza.as_deref(), archiver.as_ref())
+            {
+                pass.core
+                    .set_condition(CONTINUOUS_ARCHIVING, status, reason, message);
+            }
+        } else {
+            pass.core
+                .status
+                .conditions
+                .retain(|c| c.type_ != CONTINUOUS_ARCHIVING);
+        }
         pass.status.instances = instances;
         pass.core.status.generations.needs_scale =
             (pass.status.replicas != wanted).then_some(generation);
         Ok(Outcome::Continue)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn archiving_is_healthy_until_a_failure_comes_after_the_last_success() {
+        let (status, reason, _) = archiving(None, None).unwrap();
+        assert_eq!((status, reason), (Status::False, "StanzaPending"));
+        assert_eq!(archiving(Some("db"), None), None, "unknown: unchanged");
+        let fresh = ArchiverStats::default();
+        let (status, reason, message) = archiving(Some("db"), Some(&fresh)).unwrap();
+        assert_eq!((status, reason), (Status::True, "Archiving"));
+        assert_eq!(message, "nothing archived yet");
+        let mut stats = ArchiverStats {
+            archived_count: 3,
+            last_archived_wal: Some("000000010000000000000003".into()),
+            last_archived_time: Some(1_800_000_100),
+            failed_count: 1,
+            last_failed_wal: Some("000000010000000000000001".into()),
+            last_failed_time: Some(1_800_000_000),
+        };
+        let (status, _, message) = archiving(Some("db"), Some(&stats)).unwrap();
+        assert_eq!(status, Status::True, "an old failure is over");
+        assert!(message.contains("000000010000000000000003"), "{message}");
+        stats.last_failed_time = Some(1_800_000_200);
+        stats.last_failed_wal = Some("000000010000000000000004".into());
+        stats.failed_count = 4;
+        let (status, reason, message) = archiving(Some("db"), Some(&stats)).unwrap();
+        assert_eq!((status, reason), (Status::False, "ArchiveFailing"));
+        assert!(
+            message.contains("archiving 000000010000000000000004 failed"),
+            "{message}"
+        );
+        assert!(message.contains("4 failed attempts"), "{message}");
     }
 }
