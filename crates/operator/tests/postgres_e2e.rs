@@ -1339,11 +1339,14 @@ async fn a_lost_primary_node_is_reported_and_never_yields_two_writable_primaries
 /// Service), the TLS Secret and the stanza (a Job), and every instance archives its WAL there
 /// with real pgBackRest: a switched segment shows up in `pg_stat_archiver`. With the repository
 /// host gone, `ContinuousArchiving` turns false with the failing segment, and true again once it
-/// is back.
+/// is back. A replica re-added on its old claim after more WAL than the primary keeps restores
+/// the missing segments from the archive.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn with_backups_on_wal_is_archived_to_the_clusters_pgbackrest_repository() {
     let plane = Plane::start().await;
-    let extra = "  backups:\n    pgbackrest:\n      retentionFull: 2\n      storage: {size: 1Gi}\n";
+    // The primary keeps one segment for its standbys: a standby that falls further behind
+    // needs the archive.
+    let extra = "  parameters: {wal_keep_size: 16MB}\n  backups:\n    pgbackrest:\n      retentionFull: 2\n      storage: {size: 1Gi}\n";
     create(&plane, "bk", 2, extra).await;
     let c = plane
         .wait_for::<PostgresCluster, _>("the stanza", "bk", BOOT, |c| {
@@ -1455,5 +1458,34 @@ async fn with_backups_on_wal_is_archived_to_the_clusters_pgbackrest_repository()
             archiving("Archiving")(&c).then_some(())
         })
         .await;
+    // A replica removed (its claim kept) and re-added after more WAL than the primary keeps:
+    // it restores the missing segments from the archive, then streams again.
+    plane
+        .patch_spec::<PostgresCluster>("bk", serde_json::json!({"instances": 1}))
+        .await;
+    plane
+        .wait_for::<PostgresCluster, _>("one instance", "bk", BOOT, settled(1))
+        .await;
+    for _ in 0..4 {
+        switch().await;
+    }
+    session.batch_execute("CHECKPOINT").await.unwrap();
+    switch().await;
+    session.batch_execute("CHECKPOINT").await.unwrap();
+    plane
+        .patch_spec::<PostgresCluster>("bk", serde_json::json!({"instances": 2}))
+        .await;
+    plane
+        .wait_for::<PostgresCluster, _>("the replica back", "bk", BOOT, settled(2))
+        .await;
+    let logs = kube::api::LogParams {
+        container: Some("postgres".into()),
+        ..Default::default()
+    };
+    let log = plane.api::<Pod>().logs("bk-1", &logs).await.unwrap();
+    assert!(
+        log.contains("from archive"),
+        "bk-1 restored WAL from the archive: {log}"
+    );
     plane.shutdown().await;
 }

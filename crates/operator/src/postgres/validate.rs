@@ -63,7 +63,7 @@ const OWNED_PARAMETERS: &[(&str, &str)] = &[
     ),
     (
         "restore_command",
-        "Steward replicates by streaming only and manages no WAL archive",
+        "Steward sets it (archive-get from the cluster's pgBackRest repository) when backups are on",
     ),
     (
         "archive_cleanup_command",

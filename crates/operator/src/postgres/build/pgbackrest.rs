@@ -286,15 +286,21 @@ pub fn repo_conf(names: &ClusterNames, spec: &PgBackRestSpec) -> String {
     )
 }
 
-/// The `postgresql.conf` settings of archiving to the repository.
+/// The `postgresql.conf` settings of archiving to the repository, and of fetching from it: a
+/// standby that fell behind what the primary keeps (`wal_keep_size`), for instance a replica
+/// re-added on an old claim, catches up from the archive before it streams again.
 pub fn archive_parameters() -> Vec<(&'static str, String)> {
+    let pgbackrest =
+        format!("pgbackrest --config={CONFIG_MOUNT}/{INSTANCE_CONF} --stanza={STANZA}");
     vec![
         ("archive_mode", "on".to_owned()),
         (
             "archive_command",
-            format!(
-                "pgbackrest --config={CONFIG_MOUNT}/{INSTANCE_CONF} --stanza={STANZA} archive-push \"%p\""
-            ),
+            format!("{pgbackrest} archive-push \"%p\""),
+        ),
+        (
+            "restore_command",
+            format!("{pgbackrest} archive-get %f \"%p\""),
         ),
     ]
 }
@@ -655,6 +661,8 @@ mod tests {
         let archive = archive_parameters();
         assert_eq!(archive[0], ("archive_mode", "on".to_owned()));
         assert!(archive[1].1.contains("--stanza=db archive-push \"%p\""));
+        assert_eq!(archive[2].0, "restore_command");
+        assert!(archive[2].1.contains("--stanza=db archive-get %f \"%p\""));
     }
 
     #[test]
