@@ -546,37 +546,47 @@ where
         .await
         .unwrap_or_else(|e| panic!("{} {name}: {e}", K::KIND));
     let path = format!("{base}/{name}");
-    let (resp, bytes) = send(env, "GET", &path, &[("Accept", PROTOBUF)], Vec::new()).await;
-    assert_eq!(resp.status(), 200, "{}", K::KIND);
-    let (api_version, kind, object) = open::<K>(&bytes);
-    assert_eq!(
-        (api_version.as_str(), kind.as_str()),
-        (K::API_VERSION, K::KIND)
-    );
-    let md = object.metadata().cloned().unwrap_or_default();
-    assert_eq!(
-        md.uid.as_deref(),
-        created["metadata"]["uid"].as_str(),
-        "{}",
-        K::KIND
-    );
-    assert_eq!(md.labels.get("pb").map(String::as_str), Some(name));
-    // Written back as read: accepted, and JSON readers see the same object.
-    let (resp, bytes) = send(
-        env,
-        "PUT",
-        &path,
-        &[("Content-Type", PROTOBUF), ("Accept", PROTOBUF)],
-        envelope(K::API_VERSION, K::KIND, &object),
-    )
-    .await;
-    assert_eq!(
-        resp.status(),
-        200,
-        "{} {}",
-        K::KIND,
-        String::from_utf8_lossy(&bytes)
-    );
+    // Read as protobuf and written back as read: accepted, and JSON readers see the same
+    // object. A controller may write the object (its status) between the read and the write,
+    // which makes the write a 409 conflict, as on any API server: read again and retry.
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let (resp, bytes) = send(env, "GET", &path, &[("Accept", PROTOBUF)], Vec::new()).await;
+        assert_eq!(resp.status(), 200, "{}", K::KIND);
+        let (api_version, kind, object) = open::<K>(&bytes);
+        assert_eq!(
+            (api_version.as_str(), kind.as_str()),
+            (K::API_VERSION, K::KIND)
+        );
+        let md = object.metadata().cloned().unwrap_or_default();
+        assert_eq!(
+            md.uid.as_deref(),
+            created["metadata"]["uid"].as_str(),
+            "{}",
+            K::KIND
+        );
+        assert_eq!(md.labels.get("pb").map(String::as_str), Some(name));
+        let (resp, bytes) = send(
+            env,
+            "PUT",
+            &path,
+            &[("Content-Type", PROTOBUF), ("Accept", PROTOBUF)],
+            envelope(K::API_VERSION, K::KIND, &object),
+        )
+        .await;
+        if resp.status() == 409 && attempts < 10 {
+            continue;
+        }
+        assert_eq!(
+            resp.status(),
+            200,
+            "{} {}",
+            K::KIND,
+            String::from_utf8_lossy(&bytes)
+        );
+        break;
+    }
     let after = raw_text(env, &path).await.unwrap();
     let after: serde_json::Value = serde_json::from_str(&after).unwrap();
     assert_eq!(after["metadata"]["uid"], created["metadata"]["uid"]);
