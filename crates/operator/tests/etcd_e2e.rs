@@ -156,41 +156,8 @@ async fn scaling_three_five_three_keeps_every_acknowledged_write() {
     let plane = Plane::start().await;
     create(&plane, "grow", 3).await;
     let client = etcd_client(&plane, "grow").await;
-    let acked = Arc::new(Mutex::new(Vec::<String>::new()));
-    let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (acked, stop, mut client) = (acked.clone(), stop.clone(), client.clone());
-        tokio::spawn(async move {
-            let mut i = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                let key = format!("k{i:06}");
-                if client.put(key.clone(), "v", None).await.is_ok() {
-                    acked.lock().await.push(key);
-                }
-                i += 1;
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-    };
     // Quorum is watched the whole time through the operator's status.
-    let quorum_lost = Arc::new(AtomicBool::new(false));
-    let watcher = {
-        let (api, lost, stop) = (
-            plane.api::<EtcdCluster>(),
-            quorum_lost.clone(),
-            stop.clone(),
-        );
-        tokio::spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
-                if let Ok(c) = api.get("grow").await
-                    && c.status.and_then(|s| s.quorate) == Some(false)
-                {
-                    lost.store(true, Ordering::Relaxed);
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        })
-    };
+    let writer = Writer::start(&plane, "grow", client.clone());
     scale(&plane, "grow", 5).await;
     let c = plane
         .wait_for::<EtcdCluster, _>("5 members", "grow", BOOT, settled(5))
@@ -218,31 +185,7 @@ async fn scaling_three_five_three_keeps_every_acknowledged_write() {
         "the highest ordinals left"
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
-    stop.store(true, Ordering::Relaxed);
-    writer.await.unwrap();
-    watcher.await.unwrap();
-    assert!(
-        !quorum_lost.load(Ordering::Relaxed),
-        "quorum was lost during scaling"
-    );
-    let acked = acked.lock().await.clone();
-    assert!(
-        acked.len() > 50,
-        "the writer made progress: {}",
-        acked.len()
-    );
-    let mut reader = client.clone();
-    let all = reader
-        .get("k", Some(etcd_client::GetOptions::new().with_prefix()))
-        .await
-        .unwrap();
-    let stored: BTreeSet<String> = all
-        .kvs()
-        .iter()
-        .map(|kv| kv.key_str().unwrap().to_owned())
-        .collect();
-    let lost: Vec<&String> = acked.iter().filter(|k| !stored.contains(*k)).collect();
-    assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
+    writer.stop_and_check(&client).await;
     // Removed members' peers and Pods are gone; their claims are retained (the default).
     let pods = plane
         .api::<Pod>()

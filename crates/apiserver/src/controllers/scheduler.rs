@@ -104,13 +104,6 @@ fn tolerates(pod: &Value, taint: &Value) -> bool {
 
 /// Whether `pod` may run on `node` (ignoring readiness).
 pub fn fits(pod: &Value, node: &Value) -> bool {
-    let labels = meta::labels(node);
-    let selector_ok = meta::get_path(pod, "spec.nodeSelector")
-        .and_then(Value::as_object)
-        .is_none_or(|sel| sel.iter().all(|(k, v)| labels.get(k) == Some(v)));
-    let affinity_ok = meta::get_path(pod, "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms")
-        .and_then(Value::as_array)
-        .is_none_or(|terms| terms.iter().any(|t| term_matches(t, node)));
     let taints_ok = meta::get_path(node, "spec.taints")
         .and_then(Value::as_array)
         .is_none_or(|ts| {
@@ -118,7 +111,7 @@ pub fn fits(pod: &Value, node: &Value) -> bool {
                 .filter(|t| t["effect"] != "PreferNoSchedule")
                 .all(|t| tolerates(pod, t))
         });
-    selector_ok && affinity_ok && taints_ok
+    affinity_admits(pod, node) && taints_ok
 }
 
 /// The annotation recording the Node a claim's volume lives on (the real scheduler sets it on

@@ -53,21 +53,9 @@ pub fn primary_budget(
     owner: &PostgresCluster,
     cluster: &ValidatedPostgresCluster,
 ) -> Option<PodDisruptionBudget> {
-    let names = cluster.names();
-    let labels = Labels::new(ENGINE, &cluster.name, "budget");
-    let metadata = child_meta(owner, names.primary_budget(), &labels, &BTreeMap::new())?;
-    Some(PodDisruptionBudget {
-        metadata,
-        spec: Some(PodDisruptionBudgetSpec {
-            min_available: Some(IntOrString::Int(primary_min_available(cluster.instances))),
-            selector: Some(LabelSelector {
-                match_labels: Some(names.role_selector(InstanceRole::Primary)),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        status: None,
-    })
+    let name = cluster.names().primary_budget();
+    let min = primary_min_available(cluster.instances);
+    role_budget(owner, cluster, name, InstanceRole::Primary, min)
 }
 
 /// The budget `<cluster>-replicas`. `None` when the owner was never stored.
@@ -75,15 +63,27 @@ pub fn budget(
     owner: &PostgresCluster,
     cluster: &ValidatedPostgresCluster,
 ) -> Option<PodDisruptionBudget> {
-    let names = cluster.names();
+    let name = cluster.names().budget();
+    let min = min_available(cluster.instances);
+    role_budget(owner, cluster, name, InstanceRole::Replica, min)
+}
+
+/// A budget over the Pods labelled `role`, keeping `min` of them available.
+fn role_budget(
+    owner: &PostgresCluster,
+    cluster: &ValidatedPostgresCluster,
+    name: String,
+    role: InstanceRole,
+    min: i32,
+) -> Option<PodDisruptionBudget> {
     let labels = Labels::new(ENGINE, &cluster.name, "budget");
-    let metadata = child_meta(owner, names.budget(), &labels, &BTreeMap::new())?;
+    let metadata = child_meta(owner, name, &labels, &BTreeMap::new())?;
     Some(PodDisruptionBudget {
         metadata,
         spec: Some(PodDisruptionBudgetSpec {
-            min_available: Some(IntOrString::Int(min_available(cluster.instances))),
+            min_available: Some(IntOrString::Int(min)),
             selector: Some(LabelSelector {
-                match_labels: Some(names.role_selector(InstanceRole::Replica)),
+                match_labels: Some(cluster.names().role_selector(role)),
                 ..Default::default()
             }),
             ..Default::default()
