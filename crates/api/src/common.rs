@@ -171,6 +171,15 @@ pub struct OperationChange {
     /// Whether it is a graceful switchover (the old primary was healthy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub switchover: Option<bool>,
+    /// The `PostgresBackup` a backup operation runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<String>,
+    /// Its type (`full`, `diff`, `incr`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_type: Option<String>,
+    /// The label pgBackRest gave it, once known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_label: Option<String>,
 }
 
 /// A node group and its replica count.

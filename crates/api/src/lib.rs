@@ -6,6 +6,7 @@
 
 pub mod common;
 pub mod etcd;
+pub mod pgbackrest;
 pub mod postgres;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -22,5 +23,6 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         etcd::EtcdCluster::crd(),
         etcd::EtcdPeer::crd(),
         postgres::PostgresCluster::crd(),
+        pgbackrest::PostgresBackup::crd(),
     ]
 }

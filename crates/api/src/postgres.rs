@@ -448,6 +448,54 @@ pub struct BackupsStatus {
     /// The stanza, once `stanza-create` succeeded for this cluster's database.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stanza: Option<String>,
+    /// The backups in the repository, newest first (at most ten; `pgbackrest info`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backups: Vec<BackupSummary>,
+    /// How many backups the repository holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_count: Option<u32>,
+    /// The earliest time the cluster can be restored to: the end of the oldest backup
+    /// (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_recoverability_point: Option<String>,
+    /// The latest time the cluster can be restored to: when the primary last archived a WAL
+    /// segment (RFC 3339; `pg_stat_archiver`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_recoverability_point: Option<String>,
+    /// When the newest backup completed (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_successful_backup: Option<String>,
+    /// The oldest archived WAL segment the repository holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wal_min: Option<String>,
+    /// The newest archived WAL segment the repository holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wal_max: Option<String>,
+    /// When Steward last read the repository (`pgbackrest info`, RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub info_time: Option<String>,
+}
+
+/// One backup in a cluster's repository.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupSummary {
+    /// pgBackRest's label.
+    pub label: String,
+    /// `full`, `diff` or `incr`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// The `PostgresBackup` that took it, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<String>,
+    /// When it started (RFC 3339).
+    pub start_time: String,
+    /// When it finished (RFC 3339).
+    pub stop_time: String,
+    /// Size of the database it restores (bytes).
+    pub size: i64,
+    /// Bytes the backup set takes in the repository.
+    pub repository_size: i64,
 }
 
 /// A fail-over or switchover in progress.

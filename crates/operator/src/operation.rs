@@ -158,9 +158,12 @@ pub fn expire(status: &mut CommonStatus, now: Timestamp) -> Option<Operation> {
 
 /// Why destructive steps must not run: the last operation failed for the current generation.
 /// A new spec generation clears the block (the user has changed their intent).
+/// A failed backup blocks nothing: it changed nothing, and is reported on its own object.
 pub fn blocked_by_failure(status: &CommonStatus, generation: i64) -> Option<String> {
     let op = status.last_operation.as_ref()?;
-    (op.phase == OperationPhase::Failed && op.generation == generation)
+    (op.phase == OperationPhase::Failed
+        && op.generation == generation
+        && op.kind != OperationKind::Backup)
         .then(|| format!("{} operation failed: {}", op.kind.as_str(), op.message))
 }
 

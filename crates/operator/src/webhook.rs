@@ -26,6 +26,8 @@ pub enum WebhookEvent {
     Upgrade,
     /// The primary was replaced (fail-over or switchover). Not in the seed.
     Failover,
+    /// A backup finished. Not in the seed.
+    Backup,
 }
 
 /// `status` of the payload.
@@ -84,7 +86,22 @@ pub struct FailoverData {
     pub switchover: bool,
 }
 
-/// The JSON body, as documented in seed 000, plus `failover_data` for fail-overs.
+/// `backup_data` of the payload (Steward's extension).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BackupData {
+    /// The `PostgresBackup`.
+    pub backup: String,
+    /// `full`, `diff` or `incr`, as asked.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// The label pgBackRest gave it; null when the backup failed.
+    pub label: Option<String>,
+    /// Why it failed; null on success.
+    pub error: Option<String>,
+}
+
+/// The JSON body, as documented in seed 000, plus `failover_data` for fail-overs and
+/// `backup_data` for backups.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct WebhookPayload {
     /// `metadata.name` of the cluster resource.
@@ -102,6 +119,9 @@ pub struct WebhookPayload {
     /// Set for `failover`, else absent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failover_data: Option<FailoverData>,
+    /// Set for `backup`, else absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backup_data: Option<BackupData>,
 }
 
 fn node_replicas(groups: &[GroupReplicas]) -> Vec<NodeReplicas> {
@@ -116,7 +136,7 @@ fn node_replicas(groups: &[GroupReplicas]) -> Vec<NodeReplicas> {
 
 impl WebhookPayload {
     /// The notification for a finished operation, or `None` for kinds not notified (only
-    /// scale, upgrade and fail-over are) and for operations still running.
+    /// scale, upgrade, fail-over and backup are) and for operations still running.
     pub fn for_operation(namespace: &str, cluster: &str, op: &Operation) -> Option<Self> {
         let status = match op.phase {
             OperationPhase::Running => return None,
@@ -132,6 +152,7 @@ impl WebhookPayload {
             status,
             upgrade_data: None,
             failover_data: None,
+            backup_data: None,
         };
         match op.kind {
             OperationKind::Scale => {
@@ -159,12 +180,20 @@ impl WebhookPayload {
                     switchover: c.switchover.unwrap_or(false),
                 });
             }
+            OperationKind::Backup => {
+                payload.event = WebhookEvent::Backup;
+                payload.backup_data = Some(BackupData {
+                    backup: c.backup.clone().unwrap_or_default(),
+                    type_: c.backup_type.clone().unwrap_or_default(),
+                    label: c.backup_label.clone(),
+                    error: (op.phase == OperationPhase::Failed).then(|| op.message.clone()),
+                });
+            }
             // A `Recover` leaves the member count as it was (one member replaced by a new
             // one), so it is not a scale. A rolling restart's planned switchover is part of
             // the `Restart` operation, not a fail-over.
             OperationKind::Bootstrap
             | OperationKind::Restart
-            | OperationKind::Backup
             | OperationKind::Restore
             | OperationKind::Recover => return None,
         }
@@ -235,6 +264,7 @@ impl WebhookSender {
             WebhookEvent::Scale => "scale",
             WebhookEvent::Upgrade => "upgrade",
             WebhookEvent::Failover => "failover",
+            WebhookEvent::Backup => "backup",
         };
         let sent = target
             .http

@@ -1489,3 +1489,154 @@ async fn with_backups_on_wal_is_archived_to_the_clusters_pgbackrest_repository()
     );
     plane.shutdown().await;
 }
+
+fn backup_manifest(name: &str, cluster: &str, type_: &str) -> String {
+    format!(
+        "apiVersion: steward.dev/v1alpha1\nkind: PostgresBackup\nmetadata:\n  name: {name}\nspec:\n  cluster: {cluster}\n  type: {type_}\n"
+    )
+}
+
+/// Backups (issue 13): `PostgresBackup`s created at once run one at a time, in order, each as
+/// the cluster's `Backup` operation, by real pgBackRest in a Job: a full backup, an incremental
+/// one built on it, and a second full one — which, with `retentionFull: 1`, expires the first
+/// and the incremental built on it. Each backup's status has its label, type, times, WAL range
+/// and sizes; the cluster's lists what the repository holds (`pgbackrest info`); every backup
+/// is notified (`backup` webhook).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn backups_run_one_at_a_time_and_retention_expires_the_oldest() {
+    use steward_api::pgbackrest::{BackupPhase, BackupType, PostgresBackup};
+    let (hook_url, hooks) = common::hooks::receiver(axum::http::StatusCode::OK).await;
+    let plane = Plane::start_with_flags(
+        [
+            "--webhook-url",
+            &hook_url,
+            "--webhook-username",
+            "steward",
+            "--webhook-password",
+            "hook-pass",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    )
+    .await;
+    let extra = "  backups:\n    pgbackrest:\n      retentionFull: 1\n      storage: {size: 1Gi}\n";
+    create(&plane, "bu", 1, extra).await;
+    plane
+        .wait_for::<PostgresCluster, _>("the stanza", "bu", BOOT, |c| {
+            c.status
+                .as_ref()
+                .and_then(|s| s.backups.as_ref())
+                .is_some_and(|b| b.stanza.is_some())
+        })
+        .await;
+    primary(&plane, "bu")
+        .await
+        .batch_execute("CREATE TABLE t (id int); INSERT INTO t SELECT generate_series(1, 10000)")
+        .await
+        .unwrap();
+    let yaml = [
+        backup_manifest("b1-full", "bu", "full"),
+        backup_manifest("b2-incr", "bu", "incr"),
+        backup_manifest("b3-full", "bu", "full"),
+    ]
+    .join("---\n");
+    plane.apply(&yaml).await;
+    let done = |b: &PostgresBackup| {
+        b.status
+            .as_ref()
+            .is_some_and(|s| matches!(s.phase, Some(BackupPhase::Completed | BackupPhase::Failed)))
+    };
+    let mut got = Vec::new();
+    for name in ["b1-full", "b2-incr", "b3-full"] {
+        let b = plane
+            .wait_for::<PostgresBackup, _>(&format!("{name} done"), name, BOOT, done)
+            .await;
+        let s = b.status.unwrap();
+        assert_eq!(s.phase, Some(BackupPhase::Completed), "{name}: {s:?}");
+        got.push(s);
+    }
+    let (full, incr) = (&got[0], &got[1]);
+    let full_label = full.label.clone().unwrap();
+    assert!(full_label.ends_with('F'), "{full_label}");
+    assert_eq!(full.type_, Some(BackupType::Full));
+    assert!(full.size.unwrap() > 10_000_000, "{full:?}");
+    assert!(
+        full.repository_size.unwrap() > 0 && full.wal_start.is_some() && full.lsn_stop.is_some()
+    );
+    assert_eq!(full.job.as_deref(), Some("b1-full-job"));
+    assert!(full.duration.as_deref().unwrap().ends_with('s'));
+    // The incremental backup ran after the full one and builds on it.
+    let incr_label = incr.label.clone().unwrap();
+    assert!(
+        incr_label.starts_with(&format!("{full_label}_")) && incr_label.ends_with('I'),
+        "{incr_label}"
+    );
+    assert_eq!(incr.type_, Some(BackupType::Incr));
+    assert!(
+        incr.delta_size.unwrap() < full.delta_size.unwrap(),
+        "{incr:?}"
+    );
+    assert!(incr.start_time.clone().unwrap() >= full.stop_time.clone().unwrap());
+    let third = got[2].label.clone().unwrap();
+    assert!(third.ends_with('F') && third != full_label);
+
+    // Retention: one full backup is kept; the first and the incremental on it expired.
+    for name in ["b1-full", "b2-incr"] {
+        plane
+            .wait_for::<PostgresBackup, _>(&format!("{name} expired"), name, BOOT, |b| {
+                b.status.as_ref().and_then(|s| s.expired) == Some(true)
+            })
+            .await;
+    }
+    let c = plane.api::<PostgresCluster>().get("bu").await.unwrap();
+    let status = c.status.unwrap();
+    let repo = status.backups.unwrap();
+    assert_eq!(repo.backup_count, Some(1), "{repo:?}");
+    assert_eq!(repo.backups.len(), 1);
+    assert_eq!(repo.backups[0].label, third);
+    assert_eq!(repo.backups[0].backup.as_deref(), Some("b3-full"));
+    assert_eq!(repo.first_recoverability_point, got[2].stop_time);
+    assert_eq!(repo.last_successful_backup, got[2].stop_time);
+    assert!(repo.wal_min.is_some() && repo.wal_max.is_some());
+    let last = status.common.last_operation.unwrap();
+    assert_eq!(
+        (last.kind, last.phase),
+        (OperationKind::Backup, OperationPhase::Succeeded)
+    );
+    assert_eq!(last.change.backup_label.as_deref(), Some(third.as_str()));
+    assert!(status.common.operation.is_none());
+
+    // Every backup was notified, in order.
+    let bodies = plane
+        .eventually(
+            "three backup notifications",
+            Duration::from_secs(30),
+            || {
+                let hooks = hooks.clone();
+                async move {
+                    let all = hooks.all();
+                    (all.len() >= 3).then_some(all)
+                }
+            },
+        )
+        .await;
+    let labels: Vec<serde_json::Value> = bodies
+        .iter()
+        .map(|(_, body)| serde_json::from_str::<serde_json::Value>(body).unwrap())
+        .inspect(|v| {
+            assert_eq!(v["event"], "backup", "{v}");
+            assert_eq!(v["status"], "success", "{v}");
+            assert_eq!(v["cluster"], "bu", "{v}");
+        })
+        .map(|v| v["backup_data"].clone())
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            serde_json::json!({"backup": "b1-full", "type": "full", "label": full_label, "error": null}),
+            serde_json::json!({"backup": "b2-incr", "type": "incr", "label": incr_label, "error": null}),
+            serde_json::json!({"backup": "b3-full", "type": "full", "label": third, "error": null}),
+        ]
+    );
+    plane.shutdown().await;
+}

@@ -3,7 +3,8 @@
 //! `steward.dev/user-password` (and only those) wake every cluster whose users reference them,
 //! which is how a password change reaches the database within seconds. A Node that changes
 //! state (cordoned, lost, usable again) wakes the clusters with an instance on it, so a drain
-//! of the primary's Node starts the switchover at once.
+//! of the primary's Node starts the switchover at once. A `PostgresBackup` wakes the cluster
+//! it names (`RunBackups` runs it).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use kube::runtime::reflector::{ObjectRef, ReflectHandle};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use steward_api::common::RetentionPolicy;
+use steward_api::pgbackrest::PostgresBackup;
 use steward_api::postgres::PostgresCluster;
 use tokio_util::sync::CancellationToken;
 
@@ -167,15 +169,31 @@ fn instances_on(
     refs
 }
 
+/// The shared caches' subscriptions the controller reacts to.
+pub struct Streams {
+    /// Services (owned).
+    pub services: ReflectHandle<Service>,
+    /// Pods (owned).
+    pub pods: ReflectHandle<Pod>,
+    /// Nodes: a change of state wakes the clusters with an instance there.
+    pub nodes: ReflectHandle<Node>,
+    /// `PostgresBackup`s: each wakes the cluster it names.
+    pub backups: ReflectHandle<PostgresBackup>,
+}
+
 /// Runs the PostgreSQL controller until `stop` is cancelled.
 pub async fn run(
     ctx: Arc<Context>,
     stores: PostgresStores,
-    service_events: ReflectHandle<Service>,
-    pod_events: ReflectHandle<Pod>,
-    node_events: ReflectHandle<Node>,
+    streams: Streams,
     stop: CancellationToken,
 ) {
+    let Streams {
+        services: service_events,
+        pods: pod_events,
+        nodes: node_events,
+        backups: backup_events,
+    } = streams;
     let pods = stores.pods.clone();
     let seen = std::sync::Mutex::new(HashMap::<String, NodeState>::new());
     let clusters: Api<PostgresCluster> = ctx.watched_api();
@@ -204,6 +222,11 @@ pub async fn run(
                 return Vec::new();
             }
             instances_on(&pods, &name)
+        })
+        .watches_shared_stream(backup_events, |backup: Arc<PostgresBackup>| {
+            backup
+                .namespace()
+                .map(|ns| ObjectRef::new(&backup.spec.cluster).within(&ns))
         })
         .watches(
             secrets,

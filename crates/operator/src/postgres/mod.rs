@@ -9,6 +9,7 @@ pub mod admin;
 pub mod build;
 pub mod controller;
 pub mod names;
+pub mod repository;
 pub mod steps;
 pub mod topology;
 pub mod validate;
@@ -41,6 +42,8 @@ pub struct PostgresStores {
     pub claims: crate::runtime::stores::Indexed<PersistentVolumeClaim>,
     /// Every Node of the cluster, slimmed (`resources::nodes`).
     pub nodes: kube::runtime::reflector::Store<k8s_openapi::api::core::v1::Node>,
+    /// Every `PostgresBackup` in the watched namespaces.
+    pub backups: kube::runtime::reflector::Store<steward_api::pgbackrest::PostgresBackup>,
 }
 
 /// The generated passwords of the operator's superuser and the replication user. `Debug`
@@ -160,6 +163,7 @@ pub fn pipeline() -> Pipeline<PostgresPass> {
             Box::new(steps::failover::Failover),
             Box::new(steps::provision_instances::ProvisionInstances),
             Box::new(steps::provision_repository::ProvisionRepository),
+            Box::new(steps::run_backups::RunBackups),
             Box::new(steps::reconcile_users::ReconcileUsers),
             Box::new(steps::rolling_restart::RollingRestart),
         ],

@@ -71,6 +71,9 @@ pub struct Context {
     pub etcd: Arc<dyn EtcdConnector>,
     /// Opens PostgreSQL admin sessions (real `tokio-postgres`, or the model in tests).
     pub postgres: Arc<dyn PostgresConnector>,
+    /// Reads pgBackRest repositories (`pods/exec` into the repository host, or the model in
+    /// tests).
+    pub pgbackrest: Arc<dyn crate::postgres::repository::Repository>,
     /// The newest `resourceVersion` this operator knows of each cluster object, by uid: what
     /// its last status write returned, or its last fresh read. See [`Self::fresh`].
     known_versions: Arc<Mutex<HashMap<String, String>>>,
@@ -93,7 +96,7 @@ impl Context {
         };
         let recorder = Recorder::new(client.clone(), reporter);
         Self {
-            client,
+            client: client.clone(),
             metrics,
             webhooks,
             clock,
@@ -105,6 +108,9 @@ impl Context {
             database_timeout: Duration::from_secs(3),
             etcd: Arc::new(GrpcConnector),
             postgres: Arc::new(PgConnector),
+            pgbackrest: Arc::new(crate::postgres::repository::exec::ExecRepository::new(
+                client.clone(),
+            )),
             known_versions: Arc::default(),
         }
     }

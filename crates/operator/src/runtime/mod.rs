@@ -263,7 +263,9 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     let claims = stores::cached::<PersistentVolumeClaim>(ctx.watched_api(), stop.clone());
     let peers = stores::shared::<EtcdPeer>(&ctx, stop.clone());
     let nodes = stores::nodes(ctx.client.clone(), stop.clone());
-    let (Some(services), Some(pods), Some(peers), Some(nodes)) = (services, pods, peers, nodes)
+    let backups = stores::watched::<steward_api::pgbackrest::PostgresBackup>(&ctx, stop.clone());
+    let (Some(services), Some(pods), Some(peers), Some(nodes), Some(backups)) =
+        (services, pods, peers, nodes, backups)
     else {
         tracing::error!("a shared cache has no subscriber; controllers not started");
         return;
@@ -280,6 +282,7 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         pods: etcd.pods.clone(),
         claims: etcd.claims.clone(),
         nodes: nodes.0,
+        backups: backups.0,
     };
     tokio::join!(
         crate::etcd::controller::run(
@@ -290,6 +293,16 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
             stop.clone()
         ),
         crate::etcd::peer::run(ctx.clone(), etcd, pods.1.clone(), stop.clone()),
-        crate::postgres::controller::run(ctx, postgres, services.1, pods.1, nodes.1, stop),
+        crate::postgres::controller::run(
+            ctx,
+            postgres,
+            crate::postgres::controller::Streams {
+                services: services.1,
+                pods: pods.1,
+                nodes: nodes.1,
+                backups: backups.1,
+            },
+            stop
+        ),
     );
 }

@@ -212,6 +212,36 @@ where
     Some((Indexed::new(store, Some(changes)), subscriber))
 }
 
+/// Starts a shared cache of every `K` in the watched namespaces (user-created objects such as
+/// `PostgresBackup`, which carry no Steward label), driven until `stop`, with a subscription
+/// for the controller that maps them to their cluster.
+pub fn watched<K>(
+    ctx: &Arc<Context>,
+    stop: CancellationToken,
+) -> Option<(Store<K>, ReflectHandle<K>)>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let api: Api<K> = ctx.watched_api();
+    let (store, writer) = reflector::store_shared::<K>(BUFFER);
+    let subscriber = writer.subscribe()?;
+    drive(
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .modify(slim)
+            .reflect_shared(writer),
+        Arc::new(AtomicU64::new(0)),
+        stop,
+    );
+    Some((store, subscriber))
+}
+
 /// Starts the cluster-wide cache of Nodes (slimmed to what `resources::nodes::state` reads),
 /// driven until `stop`, with a subscription for a controller that reacts to cordons and lost
 /// Nodes. Needs `list`/`watch` on Nodes (the `steward-operator-nodes` ClusterRole); without

@@ -40,7 +40,7 @@ Plurals of Steward's custom resources: one per CRD in crds/steward.dev.yaml.
 .ci/check-deploy.sh fails when a CRD is missing here or in deploy/rbac.yaml.
 */}}
 {{- define "steward.customResources" -}}
-{{- list "etcdclusters" "etcdpeers" "postgresclusters" | toJson -}}
+{{- list "etcdclusters" "etcdpeers" "postgresclusters" "postgresbackups" | toJson -}}
 {{- end -}}
 
 {{/*
@@ -78,6 +78,11 @@ Rules for Steward's resources and the children it manages. Rendered into a Clust
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list", "watch", "create", "patch", "delete"]
+# PostgreSQL backups: `pgbackrest info` in the repository host's container (a WebSocket
+# upgrade: API servers before 1.35 authorize it as `get`, 1.35+ as `create`).
+- apiGroups: [""]
+  resources: ["pods/exec"]
+  verbs: ["get", "create"]
 # PostgreSQL: generated credential Secrets (created once), users' password Secrets (read,
 # labelled, watched by label), the applied-passwords record. Never deleted by the operator.
 - apiGroups: [""]
@@ -91,7 +96,8 @@ Rules for Steward's resources and the children it manages. Rendered into a Clust
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["patch"]
-# PostgreSQL backups: the pgBackRest Jobs (stanza-create), read and re-run after a failure.
+# PostgreSQL backups: the pgBackRest Jobs (stanza-create, one per PostgresBackup), read until
+# they end, deleted to re-run stanza-create or to stop a backup past its deadline.
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "create", "delete"]

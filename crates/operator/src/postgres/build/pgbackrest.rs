@@ -9,7 +9,8 @@
 //! - the ConfigMap `<cluster>-pgbackrest` with both sides' configuration, and the Secret
 //!   `<cluster>-pgbackrest-tls` with a CA, the two server certificates and the client
 //!   certificate both sides present (`tls-server-auth` admits only that client);
-//! - the Job `<cluster>-stanza-create`, which creates the stanza once the primary answers.
+//! - the Job `<cluster>-stanza-create`, which creates the stanza once the primary answers;
+//! - a Job `<backup>-job` per `PostgresBackup`, which runs `pgbackrest backup`.
 //!
 //! Commands that need the repository locally (stanza-create; later backup, expire) run in Jobs
 //! that mount the repository's claim, with the repository host's configuration; pgBackRest's
@@ -23,15 +24,19 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec,
-    PodTemplateSpec, Secret, Service, ServicePort, ServiceSpec, Volume, VolumeResourceRequirements,
+    Affinity, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, PersistentVolumeClaim,
+    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod, PodAffinity,
+    PodAffinityTerm, PodSecurityContext, PodSpec, PodTemplateSpec, Secret, Service, ServicePort,
+    ServiceSpec, Volume, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Resource;
+use steward_api::pgbackrest::PostgresBackup;
 use steward_api::postgres::{PgBackRestSpec, PostgresCluster};
+
+use crate::postgres::repository::BACKUP_ANNOTATION;
 
 use crate::postgres::build::config::stable_hash;
 use crate::postgres::build::instance::{
@@ -536,19 +541,93 @@ pub fn service_port() -> ServicePort {
 }
 
 /// The Job `<cluster>-stanza-create`: `pgbackrest stanza-create` on the repository's volume,
-/// reaching the primary through the `-primary` Service. pgBackRest's stanza-create is
 /// idempotent (it succeeds on a stanza that matches the database). `None` when the owner was
 /// never stored or backups are off.
 pub fn stanza_job(owner: &PostgresCluster, cluster: &ValidatedPostgresCluster) -> Option<Job> {
+    let names = cluster.names();
+    repo_job(
+        owner,
+        cluster,
+        names.stanza_job(),
+        Labels::new(ENGINE, &cluster.name, "stanza-create"),
+        vec!["stanza-create".into()],
+        20,
+    )
+}
+
+/// The component label of backup Jobs and their Pods.
+pub const BACKUP_COMPONENT: &str = "backup";
+
+/// The label naming the `PostgresBackup` a backup Job runs.
+pub const BACKUP_LABEL: &str = "steward.dev/backup";
+
+/// The Job that runs `PostgresBackup` `backup`.
+pub fn backup_job_name(backup: &str) -> String {
+    format!("{backup}-job")
+}
+
+/// The Job running one `PostgresBackup`: `pgbackrest backup --type=<type>` on the
+/// repository's volume, annotated with the backup's name so that `pgbackrest info` tells which
+/// set it took. Owned by the `PostgresBackup` (deleting it deletes the Job); one attempt (a
+/// failed backup is reported, and a new one is a new object). Expiry by the retention settings
+/// follows each backup (pgBackRest's `expire`, run by `backup`).
+pub fn backup_job(backup: &PostgresBackup, cluster: &ValidatedPostgresCluster) -> Option<Job> {
+    let name = backup.metadata.name.clone()?;
+    let mut job = repo_job(
+        backup,
+        cluster,
+        backup_job_name(&name),
+        Labels::new(ENGINE, &cluster.name, BACKUP_COMPONENT),
+        vec![
+            format!("--type={}", backup.spec.type_.as_str()),
+            format!("--annotation={BACKUP_ANNOTATION}={name}"),
+            "backup".into(),
+        ],
+        0,
+    )?;
+    for meta in [
+        Some(&mut job.metadata),
+        job.spec.as_mut().and_then(|s| s.template.metadata.as_mut()),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        meta.labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(BACKUP_LABEL.into(), name.clone());
+    }
+    Some(job)
+}
+
+/// A Job running `pgbackrest <args>` with the repository host's configuration on the
+/// repository's volume. The claim is `ReadWriteOnce`: the Job's Pod must run on the repository
+/// host's Node (required pod affinity); pgBackRest's locks on that volume keep the server and
+/// the Job from working on the repository at once.
+fn repo_job<K>(
+    owner: &K,
+    cluster: &ValidatedPostgresCluster,
+    name: String,
+    labels: Labels,
+    args: Vec<String>,
+    backoff_limit: i32,
+) -> Option<Job>
+where
+    K: Resource<DynamicType = ()>,
+{
     let spec = cluster.pgbackrest.as_ref()?;
     let names = cluster.names();
-    let labels = Labels::new(ENGINE, &cluster.name, "stanza-create");
-    let metadata = child_meta(owner, names.stanza_job(), &labels, &BTreeMap::new())?;
+    let metadata = child_meta(owner, name, &labels, &BTreeMap::new())?;
     owner.meta().uid.as_ref()?;
+    let mut command = vec![
+        "pgbackrest".to_owned(),
+        format!("--config={CONFIG_MOUNT}/{REPO_CONF}"),
+        format!("--stanza={STANZA}"),
+    ];
+    command.extend(args);
     Some(Job {
         metadata,
         spec: Some(JobSpec {
-            backoff_limit: Some(20),
+            backoff_limit: Some(backoff_limit),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(labels.to_map()),
@@ -558,19 +637,20 @@ pub fn stanza_job(owner: &PostgresCluster, cluster: &ValidatedPostgresCluster) -
                     containers: vec![Container {
                         name: CONTAINER.into(),
                         image: Some(spec.image.clone()),
-                        command: Some(vec![
-                            "pgbackrest".into(),
-                            format!("--config={CONFIG_MOUNT}/{REPO_CONF}"),
-                            format!("--stanza={STANZA}"),
-                            "stanza-create".into(),
-                        ]),
+                        command: Some(command),
                         env: Some(vec![value_env(
                             "PGBACKREST_CONFIG",
                             format!("{CONFIG_MOUNT}/{REPO_CONF}"),
                         )]),
                         volume_mounts: Some(repo_mounts()),
+                        termination_message_policy: Some("FallbackToLogsOnError".into()),
                         ..Default::default()
                     }],
+                    affinity: Some(beside_repository_host(&cluster.name)),
+                    node_selector: (!cluster.pod_template.node_selector.is_empty())
+                        .then(|| cluster.pod_template.node_selector.clone()),
+                    tolerations: (!cluster.pod_template.tolerations.is_empty())
+                        .then(|| cluster.pod_template.tolerations.clone()),
                     volumes: Some(repo_volumes(&names)),
                     security_context: Some(security_context()),
                     restart_policy: Some("Never".into()),
@@ -582,6 +662,24 @@ pub fn stanza_job(owner: &PostgresCluster, cluster: &ValidatedPostgresCluster) -
         }),
         status: None,
     })
+}
+
+/// Required pod affinity to the cluster's repository host (same Node).
+fn beside_repository_host(cluster: &str) -> Affinity {
+    Affinity {
+        pod_affinity: Some(PodAffinity {
+            required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
+                label_selector: Some(LabelSelector {
+                    match_labels: Some(Labels::new(ENGINE, cluster, REPO_COMPONENT).to_map()),
+                    ..LabelSelector::default()
+                }),
+                topology_key: "kubernetes.io/hostname".into(),
+                ..PodAffinityTerm::default()
+            }]),
+            ..PodAffinity::default()
+        }),
+        ..Affinity::default()
+    }
 }
 
 #[cfg(test)]

@@ -195,6 +195,25 @@ pub(crate) async fn start(
     progress: FailoverProgress,
 ) -> Result<Outcome, Error> {
     if progress.reason != "restart" {
+        // A fail-over takes the slot of a running backup: the backup reads from the primary
+        // being replaced and cannot finish (`RunBackups` fails it and deletes its Job).
+        if !progress.switchover
+            && pass
+                .core
+                .status
+                .operation
+                .as_ref()
+                .is_some_and(|op| op.kind == OperationKind::Backup)
+        {
+            pass.core.finish_operation(
+                OperationKind::Backup,
+                OperationPhase::Failed,
+                format!(
+                    "interrupted by the fail-over from {} to {}",
+                    progress.from, progress.target
+                ),
+            );
+        }
         let started = pass.core.start_operation(OperationRequest {
             kind: OperationKind::Failover,
             step: "FencePrimary".into(),

@@ -9,6 +9,7 @@ pub mod provision_instances;
 pub mod provision_repository;
 pub mod reconcile_users;
 pub mod rolling_restart;
+pub mod run_backups;
 pub mod update_status;
 pub mod validate_spec;
 

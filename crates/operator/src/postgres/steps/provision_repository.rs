@@ -69,7 +69,7 @@ impl SubReconciler<PostgresPass> for ProvisionRepository {
         let ns = pass.core.namespace.clone();
         let status = pass.status.backups.get_or_insert_with(|| BackupsStatus {
             repository: names.repo(),
-            stanza: None,
+            ..BackupsStatus::default()
         });
         status.repository = names.repo();
 

@@ -326,6 +326,7 @@ impl Harness {
                 pods: self.pod_cache().await.into(),
                 claims: reflector::store().0.into(),
                 nodes: self.node_cache().await,
+                backups: reflector::store().0,
             },
             names: ClusterNames::new("demo", NS),
             credentials: None,

@@ -232,6 +232,14 @@ impl SubReconciler<PostgresPass> for UpdateStatus {
         {
             let stanza = pass.status.backups.as_ref().and_then(|b| b.stanza.clone());
             let archiver = primary_view.as_ref().and_then(|v| v.archiver.clone());
+            let last_archived = archiver
+                .as_ref()
+                .and_then(|a| a.last_archived_time)
+                .and_then(|t| jiff::Timestamp::from_second(t).ok())
+                .map(crate::clock::format_time);
+            if let (Some(b), Some(at)) = (pass.status.backups.as_mut(), last_archived) {
+                b.last_recoverability_point = Some(at);
+            }
             if let Some((status, reason, message)) = archiving(stanza.as_deref(), archiver.as_ref())
             {
                 pass.core
