@@ -90,3 +90,17 @@ fn the_backups_example_holds_a_valid_postgres_cluster_with_a_repository() {
     assert_eq!(repo.storage.size, "2Gi");
     assert_eq!(valid.parameters["archive_mode"], "on");
 }
+
+#[test]
+fn the_backup_example_backs_up_the_backups_example() {
+    let text = repo_file("examples/postgres-backup.yaml");
+    let docs = steward_operator::dev::parse_manifests(&text).unwrap();
+    let backup: steward_api::pgbackrest::PostgresBackup =
+        serde_json::from_value(docs[0].clone()).unwrap();
+    let cluster =
+        steward_operator::dev::parse_manifests(&repo_file("examples/postgres-backups.yaml"))
+            .unwrap()[0]["metadata"]["name"]
+            .clone();
+    assert_eq!(serde_json::json!(backup.spec.cluster), cluster);
+    assert_eq!(backup.spec.type_, steward_api::pgbackrest::BackupType::Full);
+}

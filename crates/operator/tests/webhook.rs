@@ -179,3 +179,29 @@ async fn webhooks_need_all_three_settings() {
     );
     assert!(WebhookPayload::for_operation("db", "x", &running).is_none());
 }
+
+#[tokio::test]
+async fn backup_payload_names_the_backup_and_why_it_failed() {
+    common::install_crypto();
+    let (url, received) = common::hooks::receiver(StatusCode::OK).await;
+    let metrics = Metrics::new();
+    let sender = WebhookSender::new(&args(&url), metrics.clone()).unwrap();
+    let mut op = operation(
+        OperationKind::Backup,
+        OperationPhase::Failed,
+        OperationChange {
+            backup: Some("nightly-1".into()),
+            backup_type: Some("incr".into()),
+            ..Default::default()
+        },
+    );
+    op.message = "Job nightly-1-job failed (BackoffLimitExceeded)".into();
+    let payload = WebhookPayload::for_operation("db", "pg", &op).unwrap();
+    assert_eq!(sender.deliver(&payload).await, Delivery::Delivered);
+    let body = received.all()[0].1.clone();
+    assert_eq!(
+        body,
+        r#"{"cluster":"pg","event":"backup","namespace":"db","scale_data":null,"status":"failure","upgrade_data":null,"backup_data":{"backup":"nightly-1","type":"incr","label":null,"error":"Job nightly-1-job failed (BackoffLimitExceeded)"}}"#
+    );
+    assert_eq!(metrics.webhook_count("backup", "success"), 1, "delivered");
+}

@@ -14,6 +14,8 @@ pub mod update_status;
 pub mod validate_spec;
 
 #[cfg(test)]
+mod backup_tests;
+#[cfg(test)]
 mod tests;
 
 use std::time::Duration;

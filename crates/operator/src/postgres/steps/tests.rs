@@ -37,10 +37,12 @@ use crate::postgres::controller::RESYNC;
 use crate::postgres::names::{
     ClusterNames, REPLICATION_USER, ROLE_LABEL, SUPERUSER, USER_PASSWORD_LABEL,
 };
+use crate::postgres::repository::model::RepoModel;
 use crate::postgres::steps::ensure_secrets::EnsureSecrets;
 use crate::postgres::steps::failover::Failover;
 use crate::postgres::steps::observe_instances::ObserveInstances;
 use crate::postgres::steps::reconcile_users::ReconcileUsers;
+use crate::postgres::steps::run_backups::RunBackups;
 use crate::postgres::steps::update_status::UpdateStatus;
 use crate::postgres::steps::validate_spec::ValidateSpec;
 use crate::postgres::{CONTROLLER, PostgresPass, PostgresStores, validate};
@@ -66,12 +68,18 @@ fn pipeline() -> Pipeline<PostgresPass> {
             Box::new(EnsureSecrets),
             Box::new(ObserveInstances),
             Box::new(Failover),
+            Box::new(RunBackups),
             Box::new(ReconcileUsers),
         ],
     )
 }
 
-fn context(client: kube::Client, clock: &ManualClock, model: &PgModel) -> Arc<Context> {
+fn context(
+    client: kube::Client,
+    clock: &ManualClock,
+    model: &PgModel,
+    repo: &RepoModel,
+) -> Arc<Context> {
     let metrics = Metrics::new();
     let webhooks = WebhookSender::new(&WebhookArgs::default(), metrics.clone()).unwrap();
     let mut ctx = Context::new(
@@ -84,6 +92,7 @@ fn context(client: kube::Client, clock: &ManualClock, model: &PgModel) -> Arc<Co
         "test".into(),
     );
     ctx.postgres = Arc::new(model.connector());
+    ctx.pgbackrest = Arc::new(repo.clone());
     Arc::new(ctx)
 }
 
@@ -105,16 +114,18 @@ fn assert_in_order(seen: &[String], wanted: &[&str]) {
 
 /// One cluster `demo` in the embedded API server, its instances in the model, and the passes
 /// run so far.
-struct Harness {
-    plane: Embedded,
-    model: PgModel,
-    clock: ManualClock,
+pub(super) struct Harness {
+    pub(super) plane: Embedded,
+    pub(super) model: PgModel,
+    /// The pgBackRest repositories.
+    pub(super) repo: RepoModel,
+    pub(super) clock: ManualClock,
     ctx: Arc<Context>,
     /// The primary's LSN when the standbys were cloned.
     base: Lsn,
     /// Every Event the steps queued on a pass whose status was written, as reason and note
     /// (the driver's own `Reconcile` Events, such as `RolloutComplete`, are left out).
-    events: Vec<(String, String)>,
+    pub(super) events: Vec<(String, String)>,
     /// Reasons of the Events the pipeline driver queued (`Reconcile` action), kept apart.
     driver_events: Vec<String>,
     /// Every pass's report, as text.
@@ -127,7 +138,7 @@ impl Harness {
     /// A healthy cluster as Steward leaves it: `demo-0` the primary (with the `replicator`
     /// role), the other instances its standbys, `TRAFFIC` bytes behind; a Ready Pod per
     /// instance, labelled with its role; status naming the primary and the members.
-    async fn start(spec: PostgresClusterSpec) -> Self {
+    pub(super) async fn start(spec: PostgresClusterSpec) -> Self {
         let plane = Embedded::start(&[NS]).await.unwrap();
         let client = plane.client.clone();
         let clusters: Api<PostgresCluster> = Api::namespaced(client.clone(), NS);
@@ -212,11 +223,13 @@ impl Harness {
             .await
             .unwrap();
         let clock = ManualClock::new("2026-03-01T12:00:00Z".parse().unwrap());
-        let ctx = context(client, &clock, &model);
+        let repo = RepoModel::new();
+        let ctx = context(client, &clock, &model, &repo);
         Self {
             setup_calls: model.calls().len(),
             plane,
             model,
+            repo,
             clock,
             ctx,
             base,
@@ -226,7 +239,7 @@ impl Harness {
         }
     }
 
-    fn api<K>(&self) -> Api<K>
+    pub(super) fn api<K>(&self) -> Api<K>
     where
         K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>,
     {
@@ -234,8 +247,13 @@ impl Harness {
     }
 
     /// A new operator process: a fresh context; everything else comes from the API server.
-    fn restart(&mut self) {
-        self.ctx = context(self.plane.client.clone(), &self.clock, &self.model);
+    pub(super) fn restart(&mut self) {
+        self.ctx = context(
+            self.plane.client.clone(),
+            &self.clock,
+            &self.model,
+            &self.repo,
+        );
     }
 
     /// The Nodes stored in the API server, as the operator's slimmed cache would hold them.
@@ -280,6 +298,21 @@ impl Harness {
         self.api::<Pod>().delete(pod, &now).await.unwrap();
     }
 
+    /// The `PostgresBackup`s stored in the API server, as the cache would hold them.
+    async fn backup_cache(&self) -> Store<steward_api::pgbackrest::PostgresBackup> {
+        let (store, mut writer) = reflector::store();
+        for b in self
+            .api::<steward_api::pgbackrest::PostgresBackup>()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+        {
+            writer.apply_watcher_event(&watcher::Event::Apply(b));
+        }
+        store
+    }
+
     /// The Pods stored in the API server, as the cache would hold them.
     async fn pod_cache(&self) -> Store<Pod> {
         let (store, mut writer) = reflector::store();
@@ -296,7 +329,7 @@ impl Harness {
     }
 
     /// One pass, as the controller runs it; its status and Events are written.
-    async fn pass(&mut self) {
+    pub(super) async fn pass(&mut self) {
         self.run(true).await;
     }
 
@@ -326,7 +359,7 @@ impl Harness {
                 pods: self.pod_cache().await.into(),
                 claims: reflector::store().0.into(),
                 nodes: self.node_cache().await,
-                backups: reflector::store().0,
+                backups: self.backup_cache().await,
             },
             names: ClusterNames::new("demo", NS),
             credentials: None,
@@ -408,7 +441,7 @@ impl Harness {
             .collect()
     }
 
-    async fn status(&self) -> PostgresClusterStatus {
+    pub(super) async fn status(&self) -> PostgresClusterStatus {
         let cluster = self.api::<PostgresCluster>().get("demo").await.unwrap();
         cluster.status.unwrap_or_default()
     }
