@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
     namespaced,
     status = "PostgresBackupStatus",
     printcolumn = r#"{"name":"Cluster","type":"string","jsonPath":".spec.cluster"}"#,
-    printcolumn = r#"{"name":"Type","type":"string","jsonPath":".status.type"}"#,
+    printcolumn = r#"{"name":"Type","type":"string","jsonPath":".spec.type"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
     printcolumn = r#"{"name":"Label","type":"string","jsonPath":".status.label"}"#,
     printcolumn = r#"{"name":"Repository Size","type":"integer","jsonPath":".status.repositorySize"}"#,

@@ -92,6 +92,59 @@ fn cell(v: Option<Value>) -> Value {
 /// Computes the extra cells of one row.
 type CellsFn = Box<dyn Fn(&Value) -> Vec<Value>>;
 
+/// The `STATUS` column as kubectl's pod printer computes it: the phase, or the Pod's
+/// `status.reason`, or the reason of the last container (in spec order) that is waiting or
+/// terminated (`ExitCode:N` / `Signal:N` without one); `Completed` with a container still
+/// running reads `Running`; a Pod being deleted reads `Terminating` (`Unknown` on a lost Node).
+fn pod_status(o: &Value, statuses: &[Value]) -> Value {
+    let mut reason = meta::get_path(o, "status.phase")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    if let Some(r) = meta::get_path(o, "status.reason").and_then(Value::as_str)
+        && !r.is_empty()
+    {
+        reason = r.to_owned();
+    }
+    let mut running = false;
+    for c in statuses.iter().rev() {
+        let state = &c["state"];
+        if let Some(r) = state["waiting"]["reason"]
+            .as_str()
+            .filter(|r| !r.is_empty())
+        {
+            reason = r.to_owned();
+        } else if state["terminated"].is_object() {
+            let t = &state["terminated"];
+            reason = match t["reason"].as_str().filter(|r| !r.is_empty()) {
+                Some(r) => r.to_owned(),
+                None => match t["signal"].as_i64().filter(|s| *s != 0) {
+                    Some(sig) => format!("Signal:{sig}"),
+                    None => format!("ExitCode:{}", t["exitCode"].as_i64().unwrap_or(0)),
+                },
+            };
+        } else if state["running"].is_object() && c["ready"] == true {
+            running = true;
+        }
+    }
+    if reason == "Completed" && running {
+        reason = "Running".to_owned();
+    }
+    if meta::is_deleting(o) {
+        reason = if reason == "NodeLost" {
+            "Unknown"
+        } else {
+            "Terminating"
+        }
+        .to_owned();
+    }
+    if reason.is_empty() {
+        Value::Null
+    } else {
+        json!(reason)
+    }
+}
+
 fn kind_columns(def: &ResourceDef) -> (Vec<Value>, CellsFn) {
     let core = def.group.is_empty();
     match (core, def.kind.as_str()) {
@@ -116,14 +169,9 @@ fn kind_columns(def: &ResourceDef) -> (Vec<Value>, CellsFn) {
                     .iter()
                     .filter_map(|s| s["restartCount"].as_i64())
                     .sum();
-                let phase = if meta::is_deleting(o) {
-                    json!("Terminating")
-                } else {
-                    cell(meta::get_path(o, "status.phase").cloned())
-                };
                 vec![
                     json!(format!("{ready}/{total}")),
-                    phase,
+                    pod_status(o, &statuses),
                     json!(restarts.to_string()),
                     cell(meta::get_path(o, "status.podIP").cloned()),
                     cell(meta::get_path(o, "spec.nodeName").cloned()),
@@ -298,6 +346,27 @@ mod tests {
             ])
         );
         assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+        let status = |pod: Value| {
+            let statuses = meta::get_path(&pod, "status.containerStatuses")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            pod_status(&pod, &statuses)
+        };
+        let done = json!({"status": {"phase": "Succeeded", "containerStatuses": [
+            {"state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}});
+        assert_eq!(status(done), json!("Completed"));
+        let crashing = json!({"status": {"phase": "Running", "containerStatuses": [
+            {"state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}});
+        assert_eq!(status(crashing), json!("CrashLoopBackOff"));
+        let failed = json!({"status": {"phase": "Failed", "containerStatuses": [
+            {"state": {"terminated": {"exitCode": 2}}}]}});
+        assert_eq!(status(failed), json!("ExitCode:2"));
+        let evicted = json!({"status": {"phase": "Failed", "reason": "Evicted"}});
+        assert_eq!(status(evicted), json!("Evicted"));
+        let deleting = json!({"metadata": {"deletionTimestamp": "2020-01-01T00:00:00Z"},
+            "status": {"phase": "Running"}});
+        assert_eq!(status(deleting), json!("Terminating"));
         assert!(wants_table(Some(
             "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
         )));
