@@ -24,5 +24,6 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         etcd::EtcdPeer::crd(),
         postgres::PostgresCluster::crd(),
         pgbackrest::PostgresBackup::crd(),
+        pgbackrest::PostgresRestore::crd(),
     ]
 }

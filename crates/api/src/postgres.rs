@@ -437,6 +437,44 @@ pub struct PostgresClusterStatus {
     /// The pgBackRest repository, when backups are on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backups: Option<BackupsStatus>,
+    /// Which generation of data claims the instances run on: 0 (unset) is `<instance>-pgdata`,
+    /// `n` is `<instance>-pgdata-r<n>`, after the `n`th restore.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_epoch: Option<u32>,
+    /// A restore in progress: kept in status so that a restarted operator continues it.
+    /// Automatic fail-over is off while it is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<RestoreProgress>,
+}
+
+/// A restore in progress (a `PostgresRestore` being run).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreProgress {
+    /// The `PostgresRestore`.
+    pub name: String,
+    /// Its step (see `PostgresRestore.status.step`).
+    pub step: String,
+    /// The claims' generation before the restore.
+    pub from_epoch: u32,
+    /// The claims' generation the restored data is on.
+    pub epoch: u32,
+    /// The instance that becomes the restored primary.
+    pub primary: String,
+    /// The claims the cluster ran on before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub previous_claims: Vec<String>,
+    /// The WAL segment switched on the old primary before it stopped, waited for in the
+    /// archive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wal_segment: Option<String>,
+    /// Until when that segment is waited for (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wal_deadline: Option<String>,
+    /// Set once the restore failed: the cluster stays stopped until a new `PostgresRestore`
+    /// re-runs it (from the restore Job, deleting nothing again) or this one is deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
 }
 
 /// What Steward knows of a cluster's pgBackRest repository.

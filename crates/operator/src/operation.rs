@@ -158,13 +158,15 @@ pub fn expire(status: &mut CommonStatus, now: Timestamp) -> Option<Operation> {
 
 /// Why destructive steps must not run: the last operation failed for the current generation.
 /// A new spec generation clears the block (the user has changed their intent).
-/// A failed backup blocks nothing: it changed nothing, and is reported on its own object.
+/// A failed backup blocks nothing: it changed nothing, and is reported on its own object. A
+/// failed restore holds the cluster by its own record (`status.restore`), which a re-run or
+/// the restore's deletion clears, not by the spec generation.
 pub fn blocked_by_failure(status: &CommonStatus, generation: i64) -> Option<String> {
     let op = status.last_operation.as_ref()?;
     (op.phase == OperationPhase::Failed
         && op.generation == generation
-        && op.kind != OperationKind::Backup)
-        .then(|| format!("{} operation failed: {}", op.kind.as_str(), op.message))
+        && !matches!(op.kind, OperationKind::Backup | OperationKind::Restore))
+    .then(|| format!("{} operation failed: {}", op.kind.as_str(), op.message))
 }
 
 fn progress(done: u32, total: u32) -> String {

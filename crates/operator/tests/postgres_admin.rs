@@ -161,6 +161,20 @@ async fn topology_and_replication(h: &dyn Harness) {
     let archiver = p.archiver().await.unwrap();
     assert_eq!((archiver.archived_count, archiver.failed_count), (0, 0));
     assert!(!archiver.failing() && archiver.last_archived_wal.is_none());
+    // Switching WAL ends the current segment (named like PostgreSQL names it) and moves the
+    // primary to the next one; a standby cannot switch.
+    let segment = p.switch_wal().await.unwrap();
+    assert!(
+        segment.len() == 24
+            && segment.starts_with("00000001")
+            && segment.chars().all(|c| c.is_ascii_hexdigit()),
+        "{segment}"
+    );
+    // Nothing written since: nothing to switch, the same segment.
+    let at = current_lsn(p.as_ref()).await;
+    assert_eq!(p.switch_wal().await.unwrap(), segment);
+    assert_eq!(current_lsn(p.as_ref()).await, at);
+    assert!(s.switch_wal().await.is_err());
 
     // A write on the primary moves its WAL; the standby replays it and reports back.
     let before = current_lsn(p.as_ref()).await;

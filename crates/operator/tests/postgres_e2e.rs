@@ -1640,3 +1640,285 @@ async fn backups_run_one_at_a_time_and_retention_expires_the_oldest() {
     );
     plane.shutdown().await;
 }
+
+fn restore_manifest(name: &str, cluster: &str, target: &str) -> String {
+    format!(
+        "apiVersion: steward.dev/v1alpha1\nkind: PostgresRestore\nmetadata:\n  name: {name}\nspec:\n  cluster: {cluster}\n{target}"
+    )
+}
+
+/// Takes a backup and waits for it to complete.
+async fn backed_up(plane: &Plane, name: &str, cluster: &str, type_: &str) {
+    use steward_api::pgbackrest::{BackupPhase, PostgresBackup};
+    plane.apply(&backup_manifest(name, cluster, type_)).await;
+    let b = plane
+        .wait_for::<PostgresBackup, _>(&format!("{name} done"), name, BOOT, |b| {
+            b.status.as_ref().is_some_and(|s| {
+                matches!(s.phase, Some(BackupPhase::Completed | BackupPhase::Failed))
+            })
+        })
+        .await;
+    assert_eq!(
+        b.status.as_ref().and_then(|s| s.phase),
+        Some(BackupPhase::Completed),
+        "{b:?}"
+    );
+}
+
+async fn restore_done(plane: &Plane, name: &str) -> steward_api::pgbackrest::PostgresRestoreStatus {
+    use steward_api::pgbackrest::{PostgresRestore, RestorePhase};
+    plane
+        .wait_for::<PostgresRestore, _>(
+            &format!("{name} done"),
+            name,
+            Duration::from_secs(300),
+            |r| {
+                r.status.as_ref().is_some_and(|s| {
+                    matches!(
+                        s.phase,
+                        Some(RestorePhase::Completed | RestorePhase::Failed)
+                    )
+                })
+            },
+        )
+        .await
+        .status
+        .unwrap()
+}
+
+async fn wait_ids(session: &tokio_postgres::Client, count: i64) {
+    let row = session
+        .query_one("SELECT count(*), coalesce(max(id), 0) FROM t", &[])
+        .await
+        .unwrap();
+    let (n, max): (i64, i32) = (row.get(0), row.get(1));
+    assert_eq!(
+        (n, i64::from(max)),
+        (count, count),
+        "rows after the restore"
+    );
+}
+
+/// Point-in-time restore (issue 13, seed "pgbackrest Restore"): a full backup, rows, an
+/// incremental backup, rows, time T, rows — a restore to T brings back exactly the rows
+/// committed before T, on a new claim for the primary; the replica clones the restored primary
+/// and streams on its new timeline; the previous claims are kept, labelled and reported;
+/// fail-over is back on; a full backup follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_point_in_time_restore_brings_back_exactly_the_rows_before_the_target() {
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    use steward_api::pgbackrest::{BackupPhase, PostgresBackup, RestorePhase};
+    let plane = Plane::start().await;
+    let extra = "  backups:\n    pgbackrest:\n      storage: {size: 1Gi}\n";
+    create(&plane, "rs", 2, extra).await;
+    plane
+        .wait_for::<PostgresCluster, _>("the stanza", "rs", BOOT, |c| {
+            c.status
+                .as_ref()
+                .and_then(|s| s.backups.as_ref())
+                .is_some_and(|b| b.stanza.is_some())
+        })
+        .await;
+    let session = primary(&plane, "rs").await;
+    let insert = |from: i32, to: i32| format!("INSERT INTO t SELECT generate_series({from}, {to})");
+    session
+        .batch_execute("CREATE TABLE t (id int primary key)")
+        .await
+        .unwrap();
+    session.batch_execute(&insert(1, 100)).await.unwrap();
+    backed_up(&plane, "rs-b1", "rs", "full").await;
+    session.batch_execute(&insert(101, 200)).await.unwrap();
+    backed_up(&plane, "rs-b2", "rs", "incr").await;
+    session.batch_execute(&insert(201, 300)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let target: String = session
+        .query_one(
+            "SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    session.batch_execute(&insert(301, 400)).await.unwrap();
+    drop(session);
+
+    plane
+        .apply(&restore_manifest(
+            "rs-r1",
+            "rs",
+            &format!("  target: {{time: \"{target}\"}}\n"),
+        ))
+        .await;
+    let done = restore_done(&plane, "rs-r1").await;
+    assert_eq!(done.phase, Some(RestorePhase::Completed), "{done:?}");
+    assert_eq!(done.primary.as_deref(), Some("rs-0"));
+    assert_eq!(done.claim.as_deref(), Some("rs-0-pgdata-r1"));
+    assert_eq!(done.previous_claims, ["rs-0-pgdata", "rs-1-pgdata"]);
+    assert_eq!(done.backup.as_deref(), Some("rs-r1-full"));
+
+    // Exactly the rows committed before T.
+    let c = plane
+        .wait_for::<PostgresCluster, _>("rs settled on the restored data", "rs", BOOT, settled(2))
+        .await;
+    let status = c.status.unwrap();
+    assert_eq!(status.data_epoch, Some(1));
+    assert!(status.restore.is_none(), "fail-over is back on");
+    // The last operation is the restore's, or the full backup that follows it.
+    let last = status.common.last_operation.unwrap();
+    assert!(
+        matches!(last.kind, OperationKind::Restore | OperationKind::Backup)
+            && last.phase == OperationPhase::Succeeded,
+        "{last:?}"
+    );
+    wait_ids(&primary(&plane, "rs").await, 300).await;
+    // The replica cloned the restored primary: it streams on the new timeline.
+    let replica = status.instances.iter().find(|i| i.name == "rs-1").unwrap();
+    assert!(
+        replica.streaming && replica.timeline > Some(1),
+        "{replica:?}"
+    );
+    // The previous claims are kept and labelled; the full backup follows.
+    let claims = plane.api::<PersistentVolumeClaim>();
+    for old in ["rs-0-pgdata", "rs-1-pgdata"] {
+        let claim = claims.get(old).await.unwrap();
+        assert_eq!(
+            claim
+                .labels()
+                .get("steward.dev/restored-by")
+                .map(String::as_str),
+            Some("rs-r1")
+        );
+    }
+    let full = plane
+        .wait_for::<PostgresBackup, _>(
+            "the full backup after the restore",
+            "rs-r1-full",
+            BOOT,
+            |b| {
+                b.status
+                    .as_ref()
+                    .is_some_and(|s| s.phase == Some(BackupPhase::Completed))
+            },
+        )
+        .await;
+    assert_eq!(
+        full.status.unwrap().type_,
+        Some(steward_api::pgbackrest::BackupType::Full)
+    );
+    plane.shutdown().await;
+}
+
+/// A restore that fails — a target past the end of the archive: the restored primary cannot
+/// reach it — is reported with PostgreSQL's FATAL line and leaves the cluster stopped; a new
+/// `PostgresRestore` re-runs it (latest) without deleting anything again, and continues across
+/// an operator restart in the middle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failed_restore_is_reported_and_a_rerun_completes_across_an_operator_restart() {
+    use steward_api::pgbackrest::{PostgresRestore, RestorePhase};
+    let mut plane = Plane::start().await;
+    let extra = "  backups:\n    pgbackrest:\n      storage: {size: 1Gi}\n";
+    create(&plane, "rf", 1, extra).await;
+    plane
+        .wait_for::<PostgresCluster, _>("the stanza", "rf", BOOT, |c| {
+            c.status
+                .as_ref()
+                .and_then(|s| s.backups.as_ref())
+                .is_some_and(|b| b.stanza.is_some())
+        })
+        .await;
+    let session = primary(&plane, "rf").await;
+    session
+        .batch_execute(
+            "CREATE TABLE t (id int primary key); INSERT INTO t SELECT generate_series(1, 50)",
+        )
+        .await
+        .unwrap();
+    backed_up(&plane, "rf-b1", "rf", "full").await;
+    session
+        .batch_execute("INSERT INTO t SELECT generate_series(51, 80)")
+        .await
+        .unwrap();
+    drop(session);
+
+    // A target an hour ahead: no WAL reaches it.
+    let ahead = jiff::Timestamp::now()
+        .checked_add(jiff::SignedDuration::from_hours(1))
+        .unwrap()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    plane
+        .apply(&restore_manifest(
+            "rf-bad",
+            "rf",
+            &format!("  target: {{time: \"{ahead}\"}}\n"),
+        ))
+        .await;
+    let bad = restore_done(&plane, "rf-bad").await;
+    assert_eq!(bad.phase, Some(RestorePhase::Failed), "{bad:?}");
+    let error = bad.error.unwrap();
+    assert!(
+        error.contains("recovery ended before configured recovery target was reached"),
+        "{error}"
+    );
+    let c = plane.api::<PostgresCluster>().get("rf").await.unwrap();
+    let status = c.status.unwrap();
+    assert!(status.restore.as_ref().is_some_and(|r| r.failed.is_some()));
+    assert!(
+        status
+            .common
+            .conditions
+            .iter()
+            .any(|c| c.reason == "RestoreFailed"),
+        "{:?}",
+        status.common.conditions
+    );
+
+    // The re-run, to the end of the archive; the operator restarts during its restore Job.
+    plane.apply(&restore_manifest("rf-rerun", "rf", "")).await;
+    plane
+        .wait_for::<PostgresRestore, _>("the re-run's restore Job", "rf-rerun", BOOT, |r| {
+            r.status.as_ref().and_then(|s| s.step.as_deref()) == Some("RestoreJob")
+        })
+        .await;
+    let started = plane
+        .api::<PostgresCluster>()
+        .get("rf")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .common
+        .operation
+        .unwrap()
+        .started_at;
+    plane.restart_operator().await;
+    // The new operator resumes the same operation (same start, same deadline).
+    let resumed = plane
+        .wait_for::<PostgresCluster, _>("the restore resumed", "rf", BOOT, |c| {
+            c.status
+                .as_ref()
+                .and_then(|s| s.common.operation.as_ref())
+                .is_some_and(|op| op.kind == OperationKind::Restore && op.step != "StopInstances")
+        })
+        .await;
+    let op = resumed.status.unwrap().common.operation.unwrap();
+    assert_eq!(
+        op.started_at, started,
+        "the same operation continued after the restart"
+    );
+    let rerun = restore_done(&plane, "rf-rerun").await;
+    assert_eq!(rerun.phase, Some(RestorePhase::Completed), "{rerun:?}");
+    assert_eq!(
+        rerun.claim.as_deref(),
+        Some("rf-0-pgdata-r1"),
+        "the same claim"
+    );
+    assert_eq!(rerun.previous_claims, ["rf-0-pgdata"]);
+    let c = plane
+        .wait_for::<PostgresCluster, _>("rf settled", "rf", BOOT, settled(1))
+        .await;
+    assert!(c.status.unwrap().restore.is_none());
+    wait_ids(&primary(&plane, "rf").await, 80).await;
+    plane.shutdown().await;
+}

@@ -4,7 +4,7 @@
 //! which is how a password change reaches the database within seconds. A Node that changes
 //! state (cordoned, lost, usable again) wakes the clusters with an instance on it, so a drain
 //! of the primary's Node starts the switchover at once. A `PostgresBackup` wakes the cluster
-//! it names (`RunBackups` runs it).
+//! it names (`RunBackups` runs it), and so does a `PostgresRestore` (`RestoreCluster`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use kube::runtime::reflector::{ObjectRef, ReflectHandle};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use steward_api::common::RetentionPolicy;
-use steward_api::pgbackrest::PostgresBackup;
+use steward_api::pgbackrest::{PostgresBackup, PostgresRestore};
 use steward_api::postgres::PostgresCluster;
 use tokio_util::sync::CancellationToken;
 
@@ -112,7 +112,8 @@ async fn apply(cluster: Arc<PostgresCluster>, state: &State) -> Result<Action, E
         validated: None,
         status: stored.clone().unwrap_or_default(),
         stores: state.stores.clone(),
-        names: ClusterNames::new(cluster.name_any(), cluster.namespace().unwrap_or_default()),
+        names: ClusterNames::new(cluster.name_any(), cluster.namespace().unwrap_or_default())
+            .with_epoch(stored.as_ref().and_then(|s| s.data_epoch).unwrap_or(0)),
         credentials: None,
         config_hash: None,
         instances: Vec::new(),
@@ -179,6 +180,8 @@ pub struct Streams {
     pub nodes: ReflectHandle<Node>,
     /// `PostgresBackup`s: each wakes the cluster it names.
     pub backups: ReflectHandle<PostgresBackup>,
+    /// `PostgresRestore`s: each wakes the cluster it names.
+    pub restores: ReflectHandle<PostgresRestore>,
 }
 
 /// Runs the PostgreSQL controller until `stop` is cancelled.
@@ -193,6 +196,7 @@ pub async fn run(
         pods: pod_events,
         nodes: node_events,
         backups: backup_events,
+        restores: restore_events,
     } = streams;
     let pods = stores.pods.clone();
     let seen = std::sync::Mutex::new(HashMap::<String, NodeState>::new());
@@ -227,6 +231,11 @@ pub async fn run(
             backup
                 .namespace()
                 .map(|ns| ObjectRef::new(&backup.spec.cluster).within(&ns))
+        })
+        .watches_shared_stream(restore_events, |restore: Arc<PostgresRestore>| {
+            restore
+                .namespace()
+                .map(|ns| ObjectRef::new(&restore.spec.cluster).within(&ns))
         })
         .watches(
             secrets,

@@ -44,6 +44,8 @@ pub struct PostgresStores {
     pub nodes: kube::runtime::reflector::Store<k8s_openapi::api::core::v1::Node>,
     /// Every `PostgresBackup` in the watched namespaces.
     pub backups: kube::runtime::reflector::Store<steward_api::pgbackrest::PostgresBackup>,
+    /// Every `PostgresRestore` in the watched namespaces.
+    pub restores: kube::runtime::reflector::Store<steward_api::pgbackrest::PostgresRestore>,
 }
 
 /// The generated passwords of the operator's superuser and the replication user. `Debug`
@@ -161,6 +163,7 @@ pub fn pipeline() -> Pipeline<PostgresPass> {
             Box::new(steps::apply_services::ApplyServices),
             Box::new(steps::observe_instances::ObserveInstances),
             Box::new(steps::failover::Failover),
+            Box::new(steps::restore_cluster::RestoreCluster),
             Box::new(steps::provision_instances::ProvisionInstances),
             Box::new(steps::provision_repository::ProvisionRepository),
             Box::new(steps::run_backups::RunBackups),

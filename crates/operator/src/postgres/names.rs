@@ -52,15 +52,25 @@ pub struct ClusterNames {
     pub cluster: String,
     /// Namespace.
     pub namespace: String,
+    /// The generation of data claims the instances run on (`status.dataEpoch`).
+    pub epoch: u32,
 }
 
 impl ClusterNames {
-    /// Names for `cluster` in `namespace`.
+    /// Names for `cluster` in `namespace`, on the first generation of data claims.
     pub fn new(cluster: impl Into<String>, namespace: impl Into<String>) -> Self {
         Self {
             cluster: cluster.into(),
             namespace: namespace.into(),
+            epoch: 0,
         }
+    }
+
+    /// The same names on generation `epoch` of data claims.
+    #[must_use]
+    pub fn with_epoch(mut self, epoch: u32) -> Self {
+        self.epoch = epoch;
+        self
     }
 
     /// The instance with this ordinal.
@@ -77,9 +87,19 @@ impl ClusterNames {
             .ok()
     }
 
-    /// The instance's data claim.
+    /// The instance's data claim: `<instance>-pgdata`, `<instance>-pgdata-r<n>` after the
+    /// `n`th restore.
     pub fn claim(&self, instance: &str) -> String {
-        format!("{instance}-pgdata")
+        Self::claim_at(instance, self.epoch)
+    }
+
+    /// The instance's data claim of generation `epoch`.
+    pub fn claim_at(instance: &str, epoch: u32) -> String {
+        if epoch == 0 {
+            format!("{instance}-pgdata")
+        } else {
+            format!("{instance}-pgdata-r{epoch}")
+        }
     }
 
     /// The read-write Service, always selecting the current primary.
@@ -185,6 +205,7 @@ mod tests {
         assert_eq!(n.ordinal("demo-x"), None);
         assert_eq!(n.ordinal("other-2"), None);
         assert_eq!(n.claim("demo-2"), "demo-2-pgdata");
+        assert_eq!(n.clone().with_epoch(2).claim("demo-2"), "demo-2-pgdata-r2");
         assert_eq!(n.primary_service(), "demo-primary");
         assert_eq!(n.primary_host(), "demo-primary.db.svc");
         let sel = n.role_selector(InstanceRole::Primary);

@@ -125,12 +125,14 @@ pub struct ValidatedPostgresCluster {
     pub metrics: Option<MetricsSpec>,
     /// The pgBackRest repository and WAL archiving, when backups are on.
     pub pgbackrest: Option<PgBackRestSpec>,
+    /// The generation of data claims the instances run on (`status.dataEpoch`).
+    pub data_epoch: u32,
 }
 
 impl ValidatedPostgresCluster {
     /// Names of the cluster's children.
     pub fn names(&self) -> ClusterNames {
-        ClusterNames::new(&self.name, &self.namespace)
+        ClusterNames::new(&self.name, &self.namespace).with_epoch(self.data_epoch)
     }
 
     /// The storage of the instance with this ordinal: its override, or the cluster's storage.
@@ -560,6 +562,11 @@ pub fn validate(cluster: &PostgresCluster) -> Result<ValidatedPostgresCluster, S
             paused: spec.paused,
             metrics: spec.metrics.clone(),
             pgbackrest,
+            data_epoch: cluster
+                .status
+                .as_ref()
+                .and_then(|s| s.data_epoch)
+                .unwrap_or(0),
         }),
         _ => Err(problems.join("; ")),
     }

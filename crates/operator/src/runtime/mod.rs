@@ -264,8 +264,9 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     let peers = stores::shared::<EtcdPeer>(&ctx, stop.clone());
     let nodes = stores::nodes(ctx.client.clone(), stop.clone());
     let backups = stores::watched::<steward_api::pgbackrest::PostgresBackup>(&ctx, stop.clone());
-    let (Some(services), Some(pods), Some(peers), Some(nodes), Some(backups)) =
-        (services, pods, peers, nodes, backups)
+    let restores = stores::watched::<steward_api::pgbackrest::PostgresRestore>(&ctx, stop.clone());
+    let (Some(services), Some(pods), Some(peers), Some(nodes), Some(backups), Some(restores)) =
+        (services, pods, peers, nodes, backups, restores)
     else {
         tracing::error!("a shared cache has no subscriber; controllers not started");
         return;
@@ -283,6 +284,7 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         claims: etcd.claims.clone(),
         nodes: nodes.0,
         backups: backups.0,
+        restores: restores.0,
     };
     tokio::join!(
         crate::etcd::controller::run(
@@ -301,6 +303,7 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
                 pods: pods.1,
                 nodes: nodes.1,
                 backups: backups.1,
+                restores: restores.1,
             },
             stop
         ),

@@ -40,7 +40,7 @@ Plurals of Steward's custom resources: one per CRD in crds/steward.dev.yaml.
 .ci/check-deploy.sh fails when a CRD is missing here or in deploy/rbac.yaml.
 */}}
 {{- define "steward.customResources" -}}
-{{- list "etcdclusters" "etcdpeers" "postgresclusters" "postgresbackups" | toJson -}}
+{{- list "etcdclusters" "etcdpeers" "postgresclusters" "postgresbackups" "postgresrestores" | toJson -}}
 {{- end -}}
 
 {{/*
@@ -68,11 +68,12 @@ Rules for Steward's resources and the children it manages. Rendered into a Clust
 - apiGroups: [""]
   resources: ["services"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
-# Member claims: cached, created when missing (never modified), deleted only as the
-# retention policies say (retainOnScaleDown / retainOnDelete: Delete).
+# Member claims: cached, created when missing, deleted only as the retention policies say
+# (retainOnScaleDown / retainOnDelete: Delete); a PostgreSQL restore reads its new claim and
+# labels the claims it replaced (patch), which it never deletes.
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
-  verbs: ["list", "watch", "create", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # Member and instance Pods: cached, created, deleted to replace or fence them; patched to move
 # the PostgreSQL primary's role label.
 - apiGroups: [""]

@@ -321,6 +321,17 @@ impl PostgresAdmin for PgClient {
         })
     }
 
+    async fn switch_wal(&self) -> Result<String, PgAdminError> {
+        let row = self
+            .bounded(
+                "",
+                self.client
+                    .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[]),
+            )
+            .await?;
+        column(&row, 0)
+    }
+
     async fn promote(&self, wait: Duration) -> Result<bool, PgAdminError> {
         let seconds = sql::promote_wait_seconds(wait);
         // The server waits up to `seconds`; give the answer the usual timeout on top.

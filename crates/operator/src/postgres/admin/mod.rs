@@ -318,6 +318,9 @@ pub trait PostgresAdmin: Send + Sync {
     async fn replication(&self) -> Result<Vec<ReplicationConnection>, PgAdminError>;
     /// WAL archiving so far (`pg_stat_archiver`).
     async fn archiver(&self) -> Result<ArchiverStats, PgAdminError>;
+    /// Ends the current WAL segment (`pg_switch_wal`) so that it is archived; returns its file
+    /// name. Fails on a standby (recovery is in progress).
+    async fn switch_wal(&self) -> Result<String, PgAdminError>;
     /// Promotes a standby to primary (`pg_promote`), waiting up to `wait` (whole seconds, at
     /// least one) for it to finish. `Ok(false)`: promotion was triggered but had not finished in
     /// time. [`PgAdminError::NotInRecovery`] on a primary.

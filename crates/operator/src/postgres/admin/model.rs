@@ -166,7 +166,12 @@ pub enum CallKind {
     HasDatabasePrivileges,
     /// `archiver`.
     Archiver,
+    /// `switch_wal`.
+    SwitchWal,
 }
+
+/// PostgreSQL's default WAL segment size.
+const WAL_SEGMENT: u64 = 16 << 20;
 
 /// A call made through the model, failed ones included.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -721,6 +726,34 @@ impl PostgresAdmin for ModelAdmin {
     async fn archiver(&self) -> Result<ArchiverStats, PgAdminError> {
         self.call(CallKind::Archiver, "", |state, name| {
             Ok(state.get(name)?.archiver.clone())
+        })
+    }
+
+    async fn switch_wal(&self) -> Result<String, PgAdminError> {
+        self.call(CallKind::SwitchWal, "", |state, name| {
+            let inst = state.get_mut(name)?;
+            let timeline = inst.timeline;
+            let Mode::Primary { current, .. } = &mut inst.mode else {
+                return Err(PgAdminError::from_sqlstate(
+                    "55000",
+                    "ERROR: recovery is in progress",
+                ));
+            };
+            // Written into the current segment: it ends, and the next one starts at the next
+            // boundary. Nothing written since the last switch: nothing happens. Either way the
+            // answer names the segment that ends at the (new) position, as
+            // `pg_walfile_name(pg_switch_wal())` does.
+            let switched = current.0 % WAL_SEGMENT != 0;
+            if switched {
+                current.0 = (current.0 / WAL_SEGMENT + 1) * WAL_SEGMENT;
+            }
+            let last = current.0.saturating_sub(1);
+            state.wrote = switched;
+            Ok(format!(
+                "{timeline:08X}{:08X}{:08X}",
+                last >> 32,
+                (last & 0xFFFF_FFFF) / WAL_SEGMENT
+            ))
         })
     }
 

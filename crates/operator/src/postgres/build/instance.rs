@@ -66,8 +66,19 @@ pub fn claim(
     cluster: &ValidatedPostgresCluster,
     ordinal: u32,
 ) -> Option<PersistentVolumeClaim> {
+    claim_of_epoch(owner, cluster, ordinal, cluster.data_epoch)
+}
+
+/// [`claim`] of generation `epoch` (a restore creates the next generation's claim before the
+/// cluster moves to it).
+pub fn claim_of_epoch(
+    owner: &PostgresCluster,
+    cluster: &ValidatedPostgresCluster,
+    ordinal: u32,
+    epoch: u32,
+) -> Option<PersistentVolumeClaim> {
     owner.meta().uid.as_ref()?;
-    let names = cluster.names();
+    let names = cluster.names().with_epoch(epoch);
     let instance = names.instance(ordinal);
     let storage = cluster.storage_for(ordinal);
     let mut labels = Labels::new(ENGINE, &cluster.name, DATA_COMPONENT).to_map();

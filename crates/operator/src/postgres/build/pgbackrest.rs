@@ -33,7 +33,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Resource;
-use steward_api::pgbackrest::PostgresBackup;
+use steward_api::pgbackrest::{PostgresBackup, PostgresRestore, RestoreTarget};
 use steward_api::postgres::{PgBackRestSpec, PostgresCluster};
 
 use crate::postgres::repository::BACKUP_ANNOTATION;
@@ -231,6 +231,7 @@ pub fn instance_conf(names: &ClusterNames, spec: &PgBackRestSpec) -> String {
          tls-server-cert-file={crt}\n\
          tls-server-key-file={key}\n\
          lock-path={DATA_MOUNT}/pgbackrest-lock\n\
+         spool-path={DATA_MOUNT}/pgbackrest-spool\n\
          {common}\
          \n\
          [{STANZA}]\n\
@@ -664,6 +665,133 @@ where
     })
 }
 
+/// The Job that runs `PostgresRestore` `restore`.
+pub fn restore_job_name(restore: &str) -> String {
+    format!("{restore}-restore")
+}
+
+/// (pure) pgBackRest's recovery target options for a restore: none for the end of the
+/// archive; `--type=time|lsn|xid|name --target=… --target-action=promote` otherwise, so that
+/// recovery completes by itself; `--set=<label>` when a backup set is named. A time is written
+/// the way pgBackRest parses it for its backup-set selection (`YYYY-MM-DD HH:MM:SS+00`, UTC).
+pub fn restore_target_args(
+    target: Option<&RestoreTarget>,
+    backup_set: Option<&str>,
+) -> Result<Vec<String>, String> {
+    let mut args = Vec::new();
+    if let Some(t) = target {
+        let (kind, value) = match (&t.time, &t.lsn, &t.xid, &t.name) {
+            (Some(time), None, None, None) => {
+                let at: jiff::Timestamp = time
+                    .parse()
+                    .map_err(|e| format!("target.time {time:?} is not an RFC 3339 time: {e}"))?;
+                ("time", at.strftime("%Y-%m-%d %H:%M:%S+00").to_string())
+            }
+            (None, Some(lsn), None, None) => ("lsn", lsn.clone()),
+            (None, None, Some(xid), None) => ("xid", xid.clone()),
+            (None, None, None, Some(name)) => ("name", name.clone()),
+            _ => return Err("a target names exactly one of time, lsn, xid or name".into()),
+        };
+        args.push(format!("--type={kind}"));
+        args.push(format!("--target={value}"));
+        args.push("--target-action=promote".into());
+    }
+    if let Some(set) = backup_set {
+        args.push(format!("--set={set}"));
+    }
+    Ok(args)
+}
+
+/// The Job restoring the cluster's repository into the claim `claim` (instance side of the
+/// configuration: the repository is reached over TLS): `pgbackrest restore --delta` with the
+/// target options, into `PGDATA` on that claim. `--delta` makes a re-run after a failed
+/// attempt reuse what is there; on an empty claim it is a plain restore. pgBackRest writes
+/// `recovery.signal` and the recovery settings, so the primary started on the claim recovers
+/// to the target and promotes. The restore's `nodeLabel` (or the cluster's node selector)
+/// decides where it runs; the claim, created for it, binds there.
+pub fn restore_job(
+    restore: &PostgresRestore,
+    cluster: &ValidatedPostgresCluster,
+    claim: &str,
+    target_args: Vec<String>,
+) -> Option<Job> {
+    let spec = cluster.pgbackrest.as_ref()?;
+    let names = cluster.names();
+    let name = restore.metadata.name.clone()?;
+    let labels = Labels::new(ENGINE, &cluster.name, RESTORE_COMPONENT);
+    let metadata = child_meta(restore, restore_job_name(&name), &labels, &BTreeMap::new())?;
+    restore.meta().uid.as_ref()?;
+    let mut command = vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        format!("mkdir -p {PGDATA} && chmod 700 {PGDATA} && exec \"$@\""),
+        "restore".to_owned(),
+        "pgbackrest".to_owned(),
+        format!("--config={CONFIG_MOUNT}/{INSTANCE_CONF}"),
+        format!("--stanza={STANZA}"),
+        "--delta".to_owned(),
+    ];
+    command.extend(target_args);
+    command.push("restore".into());
+    let mut node_selector = cluster.pod_template.node_selector.clone();
+    if let Some(label) = &restore.spec.node_label {
+        node_selector.insert(label.key.clone(), label.value.clone());
+    }
+    let mut volumes = instance_volumes(&names);
+    volumes.push(Volume {
+        name: DATA_VOLUME.into(),
+        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+            claim_name: claim.to_owned(),
+            read_only: None,
+        }),
+        ..Default::default()
+    });
+    let mut mounts = instance_mounts();
+    mounts.push(mount(DATA_VOLUME, DATA_MOUNT, false));
+    Some(Job {
+        metadata,
+        spec: Some(JobSpec {
+            backoff_limit: Some(0),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels.to_map()),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    containers: vec![Container {
+                        name: CONTAINER.into(),
+                        image: Some(spec.image.clone()),
+                        command: Some(command),
+                        env: Some(vec![value_env(
+                            "PGBACKREST_CONFIG",
+                            format!("{CONFIG_MOUNT}/{INSTANCE_CONF}"),
+                        )]),
+                        volume_mounts: Some(mounts),
+                        termination_message_policy: Some("FallbackToLogsOnError".into()),
+                        ..Default::default()
+                    }],
+                    node_selector: (!node_selector.is_empty()).then_some(node_selector),
+                    tolerations: (!cluster.pod_template.tolerations.is_empty())
+                        .then(|| cluster.pod_template.tolerations.clone()),
+                    volumes: Some(volumes),
+                    security_context: Some(security_context()),
+                    restart_policy: Some("Never".into()),
+                    enable_service_links: Some(false),
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        }),
+        status: None,
+    })
+}
+
+/// The component label of restore Jobs and their Pods.
+pub const RESTORE_COMPONENT: &str = "restore";
+
+/// The volume name of the data claim in the restore Job.
+const DATA_VOLUME: &str = "pgdata";
+
 /// Required pod affinity to the cluster's repository host (same Node).
 fn beside_repository_host(cluster: &str) -> Affinity {
     Affinity {
@@ -814,5 +942,106 @@ mod tests {
         let without = cluster("demo", 3, "16");
         let v = validated(&without);
         assert!(repo_pod(&without, &v).is_none() && config_map(&without, &v).is_none());
+    }
+
+    #[test]
+    fn restore_targets_become_pgbackrest_options() {
+        let t =
+            |json: serde_json::Value| -> RestoreTarget { serde_json::from_value(json).unwrap() };
+        assert_eq!(
+            restore_target_args(None, None).unwrap(),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            restore_target_args(
+                Some(&t(serde_json::json!({"time": "2026-11-26T08:20:34+01:00"}))),
+                None
+            )
+            .unwrap(),
+            [
+                "--type=time",
+                "--target=2026-11-26 07:20:34+00",
+                "--target-action=promote"
+            ]
+        );
+        assert_eq!(
+            restore_target_args(
+                Some(&t(serde_json::json!({"lsn": "0/3000060"}))),
+                Some("20261126-070424F")
+            )
+            .unwrap(),
+            [
+                "--type=lsn",
+                "--target=0/3000060",
+                "--target-action=promote",
+                "--set=20261126-070424F"
+            ]
+        );
+        assert_eq!(
+            restore_target_args(
+                Some(&t(serde_json::json!({"name": "before-migration"}))),
+                None
+            )
+            .unwrap()[..2],
+            ["--type=name", "--target=before-migration"]
+        );
+        assert!(
+            restore_target_args(
+                Some(&t(serde_json::json!({"xid": "7", "lsn": "0/1"}))),
+                None
+            )
+            .is_err()
+        );
+        assert!(
+            restore_target_args(Some(&t(serde_json::json!({"time": "yesterday"}))), None).is_err()
+        );
+    }
+
+    #[test]
+    fn the_restore_job_restores_into_the_new_claim_on_the_asked_node() {
+        let owner = with_backups();
+        let v = validated(&owner);
+        let mut restore: PostgresRestore = serde_json::from_value(serde_json::json!({
+            "apiVersion": "steward.dev/v1alpha1", "kind": "PostgresRestore",
+            "metadata": {"name": "r1", "namespace": "db", "uid": "u-1"},
+            "spec": {"cluster": "demo", "nodeLabel": {"key": "zone", "value": "b"}}}))
+        .unwrap();
+        let job = restore_job(
+            &restore,
+            &v,
+            "demo-0-pgdata-r1",
+            vec!["--type=xid".into(), "--target=7".into()],
+        )
+        .unwrap();
+        assert_eq!(job.metadata.name.as_deref(), Some("r1-restore"));
+        assert_eq!(job.metadata.owner_references.unwrap()[0].name, "r1");
+        let pod = job.spec.unwrap().template.spec.unwrap();
+        assert_eq!(pod.node_selector.unwrap()["zone"], "b");
+        let command = pod.containers[0].command.clone().unwrap();
+        assert!(
+            command[2].starts_with("mkdir -p /var/lib/postgresql/data/pgdata"),
+            "{command:?}"
+        );
+        assert_eq!(
+            command[4..],
+            [
+                "pgbackrest",
+                "--config=/etc/pgbackrest/instance.conf",
+                "--stanza=db",
+                "--delta",
+                "--type=xid",
+                "--target=7",
+                "restore"
+            ]
+        );
+        let claim = pod
+            .volumes
+            .unwrap()
+            .into_iter()
+            .find_map(|v| v.persistent_volume_claim)
+            .unwrap();
+        assert_eq!(claim.claim_name, "demo-0-pgdata-r1");
+        restore.metadata.uid = None;
+        assert!(restore_job(&restore, &v, "x", Vec::new()).is_none());
     }
 }

@@ -66,6 +66,12 @@ impl SubReconciler<PostgresPass> for Failover {
         if let Some(progress) = pass.status.pending_failover.clone() {
             return advance(pass, progress).await;
         }
+        // A restore stops the instances on purpose and starts the restored primary in
+        // recovery: fail-over is off until it is done (seed: "turn off autofail").
+        if pass.status.restore.is_some() {
+            pass.status.primary_unready_since = None;
+            return Ok(Outcome::Continue);
+        }
         // A primary that never answered (no system identifier recorded yet) is still being
         // bootstrapped: there is nothing to fail over from, and UpdateStatus says why it is not
         // up (for instance a Pod the scheduler cannot place).

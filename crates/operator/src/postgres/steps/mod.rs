@@ -8,6 +8,7 @@ pub mod observe_instances;
 pub mod provision_instances;
 pub mod provision_repository;
 pub mod reconcile_users;
+pub mod restore_cluster;
 pub mod rolling_restart;
 pub mod run_backups;
 pub mod update_status;

@@ -7,7 +7,9 @@
 //! old primary of a pending fail-over is left alone until the new one is promoted (fencing).
 //! Scaling `instances` adds the lowest free ordinal or removes the highest-ordinal replica
 //! (never the primary), one per pass, as a `Scale` operation; a removed instance's claim is
-//! deleted only when `storage.retainOnScaleDown` is `Delete`.
+//! deleted only when `storage.retainOnScaleDown` is `Delete`. While a restore runs
+//! (`status.restore`), the instances it stopped are not recreated, then only the restored
+//! primary is, and nothing is scaled.
 
 use std::time::Duration;
 
@@ -99,10 +101,26 @@ impl SubReconciler<PostgresPass> for ProvisionInstances {
             .map(|p| p.from.clone());
         let primary_writable = pass.instance(&primary).is_some_and(|v| v.writable());
         let hash = pass.config_hash.clone().unwrap_or_default();
+        let restore = pass.status.restore.clone();
+        let epoch = pass.names.epoch;
+        // A restore holds the instances it stopped, then starts the restored primary alone.
+        let held = |name: &str| match &restore {
+            None => false,
+            Some(r) if r.failed.is_some() => true,
+            Some(r) => match r.step.as_str() {
+                "StopInstances" | "RestoreJob" => true,
+                "StartPrimary" => name != r.primary || epoch != r.epoch,
+                _ => false,
+            },
+        };
         let mut created = 0;
         let views = pass.instances.clone();
         for view in &views {
-            if view.pod || view.terminating || fenced.as_deref() == Some(view.name.as_str()) {
+            if view.pod
+                || view.terminating
+                || fenced.as_deref() == Some(view.name.as_str())
+                || held(&view.name)
+            {
                 continue;
             }
             let role = if view.name == primary {
@@ -155,7 +173,7 @@ impl SubReconciler<PostgresPass> for ProvisionInstances {
         if created > 0 {
             return Ok(Outcome::requeue(SOON * 2, "instances created"));
         }
-        if fenced.is_some() || !primary_writable {
+        if fenced.is_some() || !primary_writable || restore.is_some() {
             return Ok(Outcome::Continue);
         }
         // Scale, one instance per pass, once every instance is up.

@@ -181,7 +181,25 @@ fn last_words(pass: &PostgresPass, job: &Job) -> Option<String> {
         .filter(|p| p.owner_references().iter().any(|o| o.uid == uid))
         .collect();
     pods.sort_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0));
-    let pod = pods.last()?;
+    termination_message(pods.last()?)
+}
+
+/// A Pod's termination message (a pgBackRest Job's log tail): its `ERROR:` lines if it has
+/// any, else all its lines, joined with ` | `.
+pub fn termination_message(pod: &Pod) -> Option<String> {
+    let message = raw_termination_message(pod)?;
+    let errors: Vec<&str> = message
+        .split(" | ")
+        .filter(|l| l.contains("ERROR:"))
+        .collect();
+    Some(if errors.is_empty() {
+        message
+    } else {
+        errors.join(" | ")
+    })
+}
+
+fn raw_termination_message(pod: &Pod) -> Option<String> {
     pod.status
         .as_ref()?
         .container_statuses

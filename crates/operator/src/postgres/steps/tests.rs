@@ -42,6 +42,7 @@ use crate::postgres::steps::ensure_secrets::EnsureSecrets;
 use crate::postgres::steps::failover::Failover;
 use crate::postgres::steps::observe_instances::ObserveInstances;
 use crate::postgres::steps::reconcile_users::ReconcileUsers;
+use crate::postgres::steps::restore_cluster::RestoreCluster;
 use crate::postgres::steps::run_backups::RunBackups;
 use crate::postgres::steps::update_status::UpdateStatus;
 use crate::postgres::steps::validate_spec::ValidateSpec;
@@ -68,6 +69,7 @@ fn pipeline() -> Pipeline<PostgresPass> {
             Box::new(EnsureSecrets),
             Box::new(ObserveInstances),
             Box::new(Failover),
+            Box::new(RestoreCluster),
             Box::new(RunBackups),
             Box::new(ReconcileUsers),
         ],
@@ -298,6 +300,36 @@ impl Harness {
         self.api::<Pod>().delete(pod, &now).await.unwrap();
     }
 
+    /// The claims stored in the API server, as the cache would hold them.
+    async fn claim_cache(&self) -> Store<k8s_openapi::api::core::v1::PersistentVolumeClaim> {
+        let (store, mut writer) = reflector::store();
+        for c in self
+            .api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+        {
+            writer.apply_watcher_event(&watcher::Event::Apply(c));
+        }
+        store
+    }
+
+    /// The `PostgresRestore`s stored in the API server, as the cache would hold them.
+    async fn restore_cache(&self) -> Store<steward_api::pgbackrest::PostgresRestore> {
+        let (store, mut writer) = reflector::store();
+        for r in self
+            .api::<steward_api::pgbackrest::PostgresRestore>()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+        {
+            writer.apply_watcher_event(&watcher::Event::Apply(r));
+        }
+        store
+    }
+
     /// The `PostgresBackup`s stored in the API server, as the cache would hold them.
     async fn backup_cache(&self) -> Store<steward_api::pgbackrest::PostgresBackup> {
         let (store, mut writer) = reflector::store();
@@ -357,11 +389,13 @@ impl Harness {
             stores: PostgresStores {
                 services: reflector::store().0.into(),
                 pods: self.pod_cache().await.into(),
-                claims: reflector::store().0.into(),
+                claims: self.claim_cache().await.into(),
                 nodes: self.node_cache().await,
                 backups: self.backup_cache().await,
+                restores: self.restore_cache().await,
             },
-            names: ClusterNames::new("demo", NS),
+            names: ClusterNames::new("demo", NS)
+                .with_epoch(stored.as_ref().and_then(|s| s.data_epoch).unwrap_or(0)),
             credentials: None,
             config_hash: None,
             instances: Vec::new(),
