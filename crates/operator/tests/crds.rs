@@ -104,3 +104,17 @@ fn the_backup_example_backs_up_the_backups_example() {
     assert_eq!(serde_json::json!(backup.spec.cluster), cluster);
     assert_eq!(backup.spec.type_, steward_api::pgbackrest::BackupType::Full);
 }
+
+#[test]
+fn the_restore_example_restores_the_backups_example() {
+    let docs = steward_operator::dev::parse_manifests(&repo_file("examples/postgres-restore.yaml"))
+        .unwrap();
+    let restore: steward_api::pgbackrest::PostgresRestore =
+        serde_json::from_value(docs[0].clone()).unwrap();
+    let cluster =
+        steward_operator::dev::parse_manifests(&repo_file("examples/postgres-backups.yaml"))
+            .unwrap()[0]["metadata"]["name"]
+            .clone();
+    assert_eq!(serde_json::json!(restore.spec.cluster), cluster);
+    assert!(restore.spec.target.is_none(), "to the end of the archive");
+}
