@@ -43,7 +43,9 @@ use crate::common::{CommonStatus, PodOverrides, StorageSpec, TimeoutOverrides};
     {"rule": "!has(self.instanceStorage) || self.instanceStorage.all(s, s.ordinal < self.instances)",
      "message": "instanceStorage ordinals must be between 0 and instances - 1"},
     {"rule": "!has(self.instanceStorage) || self.instanceStorage.all(a, self.instanceStorage.exists_one(b, b.ordinal == a.ordinal))",
-     "message": "instanceStorage lists an ordinal more than once"}
+     "message": "instanceStorage lists an ordinal more than once"},
+    {"rule": "has(self.dataSource) == has(oldSelf.dataSource) && (!has(self.dataSource) || self.dataSource == oldSelf.dataSource)",
+     "message": "dataSource is read when the cluster is created and cannot change"}
 ]))]
 pub struct PostgresClusterSpec {
     /// PostgreSQL major version, e.g. `15`. The image tag is the version unless `image` is set.
@@ -106,6 +108,35 @@ pub struct PostgresClusterSpec {
     /// Backups and WAL archiving (seed: "pgbackrest Integration").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backups: Option<BackupsSpec>,
+    /// Where a new cluster's data comes from instead of `initdb`: a restore of another
+    /// cluster's pgBackRest repository (a clone, e.g. to rehearse a restore without touching
+    /// the source). Read once, when the cluster is created; immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_source: Option<DataSource>,
+}
+
+/// A new cluster's initial data.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DataSource {
+    /// Restore from this cluster's repository.
+    pub pgbackrest: PgBackRestSource,
+}
+
+/// Another cluster's repository, and where to stop.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PgBackRestSource {
+    /// A `PostgresCluster` in this namespace with `spec.backups.pgbackrest` (it must be of the
+    /// same PostgreSQL major version).
+    #[schemars(length(min = 1, max = 63))]
+    pub cluster: String,
+    /// Where recovery stops. Unset: the end of the source's archived WAL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<crate::pgbackrest::RestoreTarget>,
+    /// The backup set to restore (a label). Unset: pgBackRest picks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_set: Option<String>,
 }
 
 /// Backups of a cluster.
@@ -204,6 +235,7 @@ impl PostgresClusterSpec {
             paused: false,
             metrics: None,
             backups: None,
+            data_source: None,
             timeouts: None,
         }
     }
@@ -441,6 +473,10 @@ pub struct PostgresClusterStatus {
     /// `n` is `<instance>-pgdata-r<n>`, after the `n`th restore.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_epoch: Option<u32>,
+    /// Set once a cluster created with `spec.dataSource` has its data: the source cluster
+    /// and what was restored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cloned_from: Option<String>,
     /// A restore in progress: kept in status so that a restarted operator continues it.
     /// Automatic fail-over is off while it is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]

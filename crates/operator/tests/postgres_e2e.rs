@@ -1922,3 +1922,106 @@ async fn a_failed_restore_is_reported_and_a_rerun_completes_across_an_operator_r
     wait_ids(&primary(&plane, "rf").await, 80).await;
     plane.shutdown().await;
 }
+
+/// A clone (issue 13, beyond the seed): a new cluster with `dataSource` restores another
+/// cluster's repository (to its end) instead of `initdb` — the source keeps running untouched;
+/// the clone has every row, the source's system identifier, its own repository and stanza;
+/// writes to the clone stay there; its `dataSource` cannot change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_cluster_clones_another_clusters_repository_and_leaves_the_source_alone() {
+    let plane = Plane::start().await;
+    let backups = "  backups:\n    pgbackrest:\n      storage: {size: 1Gi}\n";
+    create(&plane, "src", 1, backups).await;
+    plane
+        .wait_for::<PostgresCluster, _>("the stanza", "src", BOOT, |c| {
+            c.status
+                .as_ref()
+                .and_then(|s| s.backups.as_ref())
+                .is_some_and(|b| b.stanza.is_some())
+        })
+        .await;
+    let source = primary(&plane, "src").await;
+    source
+        .batch_execute(
+            "CREATE TABLE t (id int primary key); INSERT INTO t SELECT generate_series(1, 60)",
+        )
+        .await
+        .unwrap();
+    backed_up(&plane, "src-b1", "src", "full").await;
+    source
+        .batch_execute("INSERT INTO t SELECT generate_series(61, 90)")
+        .await
+        .unwrap();
+    // The rows after the backup reach the archive: the clone restores to the archive's end.
+    let segment: String = source
+        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+        .await
+        .unwrap()
+        .get(0);
+    plane
+        .eventually("the switched segment archived", BOOT, || {
+            let (source, segment) = (&source, segment.clone());
+            async move {
+                let row = source
+                    .query_one(
+                        "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver",
+                        &[],
+                    )
+                    .await
+                    .ok()?;
+                (row.get::<_, String>(0) >= segment).then_some(())
+            }
+        })
+        .await;
+
+    let clone = format!("{backups}  dataSource:\n    pgbackrest:\n      cluster: src\n");
+    let c = create(&plane, "cl", 1, &clone).await;
+    let status = c.status.unwrap();
+    assert_eq!(status.cloned_from.as_deref(), Some("src (latest)"));
+    let src = plane
+        .api::<PostgresCluster>()
+        .get("src")
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(
+        status.system_identifier, src.system_identifier,
+        "a restore of the source"
+    );
+    wait_ids(&primary(&plane, "cl").await, 90).await;
+    // Its own repository gets its own stanza; writes to the clone stay there.
+    plane
+        .wait_for::<PostgresCluster, _>("the clone's stanza", "cl", BOOT, |c| {
+            c.status
+                .as_ref()
+                .and_then(|s| s.backups.as_ref())
+                .is_some_and(|b| b.stanza.is_some() && b.repository == "cl-repo")
+        })
+        .await;
+    primary(&plane, "cl")
+        .await
+        .batch_execute("INSERT INTO t VALUES (1000)")
+        .await
+        .unwrap();
+    wait_ids(&source, 90).await;
+    // dataSource is read once: changing it is refused.
+    let refused = plane
+        .api::<PostgresCluster>()
+        .patch(
+            "cl",
+            &PatchParams::default(),
+            &Patch::Merge(
+                serde_json::json!({"spec": {"dataSource": {"pgbackrest": {"cluster": "other"}}}}),
+            ),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("dataSource is read when the cluster is created"),
+        "{refused}"
+    );
+    plane.shutdown().await;
+}

@@ -164,6 +164,7 @@ pub fn pipeline() -> Pipeline<PostgresPass> {
             Box::new(steps::observe_instances::ObserveInstances),
             Box::new(steps::failover::Failover),
             Box::new(steps::restore_cluster::RestoreCluster),
+            Box::new(steps::clone_from_source::CloneFromSource),
             Box::new(steps::provision_instances::ProvisionInstances),
             Box::new(steps::provision_repository::ProvisionRepository),
             Box::new(steps::run_backups::RunBackups),

@@ -153,6 +153,16 @@ impl ClusterNames {
         format!("{}.{}.svc", self.repo(), self.namespace)
     }
 
+    /// The ConfigMap with the configuration that reads a `dataSource` cluster's repository.
+    pub fn pgbackrest_source_config(&self) -> String {
+        format!("{}-pgbackrest-source", self.cluster)
+    }
+
+    /// The Job that restores a `dataSource` cluster's repository into the first primary.
+    pub fn clone_job(&self) -> String {
+        format!("{}-clone", self.cluster)
+    }
+
     /// The Secret with pgBackRest's TLS certificates (generated once).
     pub fn pgbackrest_tls_secret(&self) -> String {
         format!("{}-pgbackrest-tls", self.cluster)

@@ -127,6 +127,8 @@ pub struct ValidatedPostgresCluster {
     pub pgbackrest: Option<PgBackRestSpec>,
     /// The generation of data claims the instances run on (`status.dataEpoch`).
     pub data_epoch: u32,
+    /// Another cluster's repository the first primary is restored from, instead of `initdb`.
+    pub data_source: Option<steward_api::postgres::PgBackRestSource>,
 }
 
 impl ValidatedPostgresCluster {
@@ -480,6 +482,18 @@ pub fn validate(cluster: &PostgresCluster) -> Result<ValidatedPostgresCluster, S
     }
 
     let mut parameters = check_parameters(&spec.parameters, spec.instances, version, &mut problems);
+    let data_source = spec.data_source.as_ref().map(|d| d.pgbackrest.clone());
+    if let Some(source) = &data_source {
+        if source.cluster == name {
+            problems.push("dataSource.pgbackrest.cluster names this cluster itself".to_owned());
+        }
+        if let Err(why) = crate::postgres::build::pgbackrest::restore_target_args(
+            source.target.as_ref(),
+            source.backup_set.as_deref(),
+        ) {
+            problems.push(format!("dataSource.pgbackrest: {why}"));
+        }
+    }
     let pgbackrest = spec.backups.as_ref().and_then(|b| b.pgbackrest.clone());
     if let Some(pgbackrest) = &pgbackrest {
         check_storage(
@@ -562,6 +576,7 @@ pub fn validate(cluster: &PostgresCluster) -> Result<ValidatedPostgresCluster, S
             paused: spec.paused,
             metrics: spec.metrics.clone(),
             pgbackrest,
+            data_source,
             data_epoch: cluster
                 .status
                 .as_ref()

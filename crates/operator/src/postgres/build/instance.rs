@@ -343,6 +343,14 @@ pub fn pod(
         ));
         volumes.extend(super::pgbackrest::instance_volumes(&names));
     }
+    // A clone's first primary recovers with the `restore_command` its restore wrote, which
+    // reads the source's repository with `source.conf`.
+    if let Some(source) = super::pgbackrest::source_volumes(cluster) {
+        if let Some(mounts) = containers[0].volume_mounts.as_mut() {
+            mounts.extend(super::pgbackrest::source_mounts());
+        }
+        volumes.extend(source);
+    }
     let spec = PodSpec {
         hostname: Some(instance.clone()),
         containers,

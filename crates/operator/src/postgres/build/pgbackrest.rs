@@ -715,39 +715,100 @@ pub fn restore_job(
     claim: &str,
     target_args: Vec<String>,
 ) -> Option<Job> {
-    let spec = cluster.pgbackrest.as_ref()?;
+    cluster.pgbackrest.as_ref()?;
     let names = cluster.names();
     let name = restore.metadata.name.clone()?;
+    let mut node_selector = cluster.pod_template.node_selector.clone();
+    if let Some(label) = &restore.spec.node_label {
+        node_selector.insert(label.key.clone(), label.value.clone());
+    }
+    restore_into(
+        restore,
+        cluster,
+        RestoreInto {
+            job: restore_job_name(&name),
+            claim: claim.to_owned(),
+            config: format!("{CONFIG_MOUNT}/{INSTANCE_CONF}"),
+            volumes: instance_volumes(&names),
+            mounts: instance_mounts(),
+            node_selector,
+            target_args,
+        },
+    )
+}
+
+/// The Job that restores the `dataSource` cluster's repository into the first primary's claim
+/// (`<cluster>-0-pgdata`), with `source.conf` and the source's certificates. A couple of
+/// attempts (a source repository host being replaced); then the failure is reported.
+pub fn clone_job(owner: &PostgresCluster, cluster: &ValidatedPostgresCluster) -> Option<Job> {
+    let source = cluster.data_source.as_ref()?;
+    let names = cluster.names();
+    let args = restore_target_args(source.target.as_ref(), source.backup_set.as_deref()).ok()?;
+    let mut job = restore_into(
+        owner,
+        cluster,
+        RestoreInto {
+            job: names.clone_job(),
+            claim: names.claim(&names.instance(0)),
+            config: format!("{SOURCE_CONFIG_MOUNT}/{SOURCE_CONF}"),
+            volumes: source_volumes(cluster)?,
+            mounts: source_mounts(),
+            node_selector: cluster.pod_template.node_selector.clone(),
+            target_args: args,
+        },
+    )?;
+    if let Some(spec) = job.spec.as_mut() {
+        spec.backoff_limit = Some(2);
+    }
+    Some(job)
+}
+
+/// What a restore Job restores, where, with which configuration.
+struct RestoreInto {
+    job: String,
+    claim: String,
+    config: String,
+    volumes: Vec<Volume>,
+    mounts: Vec<k8s_openapi::api::core::v1::VolumeMount>,
+    node_selector: BTreeMap<String, String>,
+    target_args: Vec<String>,
+}
+
+fn restore_into<K>(owner: &K, cluster: &ValidatedPostgresCluster, what: RestoreInto) -> Option<Job>
+where
+    K: Resource<DynamicType = ()>,
+{
+    let image = cluster
+        .pgbackrest
+        .as_ref()
+        .map_or_else(|| RESTORE_IMAGE.to_owned(), |p| p.image.clone());
     let labels = Labels::new(ENGINE, &cluster.name, RESTORE_COMPONENT);
-    let metadata = child_meta(restore, restore_job_name(&name), &labels, &BTreeMap::new())?;
-    restore.meta().uid.as_ref()?;
+    let metadata = child_meta(owner, what.job, &labels, &BTreeMap::new())?;
+    owner.meta().uid.as_ref()?;
     let mut command = vec![
         "sh".to_owned(),
         "-c".to_owned(),
         format!("mkdir -p {PGDATA} && chmod 700 {PGDATA} && exec \"$@\""),
         "restore".to_owned(),
         "pgbackrest".to_owned(),
-        format!("--config={CONFIG_MOUNT}/{INSTANCE_CONF}"),
+        format!("--config={}", what.config),
         format!("--stanza={STANZA}"),
         "--delta".to_owned(),
     ];
-    command.extend(target_args);
+    command.extend(what.target_args);
     command.push("restore".into());
-    let mut node_selector = cluster.pod_template.node_selector.clone();
-    if let Some(label) = &restore.spec.node_label {
-        node_selector.insert(label.key.clone(), label.value.clone());
-    }
-    let mut volumes = instance_volumes(&names);
+    let mut volumes = what.volumes;
     volumes.push(Volume {
         name: DATA_VOLUME.into(),
         persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-            claim_name: claim.to_owned(),
+            claim_name: what.claim,
             read_only: None,
         }),
         ..Default::default()
     });
-    let mut mounts = instance_mounts();
+    let mut mounts = what.mounts;
     mounts.push(mount(DATA_VOLUME, DATA_MOUNT, false));
+    let node_selector = what.node_selector;
     Some(Job {
         metadata,
         spec: Some(JobSpec {
@@ -760,12 +821,9 @@ pub fn restore_job(
                 spec: Some(PodSpec {
                     containers: vec![Container {
                         name: CONTAINER.into(),
-                        image: Some(spec.image.clone()),
+                        image: Some(image),
                         command: Some(command),
-                        env: Some(vec![value_env(
-                            "PGBACKREST_CONFIG",
-                            format!("{CONFIG_MOUNT}/{INSTANCE_CONF}"),
-                        )]),
+                        env: Some(vec![value_env("PGBACKREST_CONFIG", what.config)]),
                         volume_mounts: Some(mounts),
                         termination_message_policy: Some("FallbackToLogsOnError".into()),
                         ..Default::default()
@@ -784,6 +842,106 @@ pub fn restore_job(
         }),
         status: None,
     })
+}
+
+/// The pgBackRest image of a clone's restore Job when the clone itself has no backups.
+pub const RESTORE_IMAGE: &str = "pgbackrest:2.45";
+
+/// The `dataSource` side: `source.conf` reads the source cluster's repository (TLS, with the
+/// source's client certificate mounted at [`SOURCE_TLS_MOUNT`]) for a restore into this
+/// cluster's data volume. The restore writes a `restore_command` naming this file, so the
+/// first primary mounts it too while it recovers.
+pub const SOURCE_CONF: &str = "source.conf";
+/// Where `source.conf` is mounted.
+pub const SOURCE_CONFIG_MOUNT: &str = "/etc/pgbackrest-source";
+/// Where the source cluster's TLS Secret is mounted.
+pub const SOURCE_TLS_MOUNT: &str = "/etc/steward/pgbackrest-source-tls";
+const SOURCE_CONFIG_VOLUME: &str = "pgbackrest-source";
+const SOURCE_TLS_VOLUME: &str = "pgbackrest-source-tls";
+
+/// (pure) `source.conf` for restoring `source`'s repository into this cluster.
+pub fn source_conf(source: &ClusterNames) -> String {
+    let tls = |key: &str| format!("{SOURCE_TLS_MOUNT}/{key}");
+    format!(
+        "# Generated by Steward; edits are overwritten.\n\
+         [global]\n\
+         repo1-host={repo}\n\
+         repo1-host-type=tls\n\
+         repo1-host-port={PGBACKREST_PORT}\n\
+         repo1-host-ca-file={ca}\n\
+         repo1-host-cert-file={crt}\n\
+         repo1-host-key-file={key}\n\
+         repo1-path={REPO_PATH}\n\
+         lock-path={DATA_MOUNT}/pgbackrest-lock\n\
+         spool-path={DATA_MOUNT}/pgbackrest-spool\n\
+         log-level-console=info\n\
+         log-level-file=off\n\
+         \n\
+         [{STANZA}]\n\
+         pg1-path={PGDATA}\n",
+        repo = source.repo_host(),
+        ca = tls(CA_CRT),
+        crt = tls(CLIENT_CRT),
+        key = tls(CLIENT_KEY),
+    )
+}
+
+/// The ConfigMap `<cluster>-pgbackrest-source` with `source.conf`, while `dataSource` is set.
+pub fn source_config_map(
+    owner: &PostgresCluster,
+    cluster: &ValidatedPostgresCluster,
+) -> Option<ConfigMap> {
+    let source = cluster.data_source.as_ref()?;
+    let names = cluster.names();
+    let source_names = ClusterNames::new(&source.cluster, &cluster.namespace);
+    let labels = Labels::new(ENGINE, &cluster.name, "pgbackrest-source");
+    let metadata = child_meta(
+        owner,
+        names.pgbackrest_source_config(),
+        &labels,
+        &BTreeMap::new(),
+    )?;
+    Some(ConfigMap {
+        metadata,
+        data: Some(BTreeMap::from([(
+            SOURCE_CONF.to_owned(),
+            source_conf(&source_names),
+        )])),
+        ..ConfigMap::default()
+    })
+}
+
+/// The volumes with `source.conf` and the source's certificates. Optional: an instance still
+/// starts once the source (or its Secret) is gone, long after the clone.
+pub fn source_volumes(cluster: &ValidatedPostgresCluster) -> Option<Vec<Volume>> {
+    let source = cluster.data_source.as_ref()?;
+    let names = cluster.names();
+    let source_names = ClusterNames::new(&source.cluster, &cluster.namespace);
+    let mut tls = secret_volume(SOURCE_TLS_VOLUME, source_names.pgbackrest_tls_secret());
+    if let Some(s) = tls.secret.as_mut() {
+        s.optional = Some(true);
+    }
+    Some(vec![
+        Volume {
+            name: SOURCE_CONFIG_VOLUME.into(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: names.pgbackrest_source_config(),
+                default_mode: Some(0o444),
+                optional: Some(true),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        tls,
+    ])
+}
+
+/// The mounts of [`source_volumes`].
+pub fn source_mounts() -> Vec<k8s_openapi::api::core::v1::VolumeMount> {
+    vec![
+        mount(SOURCE_CONFIG_VOLUME, SOURCE_CONFIG_MOUNT, true),
+        mount(SOURCE_TLS_VOLUME, SOURCE_TLS_MOUNT, true),
+    ]
 }
 
 /// The component label of restore Jobs and their Pods.

@@ -3,7 +3,8 @@
 //! hash of its content: instance Pods carry it in their spec hash, so a parameter change
 //! makes them stale and `RollingRestart` restarts them one at a time. With backups on it also
 //! applies `<cluster>-pgbackrest` (both sides' pgBackRest configuration), whose hash joins the
-//! instances' config hash.
+//! instances' config hash. With `dataSource`, `<cluster>-pgbackrest-source` (`source.conf`,
+//! which reads the source cluster's repository).
 
 use async_trait::async_trait;
 
@@ -34,6 +35,9 @@ impl SubReconciler<PostgresPass> for ApplyConfig {
         if let Some(backrest) = pgbackrest::config_map(&pass.cluster, &valid) {
             pass.applier.apply(&backrest, &mut pass.applied).await?;
             hash = config::stable_hash(&format!("{hash}{}", config::config_hash(&backrest)));
+        }
+        if let Some(source) = pgbackrest::source_config_map(&pass.cluster, &valid) {
+            pass.applier.apply(&source, &mut pass.applied).await?;
         }
         pass.config_hash = Some(hash);
         Ok(Outcome::Continue)

@@ -3,7 +3,9 @@
 //! reads both passwords for later steps. A Secret that exists is never rewritten: its password
 //! is what the database has. The passwords go into no log, Event, status or message.
 //! With backups on, it also creates the Secret with pgBackRest's TLS certificates once
-//! (`build::pgbackrest`); its keys are never read back or shown.
+//! (`build::pgbackrest`); its keys are never read back or shown. A cluster created with
+//! `dataSource` gets the source cluster's two passwords instead of generated ones: its data is
+//! a restore of the source's, roles and passwords included.
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Secret;
@@ -12,6 +14,7 @@ use kube::api::{Api, PostParams};
 use crate::error::Error;
 use crate::pipeline::{EventType, Outcome, SubReconciler};
 use crate::postgres::build::{pgbackrest, secrets};
+use crate::postgres::names::ClusterNames;
 use crate::postgres::steps::{SOON, validated};
 use crate::postgres::{Credentials, PostgresPass};
 
@@ -53,6 +56,27 @@ async fn ensure(
         }
     };
     Ok(secrets::key_of(&secret, secrets::PASSWORD_KEY).map(|p| p.expose().to_owned()))
+}
+
+/// The password in a `dataSource` cluster's generated Secret, or why it cannot be read.
+async fn source_password(
+    pass: &PostgresPass,
+    name: String,
+) -> Result<Result<secrets::Password, String>, Error> {
+    let api: Api<Secret> = pass.ctx.api(&pass.core.namespace);
+    let object = format!("{}/{name}", pass.core.namespace);
+    let secret = api
+        .get_opt(&name)
+        .await
+        .map_err(|source| Error::kube("get Secret", object.clone(), source))?;
+    Ok(match secret {
+        None => Err(format!(
+            "dataSource: Secret {object} of the source cluster does not exist (the clone's data has the source's passwords)"
+        )),
+        Some(s) => secrets::key_of(&s, secrets::PASSWORD_KEY)
+            .map(|p| secrets::Password::new(p.expose()))
+            .ok_or_else(|| format!("dataSource: Secret {object} has no `password` key")),
+    })
 }
 
 /// Creates `<cluster>-pgbackrest-tls` with fresh certificates when it is missing.
@@ -104,17 +128,44 @@ impl SubReconciler<PostgresPass> for EnsureSecrets {
         let superuser_name = pass.names.superuser_secret();
         let replication_name = pass.names.replication_secret();
         let valid = validated(pass)?;
+        // A clone's data has the source's roles and passwords: its Secrets start with them.
+        let api: Api<Secret> = pass.ctx.api(&pass.core.namespace);
+        let mut missing = false;
+        for name in [&superuser_name, &replication_name] {
+            missing |= api
+                .get_opt(name)
+                .await
+                .map_err(|source| Error::kube("get Secret", pass.object(), source))?
+                .is_none();
+        }
+        let (superuser_pw, replication_pw) = match &valid.data_source {
+            Some(source) if missing => {
+                let source = ClusterNames::new(&source.cluster, &pass.core.namespace);
+                let read = |name: String| source_password(pass, name);
+                match (
+                    read(source.superuser_secret()).await?,
+                    read(source.replication_secret()).await?,
+                ) {
+                    (Ok(s), Ok(r)) => (s, r),
+                    (Err(why), _) | (_, Err(why)) => {
+                        pass.core.degrade("DataSourceUnavailable", why.clone());
+                        return Ok(Outcome::stop(SOON * 10, why));
+                    }
+                }
+            }
+            _ => (secrets::Password::generate(), secrets::Password::generate()),
+        };
         let superuser = ensure(
             pass,
             &superuser_name,
-            secrets::superuser_secret(&pass.cluster, &valid, &secrets::Password::generate())
+            secrets::superuser_secret(&pass.cluster, &valid, &superuser_pw)
                 .map(secrets::CredentialSecret::into_secret),
         )
         .await?;
         let replication = ensure(
             pass,
             &replication_name,
-            secrets::replication_secret(&pass.cluster, &valid, &secrets::Password::generate())
+            secrets::replication_secret(&pass.cluster, &valid, &replication_pw)
                 .map(secrets::CredentialSecret::into_secret),
         )
         .await?;

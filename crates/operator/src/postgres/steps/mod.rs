@@ -2,6 +2,7 @@
 
 pub mod apply_config;
 pub mod apply_services;
+pub mod clone_from_source;
 pub mod ensure_secrets;
 pub mod failover;
 pub mod observe_instances;

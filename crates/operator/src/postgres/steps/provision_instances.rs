@@ -63,6 +63,13 @@ impl SubReconciler<PostgresPass> for ProvisionInstances {
         if valid.paused {
             return Ok(Outcome::Continue);
         }
+        // A clone's first primary waits for its data (CloneFromSource).
+        if valid.data_source.is_some()
+            && pass.status.cloned_from.is_none()
+            && pass.status.system_identifier.is_none()
+        {
+            return Ok(Outcome::Continue);
+        }
         let wanted = valid.instances.max(1);
         // A new cluster: instance 0 is the primary.
         let primary = match pass.primary() {

@@ -628,7 +628,7 @@ async fn advance(
             match job_outcome(&job) {
                 None => Ok(Outcome::requeue(SOON * 3, "a restore Job runs")),
                 Some(Err(why)) => {
-                    let words = last_words(pass, &job)
+                    let words = crate::postgres::steps::run_backups::last_words(pass, &job)
                         .map(|w| format!(": {w}"))
                         .unwrap_or_default();
                     fail(
@@ -710,20 +710,6 @@ async fn advance(
             message: format!("unknown restore step {other:?} in status.restore"),
         }),
     }
-}
-
-/// The restore's last words: its Job's newest Pod's termination message.
-fn last_words(pass: &PostgresPass, job: &Job) -> Option<String> {
-    let uid = job.uid()?;
-    let mut pods: Vec<Arc<Pod>> = pass
-        .stores
-        .pods
-        .of_instance(&pass.core.namespace, &pass.core.name)
-        .into_iter()
-        .filter(|p| p.owner_references().iter().any(|o| o.uid == uid))
-        .collect();
-    pods.sort_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0));
-    crate::postgres::steps::run_backups::termination_message(pods.last()?)
 }
 
 /// Labels the previous claims, creates the full backup, ends the operation.

@@ -170,8 +170,9 @@ pub fn summarize(info: &RepoInfo, status: &mut BackupsStatus, now: jiff::Timesta
     status.info_time = Some(format_time(now));
 }
 
-/// The last words of a failed backup Job: its newest Pod's termination message.
-fn last_words(pass: &PostgresPass, job: &Job) -> Option<String> {
+/// The last words of a failed Job (backup, restore, clone): its newest Pod's termination
+/// message.
+pub fn last_words(pass: &PostgresPass, job: &Job) -> Option<String> {
     let uid = job.uid()?;
     let mut pods: Vec<Arc<Pod>> = pass
         .stores
