@@ -18,33 +18,16 @@ mod common;
 #[path = "common/postgres.rs"]
 mod pg;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::kubectl;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use pg::{Writer, settled, until};
 use steward_api::postgres::PostgresCluster;
-use steward_operator::dev::{DevPlane, apply_manifests};
+use steward_operator::dev::apply_manifests;
 
 const NAMESPACE: &str = "default";
-
-fn kubectl(plane: &DevPlane, args: &[&str]) -> String {
-    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
-    let out = Command::new(&kubectl)
-        .arg("--kubeconfig")
-        .arg(&plane.kubeconfig)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("running {kubectl} (set KUBECTL): {e}"));
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "kubectl {args:?}: {text}");
-    text
-}
 
 async fn pod(client: &kube::Client, name: &str) -> Pod {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);

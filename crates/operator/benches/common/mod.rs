@@ -32,3 +32,23 @@ pub async fn plane_with_nodes(dir: &tempfile::TempDir, nodes: usize) -> DevPlane
     options.nodes = nodes;
     DevPlane::start(options).await.unwrap()
 }
+
+/// Runs kubectl (`$KUBECTL`, as `scripts/prereqs.sh` installs it) against the plane; panics with
+/// its output when it fails.
+#[allow(dead_code)] // not every benchmark uses it
+pub fn kubectl(plane: &DevPlane, args: &[&str]) -> String {
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let out = std::process::Command::new(&kubectl)
+        .arg("--kubeconfig")
+        .arg(&plane.kubeconfig)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running {kubectl} (set KUBECTL): {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "kubectl {args:?}: {text}");
+    text
+}

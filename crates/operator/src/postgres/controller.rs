@@ -4,13 +4,16 @@
 //! which is how a password change reaches the database within seconds. A Node that changes
 //! state (cordoned, lost, usable again) wakes the clusters with an instance on it, so a drain
 //! of the primary's Node starts the switchover at once. A `PostgresBackup` wakes the cluster
-//! it names (`RunBackups` runs it), and so does a `PostgresRestore` (`RestoreCluster`).
+//! it names (`RunBackups` runs it), and so does a `PostgresRestore` (`RestoreCluster`); a
+//! change of one of Steward's Jobs (stanza, backup, restore, clone) wakes its cluster, so
+//! the end of a Job is seen at once.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod, Secret, Service};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
@@ -202,6 +205,7 @@ pub async fn run(
     let seen = std::sync::Mutex::new(HashMap::<String, NodeState>::new());
     let clusters: Api<PostgresCluster> = ctx.watched_api();
     let secrets: Api<Secret> = ctx.watched_api();
+    let jobs: Api<Job> = ctx.watched_api();
     let state = Arc::new(State {
         ctx: ctx.clone(),
         stores,
@@ -237,6 +241,21 @@ pub async fn run(
                 .namespace()
                 .map(|ns| ObjectRef::new(&restore.spec.cluster).within(&ns))
         })
+        .watches(
+            jobs,
+            watcher::Config::default().labels(&format!(
+                "{}={},{}={}",
+                labels::MANAGED_BY,
+                labels::MANAGER,
+                labels::NAME,
+                ENGINE
+            )),
+            |job: Job| {
+                // A Job's end (stanza, backup, restore, clone) wakes its cluster at once.
+                let cluster = job.labels().get(labels::INSTANCE)?.clone();
+                Some(ObjectRef::new(&cluster).within(&job.namespace()?))
+            },
+        )
         .watches(
             secrets,
             watcher::Config::default().labels(USER_PASSWORD_LABEL),

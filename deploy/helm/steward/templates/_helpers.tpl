@@ -97,11 +97,11 @@ Rules for Steward's resources and the children it manages. Rendered into a Clust
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["patch"]
-# PostgreSQL backups: the pgBackRest Jobs (stanza-create, one per PostgresBackup), read until
-# they end, deleted to re-run stanza-create or to stop a backup past its deadline.
+# PostgreSQL backups: the pgBackRest Jobs (stanza-create, backups, restores, clones), watched
+# until they end, deleted to re-run stanza-create or to stop a backup past its deadline.
 - apiGroups: ["batch"]
   resources: ["jobs"]
-  verbs: ["get", "create", "delete"]
+  verbs: ["get", "list", "watch", "create", "delete"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]

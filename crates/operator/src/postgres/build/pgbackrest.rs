@@ -707,8 +707,9 @@ pub fn restore_target_args(
 /// target options, into `PGDATA` on that claim. `--delta` makes a re-run after a failed
 /// attempt reuse what is there; on an empty claim it is a plain restore. pgBackRest writes
 /// `recovery.signal` and the recovery settings, so the primary started on the claim recovers
-/// to the target and promotes. The restore's `nodeLabel` (or the cluster's node selector)
-/// decides where it runs; the claim, created for it, binds there.
+/// to the target and promotes. The restore's `nodeLabel` (required; else the instances' node
+/// preferences) and the cluster's node selector decide where it runs; the claim, created for
+/// it, binds there.
 pub fn restore_job(
     restore: &PostgresRestore,
     cluster: &ValidatedPostgresCluster,
@@ -722,6 +723,13 @@ pub fn restore_job(
     if let Some(label) = &restore.spec.node_label {
         node_selector.insert(label.key.clone(), label.value.clone());
     }
+    // Without a node label of its own, the Job goes where the cluster's instances prefer.
+    let affinity = restore
+        .spec
+        .node_label
+        .is_none()
+        .then(|| node_affinity_of(cluster))
+        .flatten();
     restore_into(
         restore,
         cluster,
@@ -732,6 +740,7 @@ pub fn restore_job(
             volumes: instance_volumes(&names),
             mounts: instance_mounts(),
             node_selector,
+            affinity,
             target_args,
         },
     )
@@ -754,6 +763,7 @@ pub fn clone_job(owner: &PostgresCluster, cluster: &ValidatedPostgresCluster) ->
             volumes: source_volumes(cluster)?,
             mounts: source_mounts(),
             node_selector: cluster.pod_template.node_selector.clone(),
+            affinity: node_affinity_of(cluster),
             target_args: args,
         },
     )?;
@@ -771,7 +781,17 @@ struct RestoreInto {
     volumes: Vec<Volume>,
     mounts: Vec<k8s_openapi::api::core::v1::VolumeMount>,
     node_selector: BTreeMap<String, String>,
+    affinity: Option<Affinity>,
     target_args: Vec<String>,
+}
+
+/// The node part of the instances' affinity (`nodeLabel`, the template's node affinity).
+fn node_affinity_of(cluster: &ValidatedPostgresCluster) -> Option<Affinity> {
+    let node_affinity = super::instance::affinity(cluster)?.node_affinity?;
+    Some(Affinity {
+        node_affinity: Some(node_affinity),
+        ..Affinity::default()
+    })
 }
 
 fn restore_into<K>(owner: &K, cluster: &ValidatedPostgresCluster, what: RestoreInto) -> Option<Job>
@@ -829,6 +849,7 @@ where
                         ..Default::default()
                     }],
                     node_selector: (!node_selector.is_empty()).then_some(node_selector),
+                    affinity: what.affinity,
                     tolerations: (!cluster.pod_template.tolerations.is_empty())
                         .then(|| cluster.pod_template.tolerations.clone()),
                     volumes: Some(volumes),
@@ -1175,6 +1196,7 @@ mod tests {
         assert_eq!(job.metadata.owner_references.unwrap()[0].name, "r1");
         let pod = job.spec.unwrap().template.spec.unwrap();
         assert_eq!(pod.node_selector.unwrap()["zone"], "b");
+        assert!(pod.affinity.is_none(), "the asked node label decides");
         let command = pod.containers[0].command.clone().unwrap();
         assert!(
             command[2].starts_with("mkdir -p /var/lib/postgresql/data/pgdata"),

@@ -47,8 +47,8 @@ use crate::postgres::validate::ValidatedPostgresCluster;
 /// See the module documentation.
 pub struct RunBackups;
 
-/// How often a pass looks at a running backup Job.
-const JOB_POLL: Duration = Duration::from_secs(3);
+/// How often a pass looks at a running backup Job anyway (its changes wake the cluster).
+const JOB_POLL: Duration = Duration::from_secs(5);
 /// How often the repository is read when nothing happens.
 pub const INFO_REFRESH: Duration = Duration::from_secs(600);
 /// Backups listed in the cluster's status.
