@@ -18,7 +18,6 @@ mod pg;
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Secret, Service};
 use kube::api::{Api, PostParams};
 use pg::{connect, settled, until};
 use steward_api::pgbackrest::{BackupPhase, BackupType, PostgresBackup, PostgresBackupSpec};
@@ -115,18 +114,7 @@ async fn main() {
     .await;
 
     // ~1 GiB: rows of ~1 KiB (md5 text, as compressible as typical data is to lz4).
-    let services: Api<Service> = Api::namespaced(client.clone(), NAMESPACE);
-    let ip = services
-        .get(&format!("{CLUSTER}-primary"))
-        .await
-        .unwrap()
-        .spec
-        .unwrap()
-        .cluster_ip
-        .unwrap();
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
-    let secret = secrets.get(&format!("{CLUSTER}-superuser")).await.unwrap();
-    let password = String::from_utf8(secret.data.unwrap()["password"].0.clone()).unwrap();
+    let (ip, password) = pg::primary_service(&client, NAMESPACE, CLUSTER).await;
     let session = connect(&ip, &password).await.unwrap();
     let rows = (gib() * 1_000_000.0) as i64;
     let loading = Instant::now();

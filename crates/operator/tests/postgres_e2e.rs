@@ -1490,6 +1490,18 @@ async fn with_backups_on_wal_is_archived_to_the_clusters_pgbackrest_repository()
     plane.shutdown().await;
 }
 
+/// Waits until the cluster's repository has its stanza.
+async fn with_stanza(plane: &Plane, cluster: &str) {
+    plane
+        .wait_for::<PostgresCluster, _>("the stanza", cluster, BOOT, |c| {
+            c.status
+                .as_ref()
+                .and_then(|s| s.backups.as_ref())
+                .is_some_and(|b| b.stanza.is_some())
+        })
+        .await;
+}
+
 fn backup_manifest(name: &str, cluster: &str, type_: &str) -> String {
     format!(
         "apiVersion: steward.dev/v1alpha1\nkind: PostgresBackup\nmetadata:\n  name: {name}\nspec:\n  cluster: {cluster}\n  type: {type_}\n"
@@ -1521,14 +1533,7 @@ async fn backups_run_one_at_a_time_and_retention_expires_the_oldest() {
     .await;
     let extra = "  backups:\n    pgbackrest:\n      retentionFull: 1\n      storage: {size: 1Gi}\n";
     create(&plane, "bu", 1, extra).await;
-    plane
-        .wait_for::<PostgresCluster, _>("the stanza", "bu", BOOT, |c| {
-            c.status
-                .as_ref()
-                .and_then(|s| s.backups.as_ref())
-                .is_some_and(|b| b.stanza.is_some())
-        })
-        .await;
+    with_stanza(&plane, "bu").await;
     primary(&plane, "bu")
         .await
         .batch_execute("CREATE TABLE t (id int); INSERT INTO t SELECT generate_series(1, 10000)")
@@ -1711,14 +1716,7 @@ async fn a_point_in_time_restore_brings_back_exactly_the_rows_before_the_target(
     let plane = Plane::start().await;
     let extra = "  backups:\n    pgbackrest:\n      storage: {size: 1Gi}\n";
     create(&plane, "rs", 2, extra).await;
-    plane
-        .wait_for::<PostgresCluster, _>("the stanza", "rs", BOOT, |c| {
-            c.status
-                .as_ref()
-                .and_then(|s| s.backups.as_ref())
-                .is_some_and(|b| b.stanza.is_some())
-        })
-        .await;
+    with_stanza(&plane, "rs").await;
     let session = primary(&plane, "rs").await;
     let insert = |from: i32, to: i32| format!("INSERT INTO t SELECT generate_series({from}, {to})");
     session
@@ -1819,14 +1817,7 @@ async fn a_failed_restore_is_reported_and_a_rerun_completes_across_an_operator_r
     let mut plane = Plane::start().await;
     let extra = "  backups:\n    pgbackrest:\n      storage: {size: 1Gi}\n";
     create(&plane, "rf", 1, extra).await;
-    plane
-        .wait_for::<PostgresCluster, _>("the stanza", "rf", BOOT, |c| {
-            c.status
-                .as_ref()
-                .and_then(|s| s.backups.as_ref())
-                .is_some_and(|b| b.stanza.is_some())
-        })
-        .await;
+    with_stanza(&plane, "rf").await;
     let session = primary(&plane, "rf").await;
     session
         .batch_execute(
@@ -1932,14 +1923,7 @@ async fn a_new_cluster_clones_another_clusters_repository_and_leaves_the_source_
     let plane = Plane::start().await;
     let backups = "  backups:\n    pgbackrest:\n      storage: {size: 1Gi}\n";
     create(&plane, "src", 1, backups).await;
-    plane
-        .wait_for::<PostgresCluster, _>("the stanza", "src", BOOT, |c| {
-            c.status
-                .as_ref()
-                .and_then(|s| s.backups.as_ref())
-                .is_some_and(|b| b.stanza.is_some())
-        })
-        .await;
+    with_stanza(&plane, "src").await;
     let source = primary(&plane, "src").await;
     source
         .batch_execute(

@@ -28,6 +28,27 @@ pub async fn connect(host: &str, password: &str) -> Option<tokio_postgres::Clien
     Some(client)
 }
 
+/// The `-primary` Service's address and the superuser's password of cluster `name`.
+pub async fn primary_service(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> (String, String) {
+    let services: Api<Service> = Api::namespaced(client.clone(), namespace);
+    let service_ip = services
+        .get(&format!("{name}-primary"))
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .cluster_ip
+        .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let secret = secrets.get(&format!("{name}-superuser")).await.unwrap();
+    let password = String::from_utf8(secret.data.unwrap()["password"].0.clone()).unwrap();
+    (service_ip, password)
+}
+
 /// Ready, `want` instances, every replica streaming, nothing in progress.
 pub fn settled(c: &PostgresCluster, want: i32) -> bool {
     c.status.as_ref().is_some_and(|s| {
@@ -76,18 +97,7 @@ impl Writer {
     /// A writer on cluster `name`'s `-primary` Service as its superuser, half a second after
     /// its first insert.
     pub async fn for_cluster(client: &kube::Client, namespace: &str, name: &str) -> Self {
-        let services: Api<Service> = Api::namespaced(client.clone(), namespace);
-        let service_ip = services
-            .get(&format!("{name}-primary"))
-            .await
-            .unwrap()
-            .spec
-            .unwrap()
-            .cluster_ip
-            .unwrap();
-        let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-        let secret = secrets.get(&format!("{name}-superuser")).await.unwrap();
-        let password = String::from_utf8(secret.data.unwrap()["password"].0.clone()).unwrap();
+        let (service_ip, password) = primary_service(client, namespace, name).await;
         let writer = Self::start(service_ip, password).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         writer

@@ -85,22 +85,15 @@ fn step_index(step: &str) -> u32 {
         .unwrap_or(0)
 }
 
-/// (pure) The cluster's restores, oldest first (creation time, then name).
+/// (pure) The cluster's restores, oldest first.
 pub fn restores_of(
     all: &[Arc<PostgresRestore>],
     namespace: &str,
     cluster: &str,
 ) -> Vec<Arc<PostgresRestore>> {
-    let mut mine: Vec<Arc<PostgresRestore>> = all
-        .iter()
-        .filter(|r| r.namespace().as_deref() == Some(namespace) && r.spec.cluster == cluster)
-        .cloned()
-        .collect();
-    mine.sort_by(|a, b| {
-        let at = |x: &PostgresRestore| x.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        (at(a), a.name_any()).cmp(&(at(b), b.name_any()))
-    });
-    mine
+    crate::postgres::steps::run_backups::of_cluster(all, namespace, cluster, |r| {
+        r.spec.cluster.as_str()
+    })
 }
 
 fn phase(r: &PostgresRestore) -> Option<RestorePhase> {

@@ -54,22 +54,33 @@ pub const INFO_REFRESH: Duration = Duration::from_secs(600);
 /// Backups listed in the cluster's status.
 pub const LISTED: usize = 10;
 
-/// (pure) The cluster's backups, oldest first (creation time, then name).
+/// (pure) The objects naming cluster `cluster` of `namespace` (by `spec_cluster`), oldest
+/// first (creation time, then name): the order backups and restores are run in.
+pub fn of_cluster<K: kube::Resource>(
+    all: &[Arc<K>],
+    namespace: &str,
+    cluster: &str,
+    spec_cluster: impl Fn(&K) -> &str,
+) -> Vec<Arc<K>> {
+    let mut mine: Vec<Arc<K>> = all
+        .iter()
+        .filter(|o| o.namespace().as_deref() == Some(namespace) && spec_cluster(o) == cluster)
+        .cloned()
+        .collect();
+    mine.sort_by(|a, b| {
+        let at = |x: &K| x.meta().creation_timestamp.as_ref().map(|t| t.0);
+        (at(a), a.name_any()).cmp(&(at(b), b.name_any()))
+    });
+    mine
+}
+
+/// (pure) The cluster's backups, oldest first.
 pub fn backups_of(
     all: &[Arc<PostgresBackup>],
     namespace: &str,
     cluster: &str,
 ) -> Vec<Arc<PostgresBackup>> {
-    let mut mine: Vec<Arc<PostgresBackup>> = all
-        .iter()
-        .filter(|b| b.namespace().as_deref() == Some(namespace) && b.spec.cluster == cluster)
-        .cloned()
-        .collect();
-    mine.sort_by(|a, b| {
-        let at = |x: &PostgresBackup| x.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        (at(a), a.name_any()).cmp(&(at(b), b.name_any()))
-    });
-    mine
+    of_cluster(all, namespace, cluster, |b| b.spec.cluster.as_str())
 }
 
 fn phase(b: &PostgresBackup) -> Option<BackupPhase> {
@@ -371,6 +382,18 @@ async fn refresh(
     Ok(Some(info))
 }
 
+/// A backup's status while its Job runs.
+fn running_in(backup: &PostgresBackup, job: &str, now: jiff::Timestamp) -> PostgresBackupStatus {
+    let mut status = with(
+        backup,
+        BackupPhase::Running,
+        format!("pgbackrest backup runs in Job {job}"),
+    );
+    status.job = Some(job.to_owned());
+    status.started_at.get_or_insert_with(|| format_time(now));
+    status
+}
+
 /// Follows the running backup: creates its Job, waits for it, concludes.
 async fn follow(
     pass: &mut PostgresPass,
@@ -422,14 +445,7 @@ async fn follow(
             Err(kube::Error::Api(e)) if e.code == 409 => {}
             Err(source) => return Err(Error::kube("create Job", object, source)),
         }
-        let mut status = with(
-            backup,
-            BackupPhase::Running,
-            format!("pgbackrest backup runs in Job {job_name}"),
-        );
-        status.job = Some(job_name.clone());
-        status.started_at.get_or_insert_with(|| format_time(now));
-        write_status(pass, backup, status).await?;
+        write_status(pass, backup, running_in(backup, &job_name, now)).await?;
         pass.core.advance_operation(
             OperationKind::Backup,
             "RunJob",
@@ -440,14 +456,7 @@ async fn follow(
     };
     match job_outcome(&job) {
         None => {
-            let mut status = with(
-                backup,
-                BackupPhase::Running,
-                format!("pgbackrest backup runs in Job {job_name}"),
-            );
-            status.job = Some(job_name.clone());
-            status.started_at.get_or_insert_with(|| format_time(now));
-            write_status(pass, backup, status).await?;
+            write_status(pass, backup, running_in(backup, &job_name, now)).await?;
             Ok(Outcome::requeue(JOB_POLL, "a backup Job runs"))
         }
         Some(Err(why)) => {
