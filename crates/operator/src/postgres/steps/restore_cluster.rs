@@ -144,21 +144,12 @@ async fn write_status(
     if restore.status.as_ref() == Some(&status) {
         return Ok(());
     }
-    let api: Api<PostgresRestore> = pass.ctx.api(&pass.core.namespace);
-    let name = restore.name_any();
-    let patch = serde_json::json!({ "status": status });
-    match api
-        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(source) => Err(Error::kube(
-            "update PostgresRestore status",
-            format!("{}/{name}", pass.core.namespace),
-            source,
-        )),
-    }
+    crate::postgres::steps::run_backups::patch_status::<PostgresRestore>(
+        pass,
+        &restore.name_any(),
+        &status,
+    )
+    .await
 }
 
 fn current(restore: &PostgresRestore) -> PostgresRestoreStatus {

@@ -235,18 +235,33 @@ async fn write_status(
     if backup.status.as_ref() == Some(&status) {
         return Ok(());
     }
-    let api: Api<PostgresBackup> = pass.ctx.api(&pass.core.namespace);
-    let name = backup.name_any();
+    patch_status::<PostgresBackup>(pass, &backup.name_any(), &status).await
+}
+
+/// Merges `status` into the status of the `K` named `name` (a user's object: a backup or a
+/// restore). One that was deleted meanwhile is left alone.
+pub async fn patch_status<K>(
+    pass: &PostgresPass,
+    name: &str,
+    status: &impl serde::Serialize,
+) -> Result<(), Error>
+where
+    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned,
+{
+    let api: Api<K> = pass.ctx.api(&pass.core.namespace);
     let patch = serde_json::json!({ "status": status });
     match api
-        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
     {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(source) => Err(Error::kube(
-            "update PostgresBackup status",
-            format!("{}/{name}", pass.core.namespace),
+            "update status",
+            format!("{} {}/{name}", K::kind(&()), pass.core.namespace),
             source,
         )),
     }
