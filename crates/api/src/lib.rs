@@ -8,6 +8,7 @@ pub mod common;
 pub mod etcd;
 pub mod pgbackrest;
 pub mod postgres;
+pub mod schedule;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
@@ -25,5 +26,6 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         postgres::PostgresCluster::crd(),
         pgbackrest::PostgresBackup::crd(),
         pgbackrest::PostgresRestore::crd(),
+        schedule::Schedule::crd(),
     ]
 }

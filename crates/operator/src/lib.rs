@@ -19,4 +19,5 @@ pub mod pipeline;
 pub mod postgres;
 pub mod resources;
 pub mod runtime;
+pub mod schedule;
 pub mod webhook;

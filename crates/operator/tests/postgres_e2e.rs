@@ -2009,3 +2009,133 @@ async fn a_new_cluster_clones_another_clusters_repository_and_leaves_the_source_
     );
     plane.shutdown().await;
 }
+
+/// The scheduler (issue 14, first part): a `pgbackrest` schedule every 10 s fires at its
+/// seconds (UTC) — each run a `PostgresBackup` named after its slot, created within a second
+/// of it — keeps `successfulRunsHistoryLimit` runs, and runs a slot that fell while the
+/// operator was down exactly once (the newest missed one). A schedule every 2 s whose runs
+/// outlast its slots skips them and says so (`concurrencyPolicy: Forbid`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn schedules_fire_on_their_seconds_once_per_slot_across_an_operator_restart() {
+    use steward_api::pgbackrest::PostgresBackup;
+    use steward_api::schedule::Schedule;
+    let mut plane = Plane::start().await;
+    let extra = "  backups:\n    pgbackrest:\n      storage: {size: 1Gi}\n";
+    create(&plane, "sc", 1, extra).await;
+    with_stanza(&plane, "sc").await;
+    let schedule = |name: &str, cron: &str, type_: &str, limit: u32| {
+        format!(
+            "apiVersion: steward.dev/v1alpha1\nkind: Schedule\nmetadata:\n  name: {name}\nspec:\n  cluster: sc\n  schedule: \"{cron}\"\n  type: pgbackrest\n  pgbackrest: {{type: {type_}}}\n  successfulRunsHistoryLimit: {limit}\n"
+        )
+    };
+    plane
+        .apply(&schedule("every10", "*/10 * * * * *", "incr", 2))
+        .await;
+    plane
+        .apply(&schedule("every2", "*/2 * * * * *", "full", 1))
+        .await;
+    let runs = |s: &Schedule, phase: &str| {
+        s.status
+            .as_ref()
+            .map_or(0, |s| s.runs.iter().filter(|r| r.phase == phase).count())
+    };
+    let s = plane
+        .wait_for::<Schedule, _>("two runs of every10", "every10", BOOT, |s| {
+            runs(s, "Succeeded") >= 2
+        })
+        .await;
+    let status = s.status.unwrap();
+    assert!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Valid" && c.status == "True")
+    );
+    assert!(status.next_schedule_time.is_some() && status.last_successful_time.is_some());
+    // Every run is named after its slot, a multiple of 10 s, and was created within a second.
+    let backups = plane.api::<PostgresBackup>();
+    let mine = backups
+        .list(&ListParams::default().labels("steward.dev/schedule=every10"))
+        .await
+        .unwrap()
+        .items;
+    assert!(!mine.is_empty());
+    for b in &mine {
+        let slot: i64 = b
+            .name_any()
+            .strip_prefix("every10-")
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(slot % 10, 0, "{}", b.name_any());
+        let created = b
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .unwrap()
+            .0
+            .as_second();
+        assert!(
+            (0..=1).contains(&(created - slot)),
+            "{} created at {created}",
+            b.name_any()
+        );
+    }
+    // Overlap: every2's runs outlast its slots; those slots are skipped and reported.
+    plane
+        .wait_for::<Schedule, _>("every2 skipping a slot", "every2", BOOT, |s| {
+            s.status
+                .as_ref()
+                .and_then(|s| s.last_error.as_deref())
+                .is_some_and(|e| e.contains("is still active (concurrencyPolicy Forbid)"))
+        })
+        .await;
+    plane
+        .api::<Schedule>()
+        .delete("every2", &Default::default())
+        .await
+        .unwrap();
+
+    // The operator is down across a slot of every10: the newest missed slot runs, once.
+    let (down, up) = plane.restart_operator_after(Duration::from_secs(12)).await;
+    let (down, up) = (down.as_second(), up.as_second());
+    let slots_in = |items: &[PostgresBackup]| {
+        items
+            .iter()
+            .filter_map(|b| b.name_any().strip_prefix("every10-")?.parse::<i64>().ok())
+            .filter(|t| *t > down && *t <= up)
+            .count()
+    };
+    plane
+        .eventually("the missed slot run", BOOT, || {
+            let backups = backups.clone();
+            async move {
+                let items = backups
+                    .list(&ListParams::default().labels("steward.dev/schedule=every10"))
+                    .await
+                    .ok()?
+                    .items;
+                (slots_in(&items) > 0).then_some(())
+            }
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let items = backups
+        .list(&ListParams::default().labels("steward.dev/schedule=every10"))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(
+        slots_in(&items),
+        1,
+        "one run for the slots missed while down"
+    );
+    // History: at most two succeeded runs are kept.
+    let s = plane
+        .wait_for::<Schedule, _>("every10 after the restart", "every10", BOOT, |s| {
+            runs(s, "Succeeded") >= 2
+        })
+        .await;
+    assert!(runs(&s, "Succeeded") <= 2, "{:?}", s.status);
+    plane.shutdown().await;
+}

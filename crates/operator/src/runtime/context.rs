@@ -316,7 +316,8 @@ impl Context {
         })
     }
 
-    async fn execute<K>(&self, obj: &K, effects: Vec<Effect>)
+    /// Publishes Events, sends webhooks and counts finished operations, for `obj`.
+    pub async fn execute<K>(&self, obj: &K, effects: Vec<Effect>)
     where
         K: Resource<DynamicType = ()>,
     {

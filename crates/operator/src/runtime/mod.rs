@@ -295,6 +295,7 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
             stop.clone()
         ),
         crate::etcd::peer::run(ctx.clone(), etcd, pods.1.clone(), stop.clone()),
+        crate::schedule::run(ctx.clone(), stop.clone()),
         crate::postgres::controller::run(
             ctx,
             postgres,

@@ -287,6 +287,15 @@ impl Plane {
     /// Stops the operator and starts a new one (same flags and identity), as a restart would.
     /// The old one is stopped first, so two operators never run passes at once.
     pub async fn restart_operator(&mut self) {
+        let _ = self.restart_operator_after(Duration::ZERO).await;
+    }
+
+    /// Stops the operator, waits `pause` (nothing reconciles meanwhile), and starts a new one.
+    /// Returns when the old one had stopped and when the new one started.
+    pub async fn restart_operator_after(
+        &mut self,
+        pause: Duration,
+    ) -> (jiff::Timestamp, jiff::Timestamp) {
         let scoped = self.real.is_some().then(|| self.namespace.clone());
         let (slot, client) = match (&mut self.embedded, &mut self.real) {
             (Some(p), _) => (&mut p.operator, p.operator_client.clone()),
@@ -294,9 +303,13 @@ impl Plane {
             _ => unreachable!(),
         };
         slot.stop().await.unwrap();
+        let stopped = jiff::Timestamp::now();
+        tokio::time::sleep(pause).await;
+        let started = jiff::Timestamp::now();
         let fresh = start_operator(&client, scoped.as_deref(), &self.extra_operator_flags).await;
         let old = std::mem::replace(slot, fresh);
         old.shutdown().await.unwrap();
+        (stopped, started)
     }
 
     /// Polls `get` every 250 ms until `ready` holds, or fails after `timeout` with the last
