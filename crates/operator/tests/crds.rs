@@ -118,3 +118,16 @@ fn the_restore_example_restores_the_backups_example() {
     assert_eq!(serde_json::json!(restore.spec.cluster), cluster);
     assert!(restore.spec.target.is_none(), "to the end of the archive");
 }
+
+#[test]
+fn the_schedule_example_parses_and_its_expressions_are_valid() {
+    let docs =
+        steward_operator::dev::parse_manifests(&repo_file("examples/postgres-schedule.yaml"))
+            .unwrap();
+    assert_eq!(docs.len(), 2);
+    for doc in docs {
+        let schedule: steward_api::schedule::Schedule = serde_json::from_value(doc).unwrap();
+        assert_eq!(schedule.spec.cluster, "demo-backups");
+        steward_operator::schedule::cron::parse(&schedule.spec.schedule).unwrap();
+    }
+}
