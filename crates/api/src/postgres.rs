@@ -177,8 +177,11 @@ pub struct PgBackRestSpec {
     pub storage: StorageSpec,
 }
 
+/// The pgBackRest image when `backups.pgbackrest.image` is not set.
+pub const DEFAULT_PGBACKREST_IMAGE: &str = "pgbackrest:2.45";
+
 fn default_pgbackrest_image() -> String {
-    "pgbackrest:2.45".to_owned()
+    DEFAULT_PGBACKREST_IMAGE.to_owned()
 }
 
 fn default_retention_full() -> u32 {

@@ -18,7 +18,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -31,50 +30,11 @@ use steward_api::etcd::EtcdCluster;
 use steward_api::postgres::PostgresCluster;
 use steward_operator::embedded::Embedded;
 
+#[path = "common/process.rs"]
+mod process;
+use process::{Operator, arg, cpu_ticks, rss_mib};
+
 const NS: &str = "db";
-
-fn arg(name: &str, default: u64) -> u64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(default)
-}
-
-struct Operator(Child);
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Resident set size of a process, in MiB.
-fn rss_mib(pid: &str) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
-/// User + system CPU time of a process, in clock ticks (100 per second on Linux).
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let field = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    // After the command: state is field 0, utime 11, stime 12.
-    field(11) + field(12)
-}
 
 /// Objects of kind `K` (all namespaces) written after resourceVersion `since`.
 async fn written_since<K>(client: &Client, since: u64) -> usize
@@ -242,29 +202,8 @@ async fn main() {
 
     // 2. The operator, as its own process, until every cluster has its first child.
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n\
-             users:\n- name: u\n  user:\n    token: {}\ncontexts:\n- name: c\n  context:\n    \
-             cluster: c\n    user: u\ncurrent-context: c\n",
-            plane.server.url(),
-            plane.server.admin_token()
-        ),
-    )
-    .unwrap();
     let started = Instant::now();
-    let operator = Operator(
-        Command::new(env!("CARGO_BIN_EXE_steward"))
-            .args(["operator", "--http-addr", "127.0.0.1:0"])
-            .env("KUBECONFIG", &kubeconfig)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("operator.log")).unwrap())
-            .spawn()
-            .unwrap(),
-    );
+    let operator = Operator::start(&plane, dir.path());
     let pid = operator.0.id();
     let services: Api<Service> = Api::namespaced(client.clone(), NS);
     let mut first_child: std::collections::HashMap<String, Duration> = Default::default();
@@ -288,10 +227,7 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let mut operator = operator;
-    if let Ok(Some(exit)) = operator.0.try_wait() {
-        let log = std::fs::read_to_string(dir.path().join("operator.log")).unwrap_or_default();
-        panic!("the operator exited ({exit}):\n{log}");
-    }
+    operator.assert_running(dir.path());
     let got = names
         .iter()
         .filter(|(_, name)| first_child.contains_key(name))

@@ -15,7 +15,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -28,47 +27,11 @@ use steward_api::postgres::PostgresCluster;
 use steward_api::schedule::Schedule;
 use steward_operator::embedded::Embedded;
 
+#[path = "common/process.rs"]
+mod process;
+use process::{Operator, arg, cpu_ticks, rss_mib};
+
 const NS: &str = "db";
-
-fn arg(name: &str, default: u64) -> u64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(default)
-}
-
-struct Operator(Child);
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let field = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    field(11) + field(12)
-}
 
 fn schedule(name: &str, cron: &str) -> Schedule {
     serde_json::from_value(serde_json::json!({
@@ -159,29 +122,8 @@ async fn main() {
     };
 
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n\
-             users:\n- name: u\n  user:\n    token: {}\ncontexts:\n- name: c\n  context:\n    \
-             cluster: c\n    user: u\ncurrent-context: c\n",
-            plane.server.url(),
-            plane.server.admin_token()
-        ),
-    )
-    .unwrap();
     let started = Instant::now();
-    let mut operator = Operator(
-        Command::new(env!("CARGO_BIN_EXE_steward"))
-            .args(["operator", "--http-addr", "127.0.0.1:0"])
-            .env("KUBECONFIG", &kubeconfig)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("operator.log")).unwrap())
-            .spawn()
-            .unwrap(),
-    );
+    let mut operator = Operator::start(&plane, dir.path());
     let pid = operator.0.id();
     loop {
         let list = schedules.list(&ListParams::default()).await.unwrap();
@@ -197,10 +139,7 @@ async fn main() {
         if ready as u64 == idle + firing {
             break;
         }
-        if let Ok(Some(exit)) = operator.0.try_wait() {
-            let log = std::fs::read_to_string(dir.path().join("operator.log")).unwrap_or_default();
-            panic!("the operator exited ({exit}):\n{log}");
-        }
+        operator.assert_running(dir.path());
         assert!(
             started.elapsed() < Duration::from_secs(600),
             "schedules never all scheduled ({ready})"
@@ -218,7 +157,7 @@ async fn main() {
     let at = Instant::now();
     tokio::time::sleep(Duration::from_secs(steady)).await;
     let cpu = (cpu_ticks(pid) - ticks) as f64 / at.elapsed().as_secs_f64();
-    let rss = rss_mib(pid);
+    let rss = rss_mib(&pid.to_string());
     watching.abort();
     let mut delays: Vec<f64> = arrivals
         .lock()

@@ -69,11 +69,11 @@ Rules for Steward's resources and the children it manages. Rendered into a Clust
   resources: ["services"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # Member claims: cached, created when missing, deleted only as the retention policies say
-# (retainOnScaleDown / retainOnDelete: Delete); a PostgreSQL restore reads its new claim and
+# (retainOnScaleDown / retainOnDelete: Delete); a PostgreSQL restore creates its new claim and
 # labels the claims it replaced (patch), which it never deletes.
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
-  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
 # Member and instance Pods: cached, created, deleted to replace or fence them; patched to move
 # the PostgreSQL primary's role label.
 - apiGroups: [""]

@@ -615,44 +615,85 @@ fn repo_job<K>(
 where
     K: Resource<DynamicType = ()>,
 {
-    let spec = cluster.pgbackrest.as_ref()?;
-    let names = cluster.names();
-    let metadata = child_meta(owner, name, &labels, &BTreeMap::new())?;
-    owner.meta().uid.as_ref()?;
+    cluster.pgbackrest.as_ref()?;
+    let config = format!("{CONFIG_MOUNT}/{REPO_CONF}");
     let mut command = vec![
         "pgbackrest".to_owned(),
-        format!("--config={CONFIG_MOUNT}/{REPO_CONF}"),
+        format!("--config={config}"),
         format!("--stanza={STANZA}"),
     ];
     command.extend(args);
+    pgbackrest_job(
+        owner,
+        cluster,
+        PgBackRestJob {
+            name,
+            labels,
+            command,
+            config,
+            volumes: repo_volumes(&cluster.names()),
+            mounts: repo_mounts(),
+            node_selector: cluster.pod_template.node_selector.clone(),
+            affinity: Some(beside_repository_host(&cluster.name)),
+            backoff_limit,
+        },
+    )
+}
+
+/// One `pgbackrest` container in a Job: the pgBackRest image, `PGBACKREST_CONFIG`, the
+/// termination message from the log on error, the postgres user, the cluster's node selector
+/// and tolerations, `restartPolicy: Never`.
+struct PgBackRestJob {
+    name: String,
+    labels: Labels,
+    command: Vec<String>,
+    config: String,
+    volumes: Vec<Volume>,
+    mounts: Vec<k8s_openapi::api::core::v1::VolumeMount>,
+    node_selector: BTreeMap<String, String>,
+    affinity: Option<Affinity>,
+    backoff_limit: i32,
+}
+
+fn pgbackrest_job<K>(
+    owner: &K,
+    cluster: &ValidatedPostgresCluster,
+    job: PgBackRestJob,
+) -> Option<Job>
+where
+    K: Resource<DynamicType = ()>,
+{
+    let image = cluster.pgbackrest.as_ref().map_or_else(
+        || steward_api::postgres::DEFAULT_PGBACKREST_IMAGE.to_owned(),
+        |p| p.image.clone(),
+    );
+    let metadata = child_meta(owner, job.name, &job.labels, &BTreeMap::new())?;
+    owner.meta().uid.as_ref()?;
+    let node_selector = job.node_selector;
     Some(Job {
         metadata,
         spec: Some(JobSpec {
-            backoff_limit: Some(backoff_limit),
+            backoff_limit: Some(job.backoff_limit),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
-                    labels: Some(labels.to_map()),
+                    labels: Some(job.labels.to_map()),
                     ..ObjectMeta::default()
                 }),
                 spec: Some(PodSpec {
                     containers: vec![Container {
                         name: CONTAINER.into(),
-                        image: Some(spec.image.clone()),
-                        command: Some(command),
-                        env: Some(vec![value_env(
-                            "PGBACKREST_CONFIG",
-                            format!("{CONFIG_MOUNT}/{REPO_CONF}"),
-                        )]),
-                        volume_mounts: Some(repo_mounts()),
+                        image: Some(image),
+                        command: Some(job.command),
+                        env: Some(vec![value_env("PGBACKREST_CONFIG", job.config)]),
+                        volume_mounts: Some(job.mounts),
                         termination_message_policy: Some("FallbackToLogsOnError".into()),
                         ..Default::default()
                     }],
-                    affinity: Some(beside_repository_host(&cluster.name)),
-                    node_selector: (!cluster.pod_template.node_selector.is_empty())
-                        .then(|| cluster.pod_template.node_selector.clone()),
+                    node_selector: (!node_selector.is_empty()).then_some(node_selector),
+                    affinity: job.affinity,
                     tolerations: (!cluster.pod_template.tolerations.is_empty())
                         .then(|| cluster.pod_template.tolerations.clone()),
-                    volumes: Some(repo_volumes(&names)),
+                    volumes: Some(job.volumes),
                     security_context: Some(security_context()),
                     restart_policy: Some("Never".into()),
                     enable_service_links: Some(false),
@@ -798,13 +839,6 @@ fn restore_into<K>(owner: &K, cluster: &ValidatedPostgresCluster, what: RestoreI
 where
     K: Resource<DynamicType = ()>,
 {
-    let image = cluster
-        .pgbackrest
-        .as_ref()
-        .map_or_else(|| RESTORE_IMAGE.to_owned(), |p| p.image.clone());
-    let labels = Labels::new(ENGINE, &cluster.name, RESTORE_COMPONENT);
-    let metadata = child_meta(owner, what.job, &labels, &BTreeMap::new())?;
-    owner.meta().uid.as_ref()?;
     let mut command = vec![
         "sh".to_owned(),
         "-c".to_owned(),
@@ -828,45 +862,22 @@ where
     });
     let mut mounts = what.mounts;
     mounts.push(mount(DATA_VOLUME, DATA_MOUNT, false));
-    let node_selector = what.node_selector;
-    Some(Job {
-        metadata,
-        spec: Some(JobSpec {
-            backoff_limit: Some(0),
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels.to_map()),
-                    ..ObjectMeta::default()
-                }),
-                spec: Some(PodSpec {
-                    containers: vec![Container {
-                        name: CONTAINER.into(),
-                        image: Some(image),
-                        command: Some(command),
-                        env: Some(vec![value_env("PGBACKREST_CONFIG", what.config)]),
-                        volume_mounts: Some(mounts),
-                        termination_message_policy: Some("FallbackToLogsOnError".into()),
-                        ..Default::default()
-                    }],
-                    node_selector: (!node_selector.is_empty()).then_some(node_selector),
-                    affinity: what.affinity,
-                    tolerations: (!cluster.pod_template.tolerations.is_empty())
-                        .then(|| cluster.pod_template.tolerations.clone()),
-                    volumes: Some(volumes),
-                    security_context: Some(security_context()),
-                    restart_policy: Some("Never".into()),
-                    enable_service_links: Some(false),
-                    ..Default::default()
-                }),
-            },
-            ..Default::default()
-        }),
-        status: None,
-    })
+    pgbackrest_job(
+        owner,
+        cluster,
+        PgBackRestJob {
+            name: what.job,
+            labels: Labels::new(ENGINE, &cluster.name, RESTORE_COMPONENT),
+            command,
+            config: what.config,
+            volumes,
+            mounts,
+            node_selector: what.node_selector,
+            affinity: what.affinity,
+            backoff_limit: 0,
+        },
+    )
 }
-
-/// The pgBackRest image of a clone's restore Job when the clone itself has no backups.
-pub const RESTORE_IMAGE: &str = "pgbackrest:2.45";
 
 /// The `dataSource` side: `source.conf` reads the source cluster's repository (TLS, with the
 /// source's client certificate mounted at [`SOURCE_TLS_MOUNT`]) for a restore into this

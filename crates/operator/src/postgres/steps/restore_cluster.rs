@@ -348,7 +348,7 @@ async fn begin(
         change: OperationChange::default(),
         message: format!("restore {name} of {primary}"),
     });
-    if let StartedKind::Busy(kind) | StartedKind::Blocked(kind) = started_kind(started) {
+    if let Some(kind) = not_started(started) {
         let why = format!("another operation is running ({kind})");
         refuse(pass, restore, why).await?;
         return Ok(Outcome::Continue);
@@ -391,18 +391,12 @@ async fn begin(
     advance(pass, valid, progress, Some(&restore)).await
 }
 
-/// `Busy`/`Blocked` as text, for the refusal.
-enum StartedKind {
-    Ok,
-    Busy(String),
-    Blocked(String),
-}
-
-fn started_kind(started: Started) -> StartedKind {
+/// What keeps an operation from starting (`Busy`, `Blocked`), as text; `None` once started.
+fn not_started(started: Started) -> Option<String> {
     match started {
-        Started::New | Started::Resumed => StartedKind::Ok,
-        Started::Busy(kind) => StartedKind::Busy(kind.as_str().to_owned()),
-        Started::Blocked(why) => StartedKind::Blocked(why),
+        Started::New | Started::Resumed => None,
+        Started::Busy(kind) => Some(kind.as_str().to_owned()),
+        Started::Blocked(why) => Some(why),
     }
 }
 
@@ -542,12 +536,8 @@ async fn advance(
             let ordinal = pass.names.ordinal(&progress.primary).unwrap_or(0);
             let claim = ClusterNames::claim_at(&progress.primary, progress.epoch);
             let claims: Api<PersistentVolumeClaim> = pass.ctx.api(&ns);
-            if claims
-                .get_opt(&claim)
-                .await
-                .map_err(|s| Error::kube("get PersistentVolumeClaim", pass.object(), s))?
-                .is_none()
-            {
+            let cached = kube::runtime::reflector::ObjectRef::new(&claim).within(&ns);
+            if pass.stores.claims.get(&cached).is_none() {
                 let Some(desired) =
                     instance::claim_of_epoch(&pass.cluster, valid, ordinal, progress.epoch)
                 else {
@@ -827,8 +817,7 @@ impl SubReconciler<PostgresPass> for RestoreCluster {
                         progress.primary, progress.name
                     ),
                 });
-                if let StartedKind::Busy(kind) | StartedKind::Blocked(kind) = started_kind(started)
-                {
+                if let Some(kind) = not_started(started) {
                     pending(
                         pass,
                         rerun,
