@@ -7,6 +7,7 @@
 pub mod common;
 pub mod etcd;
 pub mod pgbackrest;
+pub mod policy;
 pub mod postgres;
 pub mod schedule;
 
@@ -27,5 +28,6 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         pgbackrest::PostgresBackup::crd(),
         pgbackrest::PostgresRestore::crd(),
         schedule::Schedule::crd(),
+        policy::PostgresPolicy::crd(),
     ]
 }

@@ -113,6 +113,10 @@ pub struct PostgresClusterSpec {
     /// the source). Read once, when the cluster is created; immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_source: Option<DataSource>,
+    /// SQL policies (`PostgresPolicy`) to run on the primary, in order, each once per
+    /// version of its SQL (`status.policies` records what ran).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<crate::policy::PolicyRef>,
 }
 
 /// A new cluster's initial data.
@@ -239,6 +243,7 @@ impl PostgresClusterSpec {
             metrics: None,
             backups: None,
             data_source: None,
+            policies: Vec::new(),
             timeouts: None,
         }
     }
@@ -484,6 +489,44 @@ pub struct PostgresClusterStatus {
     /// Automatic fail-over is off while it is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore: Option<RestoreProgress>,
+    /// The policies of `spec.policies` as they ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<crate::policy::AppliedPolicy>,
+    /// The last restore of a backup into a scratch instance (a `verify` schedule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_verified_restore: Option<VerifiedRestore>,
+}
+
+/// A backup restored into a scratch instance and checked (a `verify` schedule's run).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifiedRestore {
+    /// The `Schedule` and its run (the Job).
+    pub schedule: String,
+    /// The run.
+    pub run: String,
+    /// The backup restored (its label).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<String>,
+    /// `Succeeded` (restored, recovered, the check passed) or `Failed`.
+    pub phase: String,
+    /// The time recovery reached (the last transaction replayed), RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovered_to: Option<String>,
+    /// Seconds from the start of the restore to the end of recovery.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_seconds: Option<u64>,
+    /// The check query.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<String>,
+    /// What it returned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// When the run ended (RFC 3339).
+    pub finished_at: String,
 }
 
 /// A restore in progress (a `PostgresRestore` being run).

@@ -30,7 +30,9 @@ use crate::pgbackrest::BackupType;
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [
     {"rule": "self.type != 'pgbackrest' || has(self.pgbackrest)",
-     "message": "a pgbackrest schedule needs spec.pgbackrest (its backup type)"}
+     "message": "a pgbackrest schedule needs spec.pgbackrest (its backup type)"},
+    {"rule": "self.type != 'policy' || has(self.policy)",
+     "message": "a policy schedule needs spec.policy (the PostgresPolicy to run)"}
 ]))]
 pub struct ScheduleSpec {
     /// The cluster (in this namespace) the work is for.
@@ -47,6 +49,12 @@ pub struct ScheduleSpec {
     /// Options of a `pgbackrest` schedule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pgbackrest: Option<PgBackRestSchedule>,
+    /// Options of a `policy` schedule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicySchedule>,
+    /// Options of a `verify` schedule (all optional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<VerifySchedule>,
     /// No new runs while true (running ones finish).
     #[serde(default)]
     pub suspend: bool,
@@ -84,9 +92,9 @@ pub enum ScheduleType {
     Pgbackrest,
     /// A `pg_basebackup` into the cluster's backup claim (not implemented yet: refused).
     Pgbasebackup,
-    /// A SQL policy (not implemented yet: refused).
+    /// A SQL policy (`policy.name`), run on the primary.
     Policy,
-    /// A restore of the newest backup into a scratch instance (not implemented yet: refused).
+    /// A restore of the newest backup into a scratch instance, checked by a query.
     Verify,
 }
 
@@ -109,6 +117,58 @@ pub struct PgBackRestSchedule {
     /// `full`, `diff` or `incr`.
     #[serde(rename = "type", default)]
     pub type_: BackupType,
+}
+
+/// Options of a `policy` schedule (seed: "Policy Schedules").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicySchedule {
+    /// The `PostgresPolicy` (in this namespace).
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The database it runs in.
+    #[serde(default = "crate::policy::default_database")]
+    #[schemars(length(min = 1, max = 63))]
+    pub database: String,
+    /// A Secret (in this namespace) with `username` and `password`: the role that runs the
+    /// SQL. Unset: the cluster's replication user (the seed's default), which holds only what
+    /// `PUBLIC` is granted — grant it what the policy needs, or name a role here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    /// The run fails (and its transaction rolls back) after this many seconds.
+    #[serde(default = "default_policy_timeout")]
+    #[schemars(range(min = 1, max = 86400))]
+    pub timeout_seconds: u32,
+}
+
+fn default_policy_timeout() -> u32 {
+    300
+}
+
+/// Options of a `verify` schedule.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifySchedule {
+    /// The check run on the restored instance (in database `database`); its first column of
+    /// its first row is the result. Unset: `SELECT count(*) FROM pg_class`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub query: Option<String>,
+    /// The result the check must return (as text); unset: any result passes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<String>,
+    /// The database the check connects to.
+    #[serde(default = "crate::policy::default_database")]
+    #[schemars(length(min = 1, max = 63))]
+    pub database: String,
+    /// The verification fails after this many seconds (restore, recovery and check).
+    #[serde(default = "default_verify_timeout")]
+    #[schemars(range(min = 60, max = 86400))]
+    pub timeout_seconds: u32,
+}
+
+fn default_verify_timeout() -> u32 {
+    1800
 }
 
 /// A slot while a run is active.
@@ -137,6 +197,15 @@ pub struct ScheduleRun {
     /// What it said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// A `policy` run: rows its statements affected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_affected: Option<u64>,
+    /// A `policy` or `verify` run: how long it took, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// A `verify` run: the backup it restores (its label).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<String>,
 }
 
 /// What a schedule did.

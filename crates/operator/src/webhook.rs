@@ -28,6 +28,10 @@ pub enum WebhookEvent {
     Failover,
     /// A backup finished. Not in the seed.
     Backup,
+    /// A backup was restored into a scratch instance and checked (a `verify` schedule). Not
+    /// in the seed.
+    #[serde(rename = "restore_verified")]
+    RestoreVerified,
 }
 
 /// `status` of the payload.
@@ -100,6 +104,23 @@ pub struct BackupData {
     pub error: Option<String>,
 }
 
+/// `verify_data` of the payload (Steward's extension).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct VerifyData {
+    /// The `Schedule`.
+    pub schedule: String,
+    /// The run (its scratch Pod, claim and Job are named after it).
+    pub run: String,
+    /// The backup restored (its label); null when there was none.
+    pub backup: Option<String>,
+    /// The time recovery reached; null when it did not.
+    pub recovered_to: Option<String>,
+    /// What the check query returned; null when it did not run.
+    pub result: Option<String>,
+    /// Why it failed; null on success.
+    pub error: Option<String>,
+}
+
 /// The JSON body, as documented in seed 000, plus `failover_data` for fail-overs and
 /// `backup_data` for backups.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -122,6 +143,9 @@ pub struct WebhookPayload {
     /// Set for `backup`, else absent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backup_data: Option<BackupData>,
+    /// Set for `restore_verified`, else absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify_data: Option<VerifyData>,
 }
 
 fn node_replicas(groups: &[GroupReplicas]) -> Vec<NodeReplicas> {
@@ -153,6 +177,7 @@ impl WebhookPayload {
             upgrade_data: None,
             failover_data: None,
             backup_data: None,
+            verify_data: None,
         };
         match op.kind {
             OperationKind::Scale => {
@@ -265,6 +290,7 @@ impl WebhookSender {
             WebhookEvent::Upgrade => "upgrade",
             WebhookEvent::Failover => "failover",
             WebhookEvent::Backup => "backup",
+            WebhookEvent::RestoreVerified => "restore_verified",
         };
         let sent = target
             .http

@@ -2142,3 +2142,370 @@ async fn schedules_fire_on_their_seconds_once_per_slot_across_an_operator_restar
     assert!(runs(&s, "Succeeded") <= 2, "{:?}", s.status);
     plane.shutdown().await;
 }
+
+fn policy_manifest(name: &str, sql: &str) -> String {
+    format!(
+        "apiVersion: steward.dev/v1alpha1\nkind: PostgresPolicy\nmetadata:\n  name: {name}\nspec:\n  sql: {}\n",
+        serde_json::to_string(sql).unwrap()
+    )
+}
+
+/// The applied entry of policy `name` in the cluster's status, once it has a result of
+/// version other than `not`.
+async fn applied_policy(
+    plane: &Plane,
+    cluster: &str,
+    name: &str,
+    not: Option<&str>,
+) -> steward_api::policy::AppliedPolicy {
+    let c = plane
+        .wait_for::<PostgresCluster, _>(&format!("policy {name} applied"), cluster, BOOT, |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.policies
+                    .iter()
+                    .any(|p| p.name == name && p.result.is_some() && p.version.as_deref() != not)
+            })
+        })
+        .await;
+    c.status
+        .unwrap()
+        .policies
+        .into_iter()
+        .find(|p| p.name == name)
+        .unwrap()
+}
+
+/// SQL policies (issue 14): `spec.policies` runs each `PostgresPolicy` once per version of its
+/// SQL (inline or from a ConfigMap) and records the result — a SQL error included, never
+/// retried in a loop; a `policy` schedule runs a policy on its cron as the replication user
+/// (the seed's default) and records each run; a ConfigMap labelled `steward.dev/scheduler=true`
+/// in the operator's namespace is a schedule too, and deleting it removes the schedule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn policies_run_once_per_version_on_clusters_and_on_schedules_and_configmaps_are_schedules() {
+    use steward_api::schedule::Schedule;
+    let plane = Plane::start().await;
+    let extra = "  policies:\n  - name: mk-table\n  - name: from-cm\n  - name: broken\n";
+    plane
+        .apply(&[
+            policy_manifest(
+                "mk-table",
+                "CREATE TABLE IF NOT EXISTS ticks (src text); GRANT SELECT, INSERT ON ticks TO replicator",
+            ),
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: pol-sql\ndata:\n  sql: INSERT INTO ticks VALUES ('cm'), ('cm')\n".to_owned(),
+            "apiVersion: steward.dev/v1alpha1\nkind: PostgresPolicy\nmetadata:\n  name: from-cm\nspec:\n  configMap: {name: pol-sql, key: sql}\n".to_owned(),
+            policy_manifest("broken", "INSERT INTO no_such_table VALUES (1)"),
+            policy_manifest("tick", "INSERT INTO ticks VALUES ('schedule')"),
+        ]
+        .join("---\n"))
+        .await;
+    create(&plane, "pol", 1, extra).await;
+    let made = applied_policy(&plane, "pol", "mk-table", None).await;
+    let result = made.result.clone().unwrap();
+    assert_eq!(result.phase, "Succeeded", "{made:?}");
+    let from_cm = applied_policy(&plane, "pol", "from-cm", None).await;
+    assert_eq!(
+        from_cm.result.as_ref().unwrap().rows_affected,
+        Some(2),
+        "{from_cm:?}"
+    );
+    let broken = applied_policy(&plane, "pol", "broken", None).await;
+    let why = broken
+        .result
+        .as_ref()
+        .unwrap()
+        .error
+        .clone()
+        .unwrap_or_default();
+    assert!(why.contains("no_such_table"), "{broken:?}");
+    // Once per version: the ConfigMap's rows went in once, the broken policy is not retried.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let session = primary(&plane, "pol").await;
+    let count = |src: &'static str| {
+        let session = &session;
+        async move {
+            session
+                .query_one("SELECT count(*) FROM ticks WHERE src = $1", &[&src])
+                .await
+                .unwrap()
+                .get::<_, i64>(0)
+        }
+    };
+    assert_eq!(count("cm").await, 2);
+    let again = applied_policy(&plane, "pol", "broken", None).await;
+    assert_eq!(
+        again.result, broken.result,
+        "a failed version is not run again"
+    );
+    // A new version runs.
+    plane
+        .apply(&policy_manifest(
+            "broken",
+            "INSERT INTO ticks VALUES ('fixed')",
+        ))
+        .await;
+    let fixed = applied_policy(&plane, "pol", "broken", broken.version.as_deref()).await;
+    assert_eq!(fixed.result.unwrap().phase, "Succeeded");
+    assert_eq!(count("fixed").await, 1);
+
+    // A policy schedule every 2 s, as the replication user.
+    plane
+        .apply("apiVersion: steward.dev/v1alpha1\nkind: Schedule\nmetadata:\n  name: ticker\nspec:\n  cluster: pol\n  schedule: \"*/2 * * * * *\"\n  type: policy\n  policy: {name: tick}\n")
+        .await;
+    let s = plane
+        .wait_for::<Schedule, _>("two policy runs", "ticker", BOOT, |s| {
+            s.status
+                .as_ref()
+                .is_some_and(|s| s.runs.iter().filter(|r| r.phase == "Succeeded").count() >= 2)
+        })
+        .await;
+    let status = s.status.unwrap();
+    assert!(
+        status
+            .runs
+            .iter()
+            .filter(|r| r.phase == "Succeeded")
+            .all(|r| r.rows_affected == Some(1) && r.duration_ms.is_some()),
+        "{status:?}"
+    );
+    assert!(count("schedule").await >= 2);
+    plane
+        .api::<Schedule>()
+        .delete("ticker", &Default::default())
+        .await
+        .unwrap();
+
+    // The same as a seed-style ConfigMap in the operator's namespace.
+    let own = plane.own_namespace();
+    let maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(plane.client.clone(), &own);
+    let json = serde_json::json!({
+        "namespace": plane.namespace, "cluster": "pol", "schedule": "*/2 * * * * *",
+        "type": "policy", "policy": {"name": "tick"}
+    });
+    let mut map = k8s_openapi::api::core::v1::ConfigMap::default();
+    map.metadata.name = Some("cm-ticker".into());
+    map.metadata.labels = Some([("steward.dev/scheduler".to_owned(), "true".to_owned())].into());
+    map.data = Some([("schedule".to_owned(), json.to_string())].into());
+    maps.create(&Default::default(), &map).await.unwrap();
+    let s = plane
+        .wait_for::<Schedule, _>("the ConfigMap's schedule running", "cm-ticker", BOOT, |s| {
+            s.status
+                .as_ref()
+                .is_some_and(|s| s.runs.iter().any(|r| r.phase == "Succeeded"))
+        })
+        .await;
+    assert_eq!(s.spec.cluster, "pol");
+    maps.delete("cm-ticker", &Default::default()).await.unwrap();
+    plane
+        .eventually("the ConfigMap's schedule gone", BOOT, || {
+            let api = plane.api::<Schedule>();
+            async move { api.get_opt("cm-ticker").await.ok()?.is_none().then_some(()) }
+        })
+        .await;
+    plane.shutdown().await;
+}
+
+/// Backups proven restorable (issue 14): a `verify` schedule restores the newest backup into
+/// a scratch claim and Pod of its own, waits for recovery, runs its check query and records
+/// the result on the cluster (`status.lastVerifiedRestore`), in its own status and as a
+/// `restore_verified` webhook; the scratch objects are deleted and the cluster's instance is
+/// untouched. A backup whose files were removed from the repository is reported as failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_verify_schedule_proves_the_newest_backup_and_reports_a_broken_one() {
+    use steward_api::schedule::Schedule;
+    let (hook_url, hooks) = common::hooks::receiver(axum::http::StatusCode::OK).await;
+    let plane = Plane::start_with_flags(
+        [
+            "--webhook-url",
+            &hook_url,
+            "--webhook-username",
+            "steward",
+            "--webhook-password",
+            "hook-pass",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    )
+    .await;
+    let extra = "  backups:\n    pgbackrest:\n      storage: {size: 1Gi}\n";
+    create(&plane, "vf", 1, extra).await;
+    with_stanza(&plane, "vf").await;
+    primary(&plane, "vf")
+        .await
+        .batch_execute("CREATE TABLE t (id int); INSERT INTO t SELECT generate_series(1, 3)")
+        .await
+        .unwrap();
+    backed_up(&plane, "vf-full", "vf", "full").await;
+    let label = plane
+        .wait_for::<PostgresCluster, _>("the backup listed", "vf", BOOT, |c| {
+            c.status
+                .as_ref()
+                .and_then(|s| s.backups.as_ref())
+                .is_some_and(|b| !b.backups.is_empty())
+        })
+        .await
+        .status
+        .unwrap()
+        .backups
+        .unwrap()
+        .backups[0]
+        .label
+        .clone();
+    // A row after the backup, archived: recovery must replay it from the WAL archive.
+    let session = primary(&plane, "vf").await;
+    session
+        .batch_execute("INSERT INTO t VALUES (4)")
+        .await
+        .unwrap();
+    let segment: String = session
+        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+        .await
+        .unwrap()
+        .get(0);
+    plane
+        .eventually("the row's WAL archived", BOOT, || {
+            let (session, segment) = (&session, segment.clone());
+            async move {
+                let row = session
+                    .query_one(
+                        "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver",
+                        &[],
+                    )
+                    .await
+                    .ok()?;
+                (row.get::<_, String>(0) >= segment).then_some(())
+            }
+        })
+        .await;
+    let pod_uid = plane.api::<Pod>().get("vf-0").await.unwrap().uid();
+    plane
+        .apply("apiVersion: steward.dev/v1alpha1\nkind: Schedule\nmetadata:\n  name: prove\nspec:\n  cluster: vf\n  schedule: \"*/5 * * * * *\"\n  type: verify\n  verify: {query: \"SELECT count(*) FROM t\", expected: \"4\"}\n")
+        .await;
+    let c = plane
+        .wait_for::<PostgresCluster, _>("a verified restore", "vf", Duration::from_secs(300), |c| {
+            c.status
+                .as_ref()
+                .and_then(|s| s.last_verified_restore.as_ref())
+                .is_some()
+        })
+        .await;
+    let verified = c.status.unwrap().last_verified_restore.unwrap();
+    assert_eq!(verified.phase, "Succeeded", "{verified:?}");
+    assert_eq!(verified.backup.as_deref(), Some(label.as_str()));
+    assert_eq!(
+        verified.result.as_deref(),
+        Some("4"),
+        "the archived row was replayed"
+    );
+    assert!(verified.recovered_to.is_some(), "{verified:?}");
+    // Suspend, so that no new run starts while the scratch objects are checked.
+    plane
+        .patch_spec::<Schedule>("prove", serde_json::json!({"suspend": true}))
+        .await;
+    plane
+        .eventually("the scratch objects deleted", BOOT, || {
+            let (pods, claims, jobs, schedules) = (
+                plane.api::<Pod>(),
+                plane.api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>(),
+                plane.api::<k8s_openapi::api::batch::v1::Job>(),
+                plane.api::<Schedule>(),
+            );
+            let lp = ListParams::default().labels("app.kubernetes.io/component=verify");
+            async move {
+                let running = schedules
+                    .get("prove")
+                    .await
+                    .ok()?
+                    .status
+                    .is_some_and(|s| !s.active.is_empty());
+                let left: Vec<String> = pods
+                    .list(&lp)
+                    .await
+                    .ok()?
+                    .items
+                    .iter()
+                    .map(|p| format!("Pod {}", p.name_any()))
+                    .chain(
+                        claims
+                            .list(&lp)
+                            .await
+                            .ok()?
+                            .items
+                            .iter()
+                            .map(|c| format!("claim {}", c.name_any())),
+                    )
+                    .chain(
+                        jobs.list(&lp)
+                            .await
+                            .ok()?
+                            .items
+                            .iter()
+                            .map(|j| format!("Job {}", j.name_any())),
+                    )
+                    .collect();
+                (left.is_empty() && !running).then_some(())
+            }
+        })
+        .await;
+    assert_eq!(plane.api::<Pod>().get("vf-0").await.unwrap().uid(), pod_uid);
+    let notified = hooks
+        .all()
+        .iter()
+        .map(|(_, b)| serde_json::from_str::<serde_json::Value>(b).unwrap())
+        .find(|v| v["event"] == "restore_verified")
+        .expect("a restore_verified webhook");
+    assert_eq!(notified["status"], "success", "{notified}");
+    assert_eq!(notified["verify_data"]["backup"], label.as_str());
+    assert_eq!(notified["verify_data"]["result"], "4");
+
+    // Break the backup: remove its data files from the repository.
+    plane.kubectl(&[
+        "-n",
+        &plane.namespace,
+        "exec",
+        "vf-repo",
+        "-c",
+        "pgbackrest",
+        "--",
+        "sh",
+        "-c",
+        &format!("rm -rf /pgbackrest/repo/backup/db/{label}/pg_data/base"),
+    ]);
+    let before = verified.finished_at.clone();
+    plane
+        .patch_spec::<Schedule>("prove", serde_json::json!({"suspend": false}))
+        .await;
+    let c = plane
+        .wait_for::<PostgresCluster, _>(
+            "a failed verification",
+            "vf",
+            Duration::from_secs(300),
+            |c| {
+                c.status
+                    .as_ref()
+                    .and_then(|s| s.last_verified_restore.as_ref())
+                    .is_some_and(|v| v.finished_at != before)
+            },
+        )
+        .await;
+    let failed = c.status.unwrap().last_verified_restore.unwrap();
+    assert_eq!(failed.phase, "Failed", "{failed:?}");
+    assert!(
+        failed.error.as_deref().unwrap_or_default().contains(&label),
+        "{failed:?}"
+    );
+    plane
+        .eventually("a failure notified", Duration::from_secs(30), || {
+            let hooks = hooks.clone();
+            async move {
+                hooks
+                    .all()
+                    .iter()
+                    .map(|(_, b)| serde_json::from_str::<serde_json::Value>(b).unwrap())
+                    .any(|v| v["event"] == "restore_verified" && v["status"] == "failure")
+                    .then_some(())
+            }
+        })
+        .await;
+    plane.shutdown().await;
+}

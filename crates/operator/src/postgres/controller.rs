@@ -185,6 +185,8 @@ pub struct Streams {
     pub backups: ReflectHandle<PostgresBackup>,
     /// `PostgresRestore`s: each wakes the cluster it names.
     pub restores: ReflectHandle<PostgresRestore>,
+    /// `PostgresPolicy`s: each wakes the clusters that list it.
+    pub policies: ReflectHandle<steward_api::policy::PostgresPolicy>,
 }
 
 /// Runs the PostgreSQL controller until `stop` is cancelled.
@@ -200,6 +202,7 @@ pub async fn run(
         nodes: node_events,
         backups: backup_events,
         restores: restore_events,
+        policies: policy_events,
     } = streams;
     let pods = stores.pods.clone();
     let seen = std::sync::Mutex::new(HashMap::<String, NodeState>::new());
@@ -212,6 +215,7 @@ pub async fn run(
         pipeline: pipeline(),
     });
     let (cache, trigger) = crate::runtime::stores::primary(clusters);
+    let listing = cache.clone();
     let controller = Controller::for_stream(trigger, cache.clone());
     controller
         .owns_shared_stream(service_events)
@@ -241,6 +245,21 @@ pub async fn run(
                 .namespace()
                 .map(|ns| ObjectRef::new(&restore.spec.cluster).within(&ns))
         })
+        .watches_shared_stream(
+            policy_events,
+            move |policy: Arc<steward_api::policy::PostgresPolicy>| {
+                let ns = policy.namespace();
+                let name = policy.name_any();
+                listing
+                    .state()
+                    .into_iter()
+                    .filter(|c| {
+                        c.namespace() == ns && c.spec.policies.iter().any(|p| p.name == name)
+                    })
+                    .map(|c| ObjectRef::from_obj(c.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
         .watches(
             jobs,
             watcher::Config::default().labels(&format!(

@@ -9,6 +9,7 @@ pub mod admin;
 pub mod build;
 pub mod controller;
 pub mod names;
+pub mod policy;
 pub mod repository;
 pub mod steps;
 pub mod topology;
@@ -46,6 +47,8 @@ pub struct PostgresStores {
     pub backups: kube::runtime::reflector::Store<steward_api::pgbackrest::PostgresBackup>,
     /// Every `PostgresRestore` in the watched namespaces.
     pub restores: kube::runtime::reflector::Store<steward_api::pgbackrest::PostgresRestore>,
+    /// Every `PostgresPolicy` in the watched namespaces.
+    pub policies: kube::runtime::reflector::Store<steward_api::policy::PostgresPolicy>,
 }
 
 /// The generated passwords of the operator's superuser and the replication user. `Debug`
@@ -169,6 +172,7 @@ pub fn pipeline() -> Pipeline<PostgresPass> {
             Box::new(steps::provision_repository::ProvisionRepository),
             Box::new(steps::run_backups::RunBackups),
             Box::new(steps::reconcile_users::ReconcileUsers),
+            Box::new(steps::apply_policies::ApplyPolicies),
             Box::new(steps::rolling_restart::RollingRestart),
         ],
     )

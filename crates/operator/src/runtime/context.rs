@@ -67,6 +67,8 @@ pub struct Context {
     pub cluster_domain: String,
     /// How long a database may take to answer.
     pub database_timeout: Duration,
+    /// The operator's own namespace (its Lease's): where schedule ConfigMaps live.
+    pub own_namespace: String,
     /// Opens etcd admin sessions (real gRPC, or the model in tests).
     pub etcd: Arc<dyn EtcdConnector>,
     /// Opens PostgreSQL admin sessions (real `tokio-postgres`, or the model in tests).
@@ -106,6 +108,7 @@ impl Context {
             identity,
             cluster_domain: "cluster.local".into(),
             database_timeout: Duration::from_secs(3),
+            own_namespace: "steward-system".into(),
             etcd: Arc::new(GrpcConnector),
             postgres: Arc::new(PgConnector),
             pgbackrest: Arc::new(crate::postgres::repository::exec::ExecRepository::new(
@@ -167,7 +170,7 @@ impl Context {
     }
 
     /// Records `obj`'s `resourceVersion` as the newest known of it.
-    fn remember_version<K: Resource>(&self, obj: &K) {
+    pub(crate) fn remember_version<K: Resource>(&self, obj: &K) {
         if let (Some(uid), Some(rv), Ok(mut known)) = (
             obj.uid(),
             obj.resource_version(),

@@ -136,6 +136,7 @@ pub async fn start_with_clock(
     );
     ctx.cluster_domain = args.cluster_domain.clone();
     ctx.database_timeout = Duration::from_secs(args.database_timeout_seconds.max(1));
+    ctx.own_namespace = args.lease_namespace.clone();
     let ctx = Arc::new(ctx);
     let (leader_tx, leader_rx) = watch::channel(false);
     let token = shutdown.clone();
@@ -265,8 +266,16 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     let nodes = stores::nodes(ctx.client.clone(), stop.clone());
     let backups = stores::watched::<steward_api::pgbackrest::PostgresBackup>(&ctx, stop.clone());
     let restores = stores::watched::<steward_api::pgbackrest::PostgresRestore>(&ctx, stop.clone());
-    let (Some(services), Some(pods), Some(peers), Some(nodes), Some(backups), Some(restores)) =
-        (services, pods, peers, nodes, backups, restores)
+    let policies = stores::watched::<steward_api::policy::PostgresPolicy>(&ctx, stop.clone());
+    let (
+        Some(services),
+        Some(pods),
+        Some(peers),
+        Some(nodes),
+        Some(backups),
+        Some(restores),
+        Some(policies),
+    ) = (services, pods, peers, nodes, backups, restores, policies)
     else {
         tracing::error!("a shared cache has no subscriber; controllers not started");
         return;
@@ -285,6 +294,7 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         nodes: nodes.0,
         backups: backups.0,
         restores: restores.0,
+        policies: policies.0,
     };
     tokio::join!(
         crate::etcd::controller::run(
@@ -296,6 +306,7 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         ),
         crate::etcd::peer::run(ctx.clone(), etcd, pods.1.clone(), stop.clone()),
         crate::schedule::run(ctx.clone(), stop.clone()),
+        crate::schedule::configmaps::run(ctx.clone(), ctx.own_namespace.clone(), stop.clone()),
         crate::postgres::controller::run(
             ctx,
             postgres,
@@ -305,6 +316,7 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
                 nodes: nodes.1,
                 backups: backups.1,
                 restores: restores.1,
+                policies: policies.1,
             },
             stop
         ),

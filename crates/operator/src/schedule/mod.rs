@@ -13,8 +13,11 @@
 //! reason, and nothing runs. A cluster being restored skips its slots (the seed asks to remove
 //! schedules before a restore; Steward pauses them).
 
+pub mod configmaps;
 pub mod cron;
 pub mod plan;
+pub mod policy;
+pub mod verify;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,16 +66,21 @@ fn event(effects: &mut Vec<Effect>, type_: EventType, reason: &str, note: String
     });
 }
 
-/// Why the cluster cannot take a `pgbackrest` run now, if it cannot.
-fn not_ready(cluster: Option<&PostgresCluster>, name: &str) -> Option<(&'static str, String)> {
+/// Why the cluster cannot take a run of this type now, if it cannot.
+fn not_ready(
+    type_: ScheduleType,
+    cluster: Option<&PostgresCluster>,
+    name: &str,
+) -> Option<(&'static str, String)> {
     let Some(c) = cluster else {
         return Some(("ClusterNotFound", format!("cluster {name} does not exist")));
     };
-    if c.spec
-        .backups
-        .as_ref()
-        .and_then(|b| b.pgbackrest.as_ref())
-        .is_none()
+    if type_ != ScheduleType::Policy
+        && c.spec
+            .backups
+            .as_ref()
+            .and_then(|b| b.pgbackrest.as_ref())
+            .is_none()
     {
         return Some((
             "BackupsOff",
@@ -119,6 +127,7 @@ fn record_runs(
                 phase: phase.into(),
                 finished_at: s.finished_at.clone(),
                 message: s.error.clone().or(s.label.clone()),
+                ..ScheduleRun::default()
             }
         })
         .collect();
@@ -150,10 +159,48 @@ fn record_runs(
     prune
 }
 
+/// Drops the entries of runs kept only in status (`policy`, `verify`) beyond the history
+/// limits, and recomputes `active` and `lastSuccessfulTime` from them.
+fn trim_runs(schedule: &Schedule, status: &mut ScheduleStatus) {
+    status.runs.sort_by(|a, b| b.slot.cmp(&a.slot));
+    let mut kept = (0u32, 0u32);
+    status.runs.retain(|r| match r.phase.as_str() {
+        "Succeeded" => {
+            kept.0 += 1;
+            kept.0 <= schedule.spec.successful_runs_history_limit
+        }
+        "Failed" => {
+            kept.1 += 1;
+            kept.1 <= schedule.spec.failed_runs_history_limit
+        }
+        _ => true,
+    });
+    status.active = status
+        .runs
+        .iter()
+        .filter(|r| r.phase == "Running")
+        .map(|r| r.name.clone())
+        .collect();
+    if let Some(t) = status
+        .runs
+        .iter()
+        .filter(|r| r.phase == "Succeeded")
+        .filter_map(|r| r.finished_at.clone())
+        .max()
+    {
+        status.last_successful_time = Some(t);
+    }
+}
+
 /// The label with a run's slot (Unix seconds).
 pub const SLOT_LABEL: &str = "steward.dev/slot";
 
 async fn reconcile(schedule: Arc<Schedule>, ctx: Arc<Context>) -> Result<Action, Error> {
+    // The cached copy can predate this scheduler's own last status write (a run's `Running`
+    // entry written before its SQL ran): start from the newest.
+    let Some(schedule) = ctx.fresh(schedule).await? else {
+        return Ok(Action::await_change());
+    };
     let ns = schedule.namespace().unwrap_or_default();
     let name = schedule.name_any();
     let object = format!("{ns}/{name}");
@@ -192,11 +239,15 @@ async fn reconcile(schedule: Arc<Schedule>, ctx: Arc<Context>) -> Result<Action,
         }
     };
     let unsupported = match schedule.spec.type_ {
-        ScheduleType::Pgbackrest => None,
-        other => Some(format!(
-            "type {} is not implemented yet (pgbackrest is); nothing runs",
-            other.as_str()
-        )),
+        ScheduleType::Pgbasebackup => Some(
+            "type pgbasebackup is not implemented yet (pgbackrest, policy and verify are); \
+             nothing runs"
+                .to_owned(),
+        ),
+        ScheduleType::Policy if schedule.spec.policy.is_none() => {
+            Some("a policy schedule needs spec.policy".to_owned())
+        }
+        _ => None,
     };
     let invalid = if cron.is_none() {
         None
@@ -231,28 +282,51 @@ async fn reconcile(schedule: Arc<Schedule>, ctx: Arc<Context>) -> Result<Action,
         format!("{} (UTC)", schedule.spec.schedule),
     );
 
-    // Runs.
-    let backups: Api<PostgresBackup> = Api::namespaced(ctx.client.clone(), &ns);
-    let mine = backups
-        .list(&ListParams::default().labels(&format!("{SCHEDULE_LABEL}={name}")))
+    // The cluster.
+    let clusters: Api<PostgresCluster> = Api::namespaced(ctx.client.clone(), &ns);
+    let cluster = clusters
+        .get_opt(&schedule.spec.cluster)
         .await
-        .map_err(|s| Error::kube("list PostgresBackups", object.clone(), s))?
-        .items;
+        .map_err(|s| Error::kube("get PostgresCluster", object.clone(), s))?;
+
+    // Runs.
+    let type_ = schedule.spec.type_;
+    let backups: Api<PostgresBackup> = Api::namespaced(ctx.client.clone(), &ns);
     let before: Vec<(String, String)> = stored
         .runs
         .iter()
         .map(|r| (r.name.clone(), r.phase.clone()))
         .collect();
-    for pruned in record_runs(&schedule, &mine, &mut status) {
-        match backups.delete(&pruned, &DeleteParams::default()).await {
-            Ok(_) | Err(kube::Error::Api(_)) => {}
-            Err(s) => {
-                return Err(Error::kube(
-                    "delete PostgresBackup",
-                    format!("{ns}/{pruned}"),
-                    s,
-                ));
+    let mut verifying = false;
+    match type_ {
+        ScheduleType::Pgbackrest | ScheduleType::Pgbasebackup => {
+            let mine = backups
+                .list(&ListParams::default().labels(&format!("{SCHEDULE_LABEL}={name}")))
+                .await
+                .map_err(|s| Error::kube("list PostgresBackups", object.clone(), s))?
+                .items;
+            for pruned in record_runs(&schedule, &mine, &mut status) {
+                match backups.delete(&pruned, &DeleteParams::default()).await {
+                    Ok(_) | Err(kube::Error::Api(_)) => {}
+                    Err(s) => {
+                        return Err(Error::kube(
+                            "delete PostgresBackup",
+                            format!("{ns}/{pruned}"),
+                            s,
+                        ));
+                    }
+                }
             }
+        }
+        ScheduleType::Policy => {
+            policy::interrupted(&mut status, now);
+            trim_runs(&schedule, &mut status);
+        }
+        ScheduleType::Verify => {
+            verifying =
+                verify::observe(&ctx, &schedule, cluster.as_ref(), &mut status, &mut effects)
+                    .await?;
+            trim_runs(&schedule, &mut status);
         }
     }
     for run in &status.runs {
@@ -280,13 +354,7 @@ async fn reconcile(schedule: Arc<Schedule>, ctx: Arc<Context>) -> Result<Action,
         }
     }
 
-    // The cluster.
-    let clusters: Api<PostgresCluster> = Api::namespaced(ctx.client.clone(), &ns);
-    let cluster = clusters
-        .get_opt(&schedule.spec.cluster)
-        .await
-        .map_err(|s| Error::kube("get PostgresCluster", object.clone(), s))?;
-    let blocked = not_ready(cluster.as_ref(), &schedule.spec.cluster);
+    let blocked = not_ready(type_, cluster.as_ref(), &schedule.spec.cluster);
     match &blocked {
         Some((reason, why)) => {
             set(&mut status, READY, Status::False, reason, why.clone());
@@ -297,7 +365,7 @@ async fn reconcile(schedule: Arc<Schedule>, ctx: Arc<Context>) -> Result<Action,
                 READY,
                 Status::True,
                 "Ready",
-                format!("cluster {} takes backups", schedule.spec.cluster),
+                format!("cluster {} can take the work", schedule.spec.cluster),
             );
         }
     }
@@ -345,80 +413,193 @@ async fn reconcile(schedule: Arc<Schedule>, ctx: Arc<Context>) -> Result<Action,
                 let why = format!("slot {slot} skipped: {why}");
                 event(&mut effects, EventType::Warning, "SlotSkipped", why.clone());
                 status.last_error = Some(why);
-            } else {
+            } else if let Some(cluster) = cluster.as_ref() {
                 let run = run_name(&name, slot);
-                let mut backup = PostgresBackup::new(
-                    &run,
-                    PostgresBackupSpec {
-                        cluster: schedule.spec.cluster.clone(),
-                        type_: schedule
-                            .spec
-                            .pgbackrest
-                            .as_ref()
-                            .map(|p| p.type_)
-                            .unwrap_or_default(),
-                    },
-                );
-                backup.metadata.namespace = Some(ns.clone());
-                backup.metadata.labels = Some(
-                    [
-                        (SCHEDULE_LABEL.to_owned(), name.clone()),
-                        (SLOT_LABEL.to_owned(), slot.as_second().to_string()),
-                    ]
-                    .into(),
-                );
-                backup.metadata.owner_references =
-                    schedule.controller_owner_ref(&()).map(|o| vec![o]);
-                match backups.create(&PostParams::default(), &backup).await {
-                    // 409: this slot's run exists (an earlier attempt created it).
-                    Ok(_) => {
+                status.last_schedule_time = Some(format_time(slot));
+                match type_ {
+                    ScheduleType::Pgbackrest | ScheduleType::Pgbasebackup => {
+                        start_backup(&ctx, &schedule, &run, slot, &mut effects).await?;
+                        if !status.active.contains(&run) {
+                            status.active.push(run.clone());
+                        }
+                        if !status.runs.iter().any(|r| r.name == run) {
+                            status.runs.insert(
+                                0,
+                                ScheduleRun {
+                                    name: run,
+                                    slot: format_time(slot),
+                                    phase: "Running".into(),
+                                    ..ScheduleRun::default()
+                                },
+                            );
+                        }
+                    }
+                    ScheduleType::Policy => {
+                        run_policy(
+                            &ctx,
+                            &schedule,
+                            &stored,
+                            &mut status,
+                            cluster,
+                            &run,
+                            slot,
+                            &mut effects,
+                        )
+                        .await?;
+                    }
+                    ScheduleType::Verify => {
+                        let entry = verify::start(&ctx, &schedule, cluster, &run, slot).await?;
                         event(
                             &mut effects,
                             EventType::Normal,
                             "RunStarted",
-                            format!("slot {slot}: PostgresBackup {run}"),
+                            format!("slot {slot}: {}", entry.message.clone().unwrap_or_default()),
                         );
+                        status.runs.retain(|r| r.name != run);
+                        status.runs.insert(0, entry);
+                        trim_runs(&schedule, &mut status);
+                        verifying |= status.active.contains(&run);
                     }
-                    Err(kube::Error::Api(e)) if e.code == 409 => {}
-                    Err(s) => {
-                        return Err(Error::kube(
-                            "create PostgresBackup",
-                            format!("{ns}/{run}"),
-                            s,
-                        ));
-                    }
-                }
-                status.last_schedule_time = Some(format_time(slot));
-                if !status.active.contains(&run) {
-                    status.active.push(run.clone());
-                }
-                if !status.runs.iter().any(|r| r.name == run) {
-                    status.runs.insert(
-                        0,
-                        ScheduleRun {
-                            name: run,
-                            slot: format_time(slot),
-                            phase: "Running".into(),
-                            finished_at: None,
-                            message: None,
-                        },
-                    );
                 }
             }
         }
     }
     status.next_schedule_time = next.map(format_time);
     write(&ctx, &schedule, &stored, &status, effects).await?;
-    // Woken at the next slot's second (a little after, never before it).
-    Ok(match next {
-        Some(next) => {
-            let wait = next.as_millisecond() - ctx.clock.now().as_millisecond();
-            Action::requeue(Duration::from_millis(
-                u64::try_from(wait.max(0)).unwrap_or(0) + 5,
-            ))
+    if type_ == ScheduleType::Verify {
+        verify::sweep(&ctx, &schedule, &status).await?;
+    }
+    // Woken at the next slot's second (a little after, never before it); a verification in
+    // progress is looked at every few seconds (its Job and Pod wake the schedule too).
+    let until_next = next.map(|next| {
+        let wait = next.as_millisecond() - ctx.clock.now().as_millisecond();
+        Duration::from_millis(u64::try_from(wait.max(0)).unwrap_or(0) + 5)
+    });
+    let wait = match (until_next, verifying) {
+        (Some(w), true) => Some(w.min(VERIFY_POLL)),
+        (None, true) => Some(VERIFY_POLL),
+        (w, false) => w,
+    };
+    Ok(wait.map_or_else(Action::await_change, Action::requeue))
+}
+
+/// How often a running verification is looked at.
+const VERIFY_POLL: Duration = Duration::from_secs(3);
+
+/// Creates slot `slot`'s `PostgresBackup` (a `409` means an earlier attempt did).
+async fn start_backup(
+    ctx: &Context,
+    schedule: &Schedule,
+    run: &str,
+    slot: Timestamp,
+    effects: &mut Vec<Effect>,
+) -> Result<(), Error> {
+    let ns = schedule.namespace().unwrap_or_default();
+    let backups: Api<PostgresBackup> = Api::namespaced(ctx.client.clone(), &ns);
+    let mut backup = PostgresBackup::new(
+        run,
+        PostgresBackupSpec {
+            cluster: schedule.spec.cluster.clone(),
+            type_: schedule
+                .spec
+                .pgbackrest
+                .as_ref()
+                .map(|p| p.type_)
+                .unwrap_or_default(),
+        },
+    );
+    backup.metadata.namespace = Some(ns.clone());
+    backup.metadata.labels = Some(
+        [
+            (SCHEDULE_LABEL.to_owned(), schedule.name_any()),
+            (SLOT_LABEL.to_owned(), slot.as_second().to_string()),
+        ]
+        .into(),
+    );
+    backup.metadata.owner_references = schedule.controller_owner_ref(&()).map(|o| vec![o]);
+    match backups.create(&PostParams::default(), &backup).await {
+        Ok(_) => {
+            event(
+                effects,
+                EventType::Normal,
+                "RunStarted",
+                format!("slot {slot}: PostgresBackup {run}"),
+            );
+            Ok(())
         }
-        None => Action::await_change(),
-    })
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(s) => Err(Error::kube(
+            "create PostgresBackup",
+            format!("{ns}/{run}"),
+            s,
+        )),
+    }
+}
+
+/// Runs slot `slot`'s policy: its `Running` entry is written first (at most once per slot),
+/// then the SQL runs and the entry gets the result.
+#[allow(clippy::too_many_arguments)]
+async fn run_policy(
+    ctx: &Context,
+    schedule: &Schedule,
+    stored: &ScheduleStatus,
+    status: &mut ScheduleStatus,
+    cluster: &PostgresCluster,
+    run: &str,
+    slot: Timestamp,
+    effects: &mut Vec<Effect>,
+) -> Result<(), Error> {
+    let Some(options) = schedule.spec.policy.clone() else {
+        return Ok(());
+    };
+    status.runs.insert(
+        0,
+        ScheduleRun {
+            name: run.to_owned(),
+            slot: format_time(slot),
+            phase: "Running".into(),
+            ..ScheduleRun::default()
+        },
+    );
+    status.active = vec![run.to_owned()];
+    write(ctx, schedule, stored, status, Vec::new()).await?;
+    // Whatever goes wrong now (an API error too) ends this slot's run: it is not tried again.
+    let result = match policy::run(ctx, schedule, &options, cluster).await {
+        Ok(result) => result,
+        Err(e) => steward_api::policy::PolicyResult {
+            phase: "Failed".into(),
+            error: Some(e.to_string()),
+            finished_at: format_time(ctx.clock.now()),
+            ..Default::default()
+        },
+    };
+    let entry = policy::entry(run, slot, &result);
+    let ok = result.error.is_none();
+    event(
+        effects,
+        if ok {
+            EventType::Normal
+        } else {
+            EventType::Warning
+        },
+        if ok { "RunSucceeded" } else { "RunFailed" },
+        format!(
+            "slot {slot}: policy {} in database {}: {}",
+            options.name,
+            options.database,
+            entry.message.clone().unwrap_or_default()
+        ),
+    );
+    if !ok {
+        status.last_error = entry
+            .message
+            .clone()
+            .map(|m| format!("run {run} failed: {m}"));
+    }
+    status.runs.retain(|r| r.name != run);
+    status.runs.insert(0, entry);
+    trim_runs(schedule, status);
+    Ok(())
 }
 
 async fn write(
@@ -433,16 +614,22 @@ async fn write(
             ctx.client.clone(),
             &schedule.namespace().unwrap_or_default(),
         );
-        let patch = serde_json::json!({ "status": status });
+        // Server-side apply of the whole status: a field now empty (no active run, no error)
+        // is removed, where a merge patch would leave the old value.
+        let body = serde_json::json!({
+            "apiVersion": Schedule::api_version(&()),
+            "kind": Schedule::kind(&()),
+            "status": status,
+        });
         match api
             .patch_status(
                 &schedule.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
+                &PatchParams::apply(crate::runtime::context::STATUS_MANAGER).force(),
+                &Patch::Apply(body),
             )
             .await
         {
-            Ok(_) => {}
+            Ok(written) => ctx.remember_version(&written),
             Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
             Err(s) => {
                 return Err(Error::kube(
@@ -465,8 +652,17 @@ async fn write(
 pub async fn run(ctx: Arc<Context>, stop: CancellationToken) {
     let schedules: Api<Schedule> = ctx.watched_api();
     let backups: Api<PostgresBackup> = ctx.watched_api();
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = ctx.watched_api();
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = ctx.watched_api();
+    let verify_runs = format!(
+        "{SCHEDULE_LABEL},{}={}",
+        crate::resources::labels::COMPONENT,
+        verify::VERIFY_COMPONENT
+    );
     Controller::new(schedules, watcher::Config::default())
         .owns(backups, watcher::Config::default().labels(SCHEDULE_LABEL))
+        .owns(jobs, watcher::Config::default().labels(&verify_runs))
+        .owns(pods, watcher::Config::default().labels(&verify_runs))
         .graceful_shutdown_on(async move { stop.cancelled().await })
         .run(
             reconcile,

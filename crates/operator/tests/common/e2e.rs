@@ -59,7 +59,10 @@ fn operator_identity() -> OperatorIdentity {
 fn operator_flags(namespace: Option<&str>, extra: &[String]) -> Vec<String> {
     let mut flags = vec!["--database-timeout-seconds".to_owned(), "2".to_owned()];
     if let Some(ns) = namespace {
+        // On a real cluster the test's namespace is the operator's own too (schedule
+        // ConfigMaps live there).
         flags.extend(["--namespace".to_owned(), ns.to_owned()]);
+        flags.extend(["--lease-namespace".to_owned(), ns.to_owned()]);
     }
     flags.extend(extra.iter().cloned());
     flags
@@ -225,6 +228,16 @@ impl Plane {
             real: None,
             node_name: None,
             extra_operator_flags,
+        }
+    }
+
+    /// The operator's own namespace: `steward-system` on the embedded plane, the test's
+    /// namespace on a real cluster.
+    pub fn own_namespace(&self) -> String {
+        if self.embedded.is_some() {
+            "steward-system".into()
+        } else {
+            self.namespace.clone()
         }
     }
 

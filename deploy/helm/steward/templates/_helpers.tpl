@@ -40,7 +40,7 @@ Plurals of Steward's custom resources: one per CRD in crds/steward.dev.yaml.
 .ci/check-deploy.sh fails when a CRD is missing here or in deploy/rbac.yaml.
 */}}
 {{- define "steward.customResources" -}}
-{{- list "etcdclusters" "etcdpeers" "postgresclusters" "postgresbackups" "postgresrestores" "schedules" | toJson -}}
+{{- list "etcdclusters" "etcdpeers" "postgresclusters" "postgresbackups" "postgresrestores" "schedules" "postgrespolicies" | toJson -}}
 {{- end -}}
 
 {{/*
@@ -78,7 +78,7 @@ Rules for Steward's resources and the children it manages. Rendered into a Clust
 # the PostgreSQL primary's role label.
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list", "watch", "create", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # PostgreSQL backups: `pgbackrest info` in the repository host's container (a WebSocket
 # upgrade: API servers before 1.35 authorize it as `get`, 1.35+ as `create`).
 - apiGroups: [""]
@@ -89,10 +89,10 @@ Rules for Steward's resources and the children it manages. Rendered into a Clust
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "list", "watch", "create", "patch"]
-# PostgreSQL configuration, server-side applied.
+# PostgreSQL configuration, server-side applied; a PostgresPolicy's SQL held in a ConfigMap (get).
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["patch"]
+  verbs: ["get", "patch"]
 # The members' disruption budget, server-side applied.
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]

@@ -24,7 +24,7 @@ use tokio_postgres::{Client, NoTls, Row};
 
 use super::{
     ArchiverStats, ConnectionTarget, Lsn, PgAdminError, PostgresAdmin, PostgresConnector,
-    ReplicationConnection, RoleOptions, ServerInfo, WalPosition, sql,
+    ReplicationConnection, RoleOptions, ServerInfo, SqlOutcome, WalPosition, sql,
 };
 
 /// Opens [`PgClient`]s on real PostgreSQL instances.
@@ -319,6 +319,34 @@ impl PostgresAdmin for PgClient {
             last_failed_wal: text_column(&row, 4)?,
             last_failed_time: column(&row, 5)?,
         })
+    }
+
+    async fn run_sql(&self, sql: &str, timeout: Duration) -> Result<SqlOutcome, PgAdminError> {
+        let ms = timeout.as_millis().max(1);
+        self.execute(&format!("SET statement_timeout = {ms}"), "")
+            .await?;
+        // The server ends the statement at its timeout; the client waits a little longer
+        // for that answer before it gives up on the connection.
+        let answer = tokio::time::timeout(
+            timeout + Duration::from_secs(5),
+            self.client.simple_query(sql),
+        )
+        .await
+        .map_err(|_| {
+            PgAdminError::Unavailable(format!("{}: no answer within {timeout:?}", self.describe))
+        })?
+        .map_err(|e| with_target(&self.describe, classify(&e, "")))?;
+        let mut outcome = SqlOutcome::default();
+        for m in &answer {
+            match m {
+                tokio_postgres::SimpleQueryMessage::CommandComplete(n) => outcome.rows += *n,
+                tokio_postgres::SimpleQueryMessage::Row(row) if outcome.first.is_none() => {
+                    outcome.first = row.get(0).map(str::to_owned);
+                }
+                _ => {}
+            }
+        }
+        Ok(outcome)
     }
 
     async fn switch_wal(&self) -> Result<String, PgAdminError> {

@@ -306,6 +306,15 @@ impl ArchiverStats {
     }
 }
 
+/// What SQL text did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SqlOutcome {
+    /// Rows inserted, updated, deleted or returned, summed over the statements.
+    pub rows: u64,
+    /// The first column of the first row returned (as text; `None` for SQL `NULL` or no row).
+    pub first: Option<String>,
+}
+
 /// Operations on one PostgreSQL instance, as a superuser.
 #[async_trait]
 pub trait PostgresAdmin: Send + Sync {
@@ -353,6 +362,12 @@ pub trait PostgresAdmin: Send + Sync {
         role: &str,
         database: &str,
     ) -> Result<bool, PgAdminError>;
+    /// Runs SQL text (one or more statements, as one simple query: one implicit transaction)
+    /// as the connected user in the connected database, with `statement_timeout` set to
+    /// `timeout`; returns the rows the statements affected or returned, summed, and the first
+    /// column of the first row returned. Policies and checks: unlike every other call, the
+    /// text is the user's, run as it is.
+    async fn run_sql(&self, sql: &str, timeout: Duration) -> Result<SqlOutcome, PgAdminError>;
 }
 
 /// Opens a [`PostgresAdmin`] on one instance. The engine holds one connector; tests swap in the

@@ -51,7 +51,7 @@ use async_trait::async_trait;
 
 use super::{
     ArchiverStats, ConnectionTarget, Lsn, PgAdminError, PostgresAdmin, PostgresConnector,
-    ReplicationConnection, RoleOptions, ServerInfo, WalPosition, sql,
+    ReplicationConnection, RoleOptions, ServerInfo, SqlOutcome, WalPosition, sql,
 };
 
 /// The port every model instance listens on; the host is the instance's name.
@@ -76,6 +76,9 @@ pub struct Catalog {
     pub grants: BTreeSet<(String, String)>,
     /// The superuser `initdb` created; it cannot be dropped.
     pub bootstrap_superuser: String,
+    /// SQL text run by `run_sql` (database, text), oldest first: the model does not interpret
+    /// it, but it is written like any change (a primary only, replicated to standbys).
+    pub sql_log: Vec<(String, String)>,
 }
 
 /// One role.
@@ -168,6 +171,8 @@ pub enum CallKind {
     Archiver,
     /// `switch_wal`.
     SwitchWal,
+    /// `run_sql`.
+    RunSql,
 }
 
 /// PostgreSQL's default WAL segment size.
@@ -244,6 +249,8 @@ enum Needs<'a> {
     /// may change only their own password (`42501` "permission denied"; `CREATEROLE` is not
     /// modelled).
     PasswordOf(&'a str),
+    /// Anyone logged in: what the statement itself needs is not modelled.
+    Login,
 }
 
 impl Needs<'_> {
@@ -255,6 +262,7 @@ impl Needs<'_> {
             return Ok(());
         }
         match self {
+            Self::Login => Ok(()),
             Self::Superuser => Err(denied(&format!("permission denied to {statement}"))),
             Self::PasswordOf(target) => {
                 let role = catalog
@@ -576,6 +584,7 @@ impl PgModel {
             model: self.clone(),
             instance: target.host.clone(),
             user: target.user.clone(),
+            database: target.dbname.clone(),
             boot,
         })
     }
@@ -642,6 +651,7 @@ pub struct ModelAdmin {
     model: PgModel,
     instance: String,
     user: String,
+    database: String,
     boot: u64,
 }
 
@@ -727,6 +737,20 @@ impl PostgresAdmin for ModelAdmin {
         self.call(CallKind::Archiver, "", |state, name| {
             Ok(state.get(name)?.archiver.clone())
         })
+    }
+
+    async fn run_sql(&self, sql: &str, _timeout: Duration) -> Result<SqlOutcome, PgAdminError> {
+        let database = self.database.clone();
+        self.write_with(
+            CallKind::RunSql,
+            &database,
+            "SQL",
+            Needs::Login,
+            |catalog| {
+                catalog.sql_log.push((database.clone(), sql.to_owned()));
+                Ok(SqlOutcome::default())
+            },
+        )
     }
 
     async fn switch_wal(&self) -> Result<String, PgAdminError> {

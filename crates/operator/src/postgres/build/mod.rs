@@ -7,3 +7,4 @@ pub mod pgbackrest;
 pub mod script;
 pub mod secrets;
 pub mod service;
+pub mod verify;

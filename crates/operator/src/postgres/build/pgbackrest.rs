@@ -787,6 +787,43 @@ pub fn restore_job(
     )
 }
 
+/// The Job of a `verify` run: restores backup set `label` of the cluster's repository into the
+/// scratch claim `claim` with archiving off (`--archive-mode=off`: the scratch instance must
+/// never push WAL into the cluster's repository); recovery then replays the archive to its end.
+/// Named after the run, labelled `labels` (not the cluster's instance label: nothing of the
+/// cluster's own pipeline counts it), one attempt.
+pub fn verify_restore_job<K>(
+    owner: &K,
+    cluster: &ValidatedPostgresCluster,
+    run: &str,
+    claim: &str,
+    label: &str,
+    labels: &BTreeMap<String, String>,
+) -> Option<Job>
+where
+    K: Resource<DynamicType = ()>,
+{
+    let names = cluster.names();
+    let mut job = restore_into(
+        owner,
+        cluster,
+        RestoreInto {
+            job: run.to_owned(),
+            claim: claim.to_owned(),
+            config: format!("{CONFIG_MOUNT}/{INSTANCE_CONF}"),
+            volumes: instance_volumes(&names),
+            mounts: instance_mounts(),
+            node_selector: cluster.pod_template.node_selector.clone(),
+            affinity: node_affinity_of(cluster),
+            target_args: vec![format!("--set={label}"), "--archive-mode=off".into()],
+        },
+    )?;
+    job.metadata.labels = Some(labels.clone());
+    let template = job.spec.as_mut()?.template.metadata.as_mut()?;
+    template.labels = Some(labels.clone());
+    Some(job)
+}
+
 /// The Job that restores the `dataSource` cluster's repository into the first primary's claim
 /// (`<cluster>-0-pgdata`), with `source.conf` and the source's certificates. A couple of
 /// attempts (a source repository host being replaced); then the failure is reported.

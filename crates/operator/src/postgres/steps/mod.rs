@@ -1,6 +1,7 @@
 //! The PostgreSQL pipeline's steps, one per file, in pipeline order.
 
 pub mod apply_config;
+pub mod apply_policies;
 pub mod apply_services;
 pub mod clone_from_source;
 pub mod ensure_secrets;

@@ -315,32 +315,21 @@ impl Harness {
         store
     }
 
-    /// The `PostgresRestore`s stored in the API server, as the cache would hold them.
-    async fn restore_cache(&self) -> Store<steward_api::pgbackrest::PostgresRestore> {
+    /// The objects of kind `K` stored in the API server, as the cache would hold them.
+    async fn cache<K>(&self) -> Store<K>
+    where
+        K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+    {
         let (store, mut writer) = reflector::store();
-        for r in self
-            .api::<steward_api::pgbackrest::PostgresRestore>()
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-        {
-            writer.apply_watcher_event(&watcher::Event::Apply(r));
-        }
-        store
-    }
-
-    /// The `PostgresBackup`s stored in the API server, as the cache would hold them.
-    async fn backup_cache(&self) -> Store<steward_api::pgbackrest::PostgresBackup> {
-        let (store, mut writer) = reflector::store();
-        for b in self
-            .api::<steward_api::pgbackrest::PostgresBackup>()
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-        {
-            writer.apply_watcher_event(&watcher::Event::Apply(b));
+        let api: Api<K> = Api::namespaced(self.plane.client.clone(), NS);
+        for o in api.list(&ListParams::default()).await.unwrap().items {
+            writer.apply_watcher_event(&watcher::Event::Apply(o));
         }
         store
     }
@@ -391,8 +380,9 @@ impl Harness {
                 pods: self.pod_cache().await.into(),
                 claims: self.claim_cache().await.into(),
                 nodes: self.node_cache().await,
-                backups: self.backup_cache().await,
-                restores: self.restore_cache().await,
+                backups: self.cache().await,
+                restores: self.cache().await,
+                policies: self.cache().await,
             },
             names: ClusterNames::new("demo", NS)
                 .with_epoch(stored.as_ref().and_then(|s| s.data_epoch).unwrap_or(0)),
