@@ -41,6 +41,23 @@ pub struct PostgresBackupSpec {
     /// (`status.type` says which).
     #[serde(rename = "type", default)]
     pub type_: BackupType,
+    /// `pgbackrest` (into the cluster's repository) or `pgbasebackup` (seed: "pgBaseBackup
+    /// Schedules": `pg_basebackup` into the cluster's backup claim `<cluster>-backup`, which
+    /// is created if missing and kept after the cluster; a full copy whose `type` is ignored,
+    /// usable as a new cluster's `dataSource.pgbasebackup`).
+    #[serde(default)]
+    pub method: BackupMethod,
+}
+
+/// How a backup is taken.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum BackupMethod {
+    /// pgBackRest, into the cluster's repository.
+    #[default]
+    Pgbackrest,
+    /// `pg_basebackup`, into the cluster's backup claim.
+    Pgbasebackup,
 }
 
 /// pgBackRest's backup types.

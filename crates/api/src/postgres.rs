@@ -119,12 +119,33 @@ pub struct PostgresClusterSpec {
     pub policies: Vec<crate::policy::PolicyRef>,
 }
 
-/// A new cluster's initial data.
+/// A new cluster's initial data: exactly one of `pgbackrest` and `pgbasebackup`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.pgbackrest) != has(self.pgbasebackup)",
+     "message": "dataSource has exactly one of pgbackrest and pgbasebackup"}
+]))]
 pub struct DataSource {
     /// Restore from this cluster's repository.
-    pub pgbackrest: PgBackRestSource,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pgbackrest: Option<PgBackRestSource>,
+    /// Copy a `pg_basebackup` (a `PostgresBackup` of method `pgbasebackup`) of another
+    /// cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pgbasebackup: Option<PgBaseBackupSource>,
+}
+
+/// A `pg_basebackup` of another cluster, in that cluster's backup claim `<cluster>-backup`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PgBaseBackupSource {
+    /// The `PostgresCluster` (in this namespace) the backup is of; same major version.
+    #[schemars(length(min = 1, max = 63))]
+    pub cluster: String,
+    /// The completed `PostgresBackup` (method `pgbasebackup`) to copy.
+    #[schemars(length(min = 1, max = 253))]
+    pub backup: String,
 }
 
 /// Another cluster's repository, and where to stop.

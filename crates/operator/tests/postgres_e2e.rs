@@ -2509,3 +2509,78 @@ async fn a_verify_schedule_proves_the_newest_backup_and_reports_a_broken_one() {
         .await;
     plane.shutdown().await;
 }
+
+/// `pg_basebackup` backups (issue 14, seed "pgBaseBackup Schedules"): a `pgbasebackup`
+/// schedule creates `PostgresBackup`s of method `pgbasebackup` on a cluster without a
+/// pgBackRest repository; each streams a base backup into the cluster's backup claim
+/// `<cluster>-backup`; a new cluster with `dataSource.pgbasebackup` starts on a copy of one,
+/// with the source's rows and passwords.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pgbasebackup_schedule_fills_the_backup_claim_and_a_new_cluster_starts_from_it() {
+    use steward_api::pgbackrest::{BackupMethod, BackupPhase, PostgresBackup};
+    use steward_api::schedule::Schedule;
+    let plane = Plane::start().await;
+    create(&plane, "bb", 1, "").await;
+    primary(&plane, "bb")
+        .await
+        .batch_execute("CREATE TABLE t (id int); INSERT INTO t SELECT generate_series(1, 7)")
+        .await
+        .unwrap();
+    plane
+        .apply("apiVersion: steward.dev/v1alpha1\nkind: Schedule\nmetadata:\n  name: bb-base\nspec:\n  cluster: bb\n  schedule: \"*/3 * * * * *\"\n  type: pgbasebackup\n")
+        .await;
+    let s = plane
+        .wait_for::<Schedule, _>("a pg_basebackup run", "bb-base", BOOT, |s| {
+            s.status
+                .as_ref()
+                .is_some_and(|s| s.runs.iter().any(|r| r.phase == "Succeeded"))
+        })
+        .await;
+    plane
+        .patch_spec::<Schedule>("bb-base", serde_json::json!({"suspend": true}))
+        .await;
+    let run = s
+        .status
+        .unwrap()
+        .runs
+        .into_iter()
+        .find(|r| r.phase == "Succeeded")
+        .unwrap()
+        .name;
+    let backup = plane.api::<PostgresBackup>().get(&run).await.unwrap();
+    assert_eq!(backup.spec.method, BackupMethod::Pgbasebackup);
+    let status = backup.status.unwrap();
+    assert_eq!(status.phase, Some(BackupPhase::Completed), "{status:?}");
+    assert_eq!(status.label.as_deref(), Some(run.as_str()));
+    assert!(
+        plane
+            .api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>()
+            .get_opt("bb-backup")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let extra = format!("  dataSource:\n    pgbasebackup: {{cluster: bb, backup: {run}}}\n");
+    let copy = create(&plane, "bb2", 1, &extra).await;
+    assert!(
+        copy.status
+            .as_ref()
+            .and_then(|s| s.cloned_from.as_deref())
+            .is_some_and(|c| c.contains(&run)),
+        "{:?}",
+        copy.status
+    );
+    let n: i64 = primary(&plane, "bb2")
+        .await
+        .query_one("SELECT count(*) FROM t", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 7);
+    assert_eq!(
+        secret_value(&plane, "bb2-superuser", "password").await,
+        secret_value(&plane, "bb-superuser", "password").await,
+        "the copy's data has the source's roles: its Secrets start with their passwords"
+    );
+    plane.shutdown().await;
+}

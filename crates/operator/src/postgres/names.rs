@@ -158,7 +158,13 @@ impl ClusterNames {
         format!("{}-pgbackrest-source", self.cluster)
     }
 
-    /// The Job that restores a `dataSource` cluster's repository into the first primary.
+    /// The claim holding the cluster's `pg_basebackup`s (seed: the backup PVC), kept after the
+    /// cluster.
+    pub fn backup_claim(&self) -> String {
+        format!("{}-backup", self.cluster)
+    }
+
+    /// The Job that gives a new cluster its data from a `dataSource`.
     pub fn clone_job(&self) -> String {
         format!("{}-clone", self.cluster)
     }

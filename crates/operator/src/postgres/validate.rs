@@ -129,6 +129,19 @@ pub struct ValidatedPostgresCluster {
     pub data_epoch: u32,
     /// Another cluster's repository the first primary is restored from, instead of `initdb`.
     pub data_source: Option<steward_api::postgres::PgBackRestSource>,
+    /// Another cluster's `pg_basebackup` the first primary's data is copied from.
+    pub base_backup_source: Option<steward_api::postgres::PgBaseBackupSource>,
+}
+
+impl ValidatedPostgresCluster {
+    /// The cluster a `dataSource` (either kind) names: its data, roles and passwords are the
+    /// first primary's.
+    pub fn source_cluster(&self) -> Option<&str> {
+        self.data_source
+            .as_ref()
+            .map(|s| s.cluster.as_str())
+            .or(self.base_backup_source.as_ref().map(|s| s.cluster.as_str()))
+    }
 }
 
 impl ValidatedPostgresCluster {
@@ -482,7 +495,17 @@ pub fn validate(cluster: &PostgresCluster) -> Result<ValidatedPostgresCluster, S
     }
 
     let mut parameters = check_parameters(&spec.parameters, spec.instances, version, &mut problems);
-    let data_source = spec.data_source.as_ref().map(|d| d.pgbackrest.clone());
+    let data_source = spec.data_source.as_ref().and_then(|d| d.pgbackrest.clone());
+    let base_backup_source = spec
+        .data_source
+        .as_ref()
+        .and_then(|d| d.pgbasebackup.clone());
+    if base_backup_source
+        .as_ref()
+        .is_some_and(|s| s.cluster == name)
+    {
+        problems.push("dataSource.pgbasebackup.cluster names this cluster itself".to_owned());
+    }
     if let Some(source) = &data_source {
         if source.cluster == name {
             problems.push("dataSource.pgbackrest.cluster names this cluster itself".to_owned());
@@ -577,6 +600,7 @@ pub fn validate(cluster: &PostgresCluster) -> Result<ValidatedPostgresCluster, S
             metrics: spec.metrics.clone(),
             pgbackrest,
             data_source,
+            base_backup_source,
             data_epoch: cluster
                 .status
                 .as_ref()

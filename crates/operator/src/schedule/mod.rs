@@ -75,7 +75,7 @@ fn not_ready(
     let Some(c) = cluster else {
         return Some(("ClusterNotFound", format!("cluster {name} does not exist")));
     };
-    if type_ != ScheduleType::Policy
+    if matches!(type_, ScheduleType::Pgbackrest | ScheduleType::Verify)
         && c.spec
             .backups
             .as_ref()
@@ -239,11 +239,6 @@ async fn reconcile(schedule: Arc<Schedule>, ctx: Arc<Context>) -> Result<Action,
         }
     };
     let unsupported = match schedule.spec.type_ {
-        ScheduleType::Pgbasebackup => Some(
-            "type pgbasebackup is not implemented yet (pgbackrest, policy and verify are); \
-             nothing runs"
-                .to_owned(),
-        ),
         ScheduleType::Policy if schedule.spec.policy.is_none() => {
             Some("a policy schedule needs spec.policy".to_owned())
         }
@@ -506,6 +501,11 @@ async fn start_backup(
                 .as_ref()
                 .map(|p| p.type_)
                 .unwrap_or_default(),
+            method: if schedule.spec.type_ == ScheduleType::Pgbasebackup {
+                steward_api::pgbackrest::BackupMethod::Pgbasebackup
+            } else {
+                steward_api::pgbackrest::BackupMethod::Pgbackrest
+            },
         },
     );
     backup.metadata.namespace = Some(ns.clone());

@@ -131,6 +131,9 @@ pub struct ModelInstance {
     pub fail_next: VecDeque<PgAdminError>,
     /// What `pg_stat_archiver` shows (the model archives nothing itself: tests set it).
     pub archiver: ArchiverStats,
+    /// SQL text `run_sql` answers with an error (the model does not interpret SQL: tests say
+    /// which text PostgreSQL would refuse, and how).
+    pub sql_errors: BTreeMap<String, PgAdminError>,
 }
 
 impl ModelInstance {
@@ -463,6 +466,7 @@ impl PgModel {
                 catalog,
                 fail_next: VecDeque::new(),
                 archiver: ArchiverStats::default(),
+                sql_errors: BTreeMap::new(),
             },
         );
         Ok(())
@@ -495,6 +499,7 @@ impl PgModel {
             catalog: p.catalog.clone(),
             fail_next: VecDeque::new(),
             archiver: ArchiverStats::default(),
+            sql_errors: BTreeMap::new(),
         };
         state.instances.insert(name.to_owned(), standby);
         Ok(())
@@ -546,6 +551,17 @@ impl PgModel {
     /// A standby receives and replays everything its primary has written (if both are up).
     pub fn catch_up(&self, name: &str) -> Result<(), PgAdminError> {
         self.advance(name, Lsn(u64::MAX))
+    }
+
+    /// `run_sql` of exactly this text on instance `name` fails with `error`, as PostgreSQL
+    /// would refuse it.
+    pub fn fail_sql(&self, name: &str, sql: &str, error: PgAdminError) -> Result<(), PgAdminError> {
+        let mut state = self.lock();
+        state
+            .get_mut(name)?
+            .sql_errors
+            .insert(sql.to_owned(), error);
+        Ok(())
     }
 
     /// The next call on this instance (connecting included) fails with `error`.
@@ -740,6 +756,15 @@ impl PostgresAdmin for ModelAdmin {
     }
 
     async fn run_sql(&self, sql: &str, _timeout: Duration) -> Result<SqlOutcome, PgAdminError> {
+        let refused = self
+            .model
+            .lock()
+            .instances
+            .get(&self.instance)
+            .and_then(|i| i.sql_errors.get(sql).cloned());
+        if let Some(e) = refused {
+            return self.call(CallKind::RunSql, &self.database, |_, _| Err(e));
+        }
         let database = self.database.clone();
         self.write_with(
             CallKind::RunSql,

@@ -1,5 +1,6 @@
 //! (pure) Desired children of a PostgreSQL cluster.
 
+pub mod basebackup;
 pub mod config;
 pub mod instance;
 pub mod pdb;

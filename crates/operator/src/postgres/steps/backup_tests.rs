@@ -57,6 +57,7 @@ async fn create(h: &Harness, name: &str, type_: BackupType) {
         PostgresBackupSpec {
             cluster: "demo".into(),
             type_,
+            method: steward_api::pgbackrest::BackupMethod::Pgbackrest,
         },
     );
     h.api::<PostgresBackup>()

@@ -21,13 +21,14 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::{Api, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use steward_api::common::{GroupReplicas, OperationChange, OperationKind};
-use steward_api::postgres::PostgresCluster;
+use steward_api::pgbackrest::{BackupMethod, BackupPhase, PostgresBackup};
+use steward_api::postgres::{PgBaseBackupSource, PostgresCluster};
 
 use crate::error::Error;
 use crate::operation::OperationRequest;
 use crate::pipeline::{EventType, Outcome, SubReconciler};
 use crate::postgres::PostgresPass;
-use crate::postgres::build::{instance, pgbackrest};
+use crate::postgres::build::{basebackup, instance, pgbackrest};
 use crate::postgres::steps::provision_repository::job_outcome;
 use crate::postgres::steps::run_backups::last_words;
 use crate::postgres::steps::{SOON, validated};
@@ -77,7 +78,7 @@ impl SubReconciler<PostgresPass> for CloneFromSource {
 
     async fn reconcile(&self, pass: &mut PostgresPass) -> Result<Outcome, Error> {
         let valid = validated(pass)?;
-        let Some(source) = valid.data_source.clone() else {
+        let Some(source_cluster) = valid.source_cluster().map(str::to_owned) else {
             return Ok(Outcome::Continue);
         };
         if pass.status.cloned_from.is_some()
@@ -88,14 +89,51 @@ impl SubReconciler<PostgresPass> for CloneFromSource {
         }
         let ns = pass.core.namespace.clone();
         let clusters: Api<PostgresCluster> = pass.ctx.api(&ns);
-        let found = clusters.get_opt(&source.cluster).await.map_err(|s| {
-            Error::kube("get PostgresCluster", format!("{ns}/{}", source.cluster), s)
-        })?;
-        if let Some(why) = unavailable(found.as_ref(), &source.cluster, &pass.cluster.spec.version)
-        {
+        let found = clusters
+            .get_opt(&source_cluster)
+            .await
+            .map_err(|s| Error::kube("get PostgresCluster", format!("{ns}/{source_cluster}"), s))?;
+        let version = pass.cluster.spec.version.clone();
+        let why = match &valid.base_backup_source {
+            Some(base) => {
+                let backups: Api<PostgresBackup> = pass.ctx.api(&ns);
+                let backup = backups.get_opt(&base.backup).await.map_err(|s| {
+                    Error::kube("get PostgresBackup", format!("{ns}/{}", base.backup), s)
+                })?;
+                base_backup_unavailable(found.as_ref(), backup.as_ref(), base, &version)
+            }
+            None => unavailable(found.as_ref(), &source_cluster, &version),
+        };
+        if let Some(why) = why {
             pass.core.degrade("DataSourceUnavailable", why.clone());
             return Ok(Outcome::stop(SOON * 10, why));
         }
+        // What is cloned, for messages and `status.clonedFrom`.
+        let (what, done_as) = match (&valid.base_backup_source, &valid.data_source) {
+            (Some(base), _) => (
+                format!("the pg_basebackup {} of {}", base.backup, base.cluster),
+                format!("{} (pg_basebackup {})", base.cluster, base.backup),
+            ),
+            (None, Some(source)) => {
+                let target = source
+                    .target
+                    .as_ref()
+                    .map(|t| {
+                        t.time
+                            .clone()
+                            .or_else(|| t.lsn.clone())
+                            .or_else(|| t.xid.clone())
+                            .or_else(|| t.name.clone())
+                            .unwrap_or_default()
+                    })
+                    .unwrap_or_else(|| "latest".into());
+                (
+                    format!("the repository of {} ({target})", source.cluster),
+                    format!("{} ({target})", source.cluster),
+                )
+            }
+            (None, None) => return Ok(Outcome::Continue),
+        };
         let first = pass.names.instance(0);
         pass.core.start_operation(OperationRequest {
             kind: OperationKind::Bootstrap,
@@ -108,10 +146,7 @@ impl SubReconciler<PostgresPass> for CloneFromSource {
                 }],
                 ..OperationChange::default()
             },
-            message: format!(
-                "restoring the repository of {} into {first}",
-                source.cluster
-            ),
+            message: format!("copying {what} into {first}"),
         });
         let claim = pass.names.claim(&first);
         if pass
@@ -146,7 +181,12 @@ impl SubReconciler<PostgresPass> for CloneFromSource {
             .await
             .map_err(|s| Error::kube("get Job", object.clone(), s))?;
         let Some(job) = job else {
-            let Some(desired) = pgbackrest::clone_job(&pass.cluster, &valid) else {
+            let desired = if valid.base_backup_source.is_some() {
+                basebackup::clone_job(&pass.cluster, &valid)
+            } else {
+                pgbackrest::clone_job(&pass.cluster, &valid)
+            };
+            let Some(desired) = desired else {
                 return Err(Error::Internal {
                     message: "cluster has no UID or dataSource".into(),
                 });
@@ -160,10 +200,7 @@ impl SubReconciler<PostgresPass> for CloneFromSource {
                 EventType::Normal,
                 "CloneStarted",
                 "Bootstrap",
-                format!(
-                    "restoring the repository of {} into {claim} (Job {name})",
-                    source.cluster
-                ),
+                format!("copying {what} into {claim} (Job {name})"),
             );
             return Ok(Outcome::stop(SOON * 3, "the clone Job runs"));
         };
@@ -180,29 +217,50 @@ impl SubReconciler<PostgresPass> for CloneFromSource {
                 Ok(Outcome::stop(SOON * 30, message))
             }
             Some(Ok(())) => {
-                let target = source
-                    .target
-                    .as_ref()
-                    .map(|t| {
-                        t.time
-                            .clone()
-                            .or_else(|| t.lsn.clone())
-                            .or_else(|| t.xid.clone())
-                            .or_else(|| t.name.clone())
-                            .unwrap_or_default()
-                    })
-                    .unwrap_or_else(|| "latest".into());
-                pass.status.cloned_from = Some(format!("{} ({target})", source.cluster));
+                pass.status.cloned_from = Some(done_as);
                 pass.core.event(
                     EventType::Normal,
                     "ClonedFromSource",
                     "Bootstrap",
-                    format!("restored the repository of {} ({target}) into {claim}; the primary starts on it", source.cluster),
+                    format!("copied {what} into {claim}; the primary starts on it"),
                 );
                 Ok(Outcome::Continue)
             }
         }
     }
+}
+
+/// (pure) Why the `pg_basebackup` a `dataSource.pgbasebackup` names cannot be copied yet, if
+/// it cannot.
+pub fn base_backup_unavailable(
+    source: Option<&PostgresCluster>,
+    backup: Option<&PostgresBackup>,
+    wanted: &PgBaseBackupSource,
+    version: &str,
+) -> Option<String> {
+    let (name, b) = (&wanted.cluster, &wanted.backup);
+    let Some(source) = source else {
+        return Some(format!(
+            "dataSource: cluster {name} does not exist in this namespace"
+        ));
+    };
+    if source.spec.version != version {
+        return Some(format!(
+            "dataSource: cluster {name} runs PostgreSQL {}, this cluster {version}: a base backup needs the same major version",
+            source.spec.version
+        ));
+    }
+    let Some(backup) = backup else {
+        return Some(format!("dataSource: PostgresBackup {b} does not exist"));
+    };
+    if backup.spec.cluster != *name || backup.spec.method != BackupMethod::Pgbasebackup {
+        return Some(format!(
+            "dataSource: PostgresBackup {b} is not a pgbasebackup backup of cluster {name}"
+        ));
+    }
+    let phase = backup.status.as_ref().and_then(|s| s.phase);
+    (phase != Some(BackupPhase::Completed))
+        .then(|| format!("dataSource: PostgresBackup {b} has not completed (phase {phase:?})"))
 }
 
 #[cfg(test)]

@@ -138,9 +138,9 @@ impl SubReconciler<PostgresPass> for EnsureSecrets {
                 .map_err(|source| Error::kube("get Secret", pass.object(), source))?
                 .is_none();
         }
-        let (superuser_pw, replication_pw) = match &valid.data_source {
+        let (superuser_pw, replication_pw) = match valid.source_cluster() {
             Some(source) if missing => {
-                let source = ClusterNames::new(&source.cluster, &pass.core.namespace);
+                let source = ClusterNames::new(source, &pass.core.namespace);
                 let read = |name: String| source_password(pass, name);
                 match (
                     read(source.superuser_secret()).await?,

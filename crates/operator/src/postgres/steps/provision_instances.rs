@@ -64,7 +64,7 @@ impl SubReconciler<PostgresPass> for ProvisionInstances {
             return Ok(Outcome::Continue);
         }
         // A clone's first primary waits for its data (CloneFromSource).
-        if valid.data_source.is_some()
+        if valid.source_cluster().is_some()
             && pass.status.cloned_from.is_none()
             && pass.status.system_identifier.is_none()
         {

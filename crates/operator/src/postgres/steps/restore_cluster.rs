@@ -723,6 +723,7 @@ async fn finish(
             PostgresBackupSpec {
                 cluster: pass.core.name.clone(),
                 type_: BackupType::Full,
+                method: steward_api::pgbackrest::BackupMethod::Pgbackrest,
             },
         );
         backup.metadata.namespace = Some(ns.clone());

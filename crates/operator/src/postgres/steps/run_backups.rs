@@ -30,7 +30,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use steward_api::common::{OperationChange, OperationKind, OperationPhase};
-use steward_api::pgbackrest::{BackupPhase, BackupType, PostgresBackup, PostgresBackupStatus};
+use steward_api::pgbackrest::{
+    BackupMethod, BackupPhase, BackupType, PostgresBackup, PostgresBackupStatus,
+};
 use steward_api::postgres::{BackupSummary, BackupsStatus};
 
 use crate::clock::{format_time, parse_time};
@@ -38,7 +40,7 @@ use crate::error::Error;
 use crate::operation::{OperationRequest, Started};
 use crate::pipeline::{EventType, Outcome, SubReconciler};
 use crate::postgres::PostgresPass;
-use crate::postgres::build::pgbackrest;
+use crate::postgres::build::{basebackup, pgbackrest};
 use crate::postgres::repository::{BackupSet, RepoHost, RepoInfo};
 use crate::postgres::steps::provision_repository::job_outcome;
 use crate::postgres::steps::{SOON, validated};
@@ -409,6 +411,36 @@ fn running_in(backup: &PostgresBackup, job: &str, now: jiff::Timestamp) -> Postg
     status
 }
 
+/// Creates the backup claim `<cluster>-backup` of `pg_basebackup`s unless the cache has it.
+async fn ensure_backup_claim(
+    pass: &PostgresPass,
+    valid: &ValidatedPostgresCluster,
+) -> Result<(), Error> {
+    let ns = &pass.core.namespace;
+    let name = pass.names.backup_claim();
+    if pass
+        .stores
+        .claims
+        .get(&kube::runtime::reflector::ObjectRef::new(&name).within(ns))
+        .is_some()
+    {
+        return Ok(());
+    }
+    let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> = pass.ctx.api(ns);
+    match claims
+        .create(&PostParams::default(), &basebackup::claim(valid))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(s) => Err(Error::kube(
+            "create PersistentVolumeClaim",
+            format!("{ns}/{name}"),
+            s,
+        )),
+    }
+}
+
 /// Follows the running backup: creates its Job, waits for it, concludes.
 async fn follow(
     pass: &mut PostgresPass,
@@ -449,8 +481,17 @@ async fn follow(
         .get_opt(&job_name)
         .await
         .map_err(|source| Error::kube("get Job", object.clone(), source))?;
+    let basebackup = backup.spec.method == BackupMethod::Pgbasebackup;
     let Some(job) = job else {
-        let Some(desired) = pgbackrest::backup_job(backup, valid) else {
+        if basebackup {
+            ensure_backup_claim(pass, valid).await?;
+        }
+        let desired = if basebackup {
+            basebackup::backup_job(backup, valid)
+        } else {
+            pgbackrest::backup_job(backup, valid)
+        };
+        let Some(desired) = desired else {
             return Err(Error::Internal {
                 message: format!("PostgresBackup {name} has no UID or namespace"),
             });
@@ -481,6 +522,30 @@ async fn follow(
             let error = format!("Job {job_name} failed ({why}){words}");
             write_status(pass, backup, failed(backup, error.clone(), now)).await?;
             conclude(pass, &name, None, OperationPhase::Failed, error);
+            Ok(Outcome::Continue)
+        }
+        Some(Ok(())) if basebackup => {
+            let mut status = with(
+                backup,
+                BackupPhase::Completed,
+                format!(
+                    "pg_basebackup completed into {}:{}/{name}",
+                    pass.names.backup_claim(),
+                    basebackup::BACKUP_MOUNT
+                ),
+            );
+            status.label = Some(name.clone());
+            status.finished_at = Some(format_time(now));
+            status.stop_time = Some(format_time(now));
+            status.start_time = status.started_at.clone();
+            write_status(pass, backup, status).await?;
+            conclude(
+                pass,
+                &name,
+                Some(name.clone()),
+                OperationPhase::Succeeded,
+                format!("pg_basebackup {name} completed"),
+            );
             Ok(Outcome::Continue)
         }
         Some(Ok(())) => {
@@ -542,7 +607,10 @@ impl SubReconciler<PostgresPass> for RunBackups {
         let running = running(pass);
 
         if valid.pgbackrest.is_none() {
-            for b in backups.iter().filter(|b| !finished(b)) {
+            for b in backups
+                .iter()
+                .filter(|b| !finished(b) && b.spec.method == BackupMethod::Pgbackrest)
+            {
                 let why = format!(
                     "cluster {} has no spec.backups.pgbackrest: there is no repository to back up to",
                     pass.core.name
@@ -555,14 +623,24 @@ impl SubReconciler<PostgresPass> for RunBackups {
                 );
                 write_status(pass, b, failed(b, why, now)).await?;
             }
-            if running.is_some() {
+            let pgbackrest_running = running.as_ref().is_some_and(|name| {
+                backups
+                    .iter()
+                    .any(|b| &b.name_any() == name && b.spec.method == BackupMethod::Pgbackrest)
+            });
+            if pgbackrest_running {
                 pass.core.finish_operation(
                     OperationKind::Backup,
                     OperationPhase::Failed,
                     "backups were turned off",
                 );
             }
-            return Ok(Outcome::Continue);
+            if !backups
+                .iter()
+                .any(|b| !finished(b) && b.spec.method == BackupMethod::Pgbasebackup)
+            {
+                return Ok(Outcome::Continue);
+            }
         }
 
         // Backups marked running that lost their operation: deadline, fail-over, or a lost
@@ -601,6 +679,7 @@ impl SubReconciler<PostgresPass> for RunBackups {
 
         let waiting: Vec<&Arc<PostgresBackup>> = backups
             .iter()
+            .filter(|b| valid.pgbackrest.is_some() || b.spec.method == BackupMethod::Pgbasebackup)
             .filter(|b| match phase(b) {
                 None | Some(BackupPhase::Pending) => true,
                 Some(BackupPhase::Running) => failed_operation(pass, &b.name_any()).is_none(),
@@ -640,7 +719,7 @@ impl SubReconciler<PostgresPass> for RunBackups {
             .unwrap_or(false);
         let wait = if valid.paused {
             Some("the cluster is paused".to_owned())
-        } else if !stanza {
+        } else if !stanza && next.spec.method == BackupMethod::Pgbackrest {
             Some(format!(
                 "waiting for the stanza in repository {}",
                 pass.names.repo()
@@ -653,7 +732,10 @@ impl SubReconciler<PostgresPass> for RunBackups {
         let wait = match wait {
             Some(why) => Some(why),
             None => {
-                let type_ = next.spec.type_.as_str();
+                let type_ = match next.spec.method {
+                    BackupMethod::Pgbackrest => next.spec.type_.as_str(),
+                    BackupMethod::Pgbasebackup => "pgbasebackup",
+                };
                 let started = pass.core.start_operation(OperationRequest {
                     kind: OperationKind::Backup,
                     step: "RunJob".into(),

@@ -72,6 +72,7 @@ fn pipeline() -> Pipeline<PostgresPass> {
             Box::new(RestoreCluster),
             Box::new(RunBackups),
             Box::new(ReconcileUsers),
+            Box::new(crate::postgres::steps::apply_policies::ApplyPolicies),
         ],
     )
 }
@@ -1359,4 +1360,122 @@ async fn a_primary_on_a_lost_node_is_not_replaced_until_a_person_confirms() {
     h.pass().await;
     assert_eq!(h.promotions(), ["demo-1"]);
     h.assert_primary_replaced("demo-1").await;
+}
+
+fn policy(name: &str, sql: &str) -> steward_api::policy::PostgresPolicy {
+    steward_api::policy::PostgresPolicy::new(
+        name,
+        steward_api::policy::PostgresPolicySpec {
+            sql: Some(sql.into()),
+            config_map: None,
+        },
+    )
+}
+
+#[tokio::test]
+async fn a_policy_runs_once_per_version_and_a_missing_one_is_reported_until_it_exists() {
+    use steward_api::policy::{PolicyRef, PostgresPolicy};
+    let mut s = spec(2);
+    s.policies = ["grants", "later"]
+        .map(|name| PolicyRef {
+            name: name.into(),
+            database: "postgres".into(),
+        })
+        .to_vec();
+    let mut h = Harness::start(s).await;
+    let policies = h.api::<PostgresPolicy>();
+    policies
+        .create(
+            &PostParams::default(),
+            &policy("grants", "GRANT pg_monitor TO app"),
+        )
+        .await
+        .unwrap();
+    h.pass().await;
+    let log = |h: &Harness| h.model.instance("demo-0").unwrap().catalog.sql_log;
+    assert_eq!(
+        log(&h),
+        [("postgres".to_owned(), "GRANT pg_monitor TO app".to_owned())]
+    );
+    let status = h.status().await;
+    let grants = status.policies[0].clone();
+    assert_eq!(
+        grants.result.as_ref().unwrap().phase,
+        "Succeeded",
+        "{grants:?}"
+    );
+    let first = grants.version.clone().unwrap();
+    assert!(
+        status.policies[1]
+            .waiting
+            .as_deref()
+            .is_some_and(|w| w.contains("PostgresPolicy later does not exist")),
+        "{status:?}"
+    );
+    assert!(h.reasons().contains(&"PolicyApplied".to_owned()));
+    let degraded = status
+        .common
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Degraded")
+        .unwrap();
+    assert_eq!(degraded.reason, "PolicyUnavailable");
+    // The same version never runs again; the missing policy runs once it exists.
+    for _ in 0..2 {
+        h.clock.advance(Duration::from_secs(15));
+        h.pass().await;
+    }
+    assert_eq!(log(&h).len(), 1);
+    policies
+        .create(&PostParams::default(), &policy("later", "SELECT 1"))
+        .await
+        .unwrap();
+    h.pass().await;
+    assert_eq!(log(&h).len(), 2);
+    // A new version of the SQL runs once.
+    let mut changed = policies.get("grants").await.unwrap();
+    changed.spec.sql = Some("GRANT pg_read_all_stats TO app".into());
+    policies
+        .replace("grants", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    h.pass().await;
+    h.pass().await;
+    assert_eq!(log(&h).len(), 3);
+    let status = h.status().await;
+    assert_ne!(status.policies[0].version.as_deref(), Some(first.as_str()));
+    assert!(status.policies.iter().all(|p| p.waiting.is_none()));
+    // A failing run is recorded with PostgreSQL's words and not retried.
+    h.model
+        .fail_sql(
+            "demo-0",
+            "DELETE FROM nope",
+            crate::postgres::admin::PgAdminError::from_sqlstate(
+                "42P01",
+                "ERROR: relation \"nope\" does not exist",
+            ),
+        )
+        .unwrap();
+    let mut broken = policies.get("later").await.unwrap();
+    broken.spec.sql = Some("DELETE FROM nope".into());
+    policies
+        .replace("later", &PostParams::default(), &broken)
+        .await
+        .unwrap();
+    h.pass().await;
+    h.pass().await;
+    let later = h.status().await.policies[1].clone();
+    let result = later.result.unwrap();
+    assert_eq!(result.phase, "Failed");
+    assert!(
+        result
+            .error
+            .unwrap()
+            .contains("relation \"nope\" does not exist")
+    );
+    assert_eq!(log(&h).len(), 3, "the failed statement changed nothing");
+    assert_eq!(
+        h.reasons().iter().filter(|r| *r == "PolicyFailed").count(),
+        1
+    );
 }
