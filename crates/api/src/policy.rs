@@ -15,7 +15,9 @@ use serde::{Deserialize, Serialize};
     plural = "postgrespolicies",
     shortname = "pgpolicy",
     namespaced,
+    status = "PostgresPolicyStatus",
     printcolumn = r#"{"name":"ConfigMap","type":"string","jsonPath":".spec.configMap.name"}"#,
+    printcolumn = r#"{"name":"Version","type":"string","jsonPath":".status.version"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -32,6 +34,17 @@ pub struct PostgresPolicySpec {
     /// The SQL in a ConfigMap of this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_map: Option<ConfigMapKey>,
+}
+
+/// What Steward last read of a policy.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PostgresPolicyStatus {
+    /// The version of its SQL (a stable 64-bit hash, 16 hex digits) when a cluster last read
+    /// it: compare with a cluster's `status.policies[].version` to see whether the cluster ran
+    /// the current SQL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 /// A key of a ConfigMap.

@@ -131,3 +131,32 @@ fn the_schedule_example_parses_and_its_expressions_are_valid() {
         steward_operator::schedule::cron::parse(&schedule.spec.schedule).unwrap();
     }
 }
+
+#[test]
+fn the_policy_verify_and_configmap_examples_parse_and_name_the_backups_example() {
+    use steward_api::schedule::{Schedule, ScheduleType};
+    let parse = |f: &str| steward_operator::dev::parse_manifests(&repo_file(f)).unwrap();
+    let docs = parse("examples/postgres-policy.yaml");
+    assert_eq!(docs.len(), 3);
+    for doc in &docs[..2] {
+        let p: steward_api::policy::PostgresPolicy = serde_json::from_value(doc.clone()).unwrap();
+        assert!(p.spec.sql.is_some_and(|s| !s.trim().is_empty()));
+    }
+    let s: Schedule = serde_json::from_value(docs[2].clone()).unwrap();
+    assert_eq!(s.spec.type_, ScheduleType::Policy);
+    assert_eq!(s.spec.policy.unwrap().name, "audit-tick");
+    steward_operator::schedule::cron::parse(&s.spec.schedule).unwrap();
+
+    let s: Schedule =
+        serde_json::from_value(parse("examples/postgres-verify.yaml")[0].clone()).unwrap();
+    assert_eq!(s.spec.type_, ScheduleType::Verify);
+    assert_eq!(s.spec.cluster, "demo-backups");
+    steward_operator::schedule::cron::parse(&s.spec.schedule).unwrap();
+
+    let map: k8s_openapi::api::core::v1::ConfigMap =
+        serde_json::from_value(parse("examples/scheduler-configmap.yaml")[0].clone()).unwrap();
+    let s = steward_operator::schedule::configmaps::schedule_of(&map, "steward-system").unwrap();
+    assert_eq!(s.metadata.namespace.as_deref(), Some("default"));
+    assert_eq!(s.spec.cluster, "demo-backups");
+    steward_operator::schedule::cron::parse(&s.spec.schedule).unwrap();
+}

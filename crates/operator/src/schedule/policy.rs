@@ -142,3 +142,49 @@ pub fn entry(name: &str, slot: Timestamp, result: &PolicyResult) -> ScheduleRun 
         backup: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_left_running_by_an_earlier_operator_is_failed_not_rerun() {
+        let mut status = ScheduleStatus {
+            active: vec!["tick-1".into()],
+            runs: vec![
+                ScheduleRun {
+                    name: "tick-1".into(),
+                    phase: "Running".into(),
+                    ..ScheduleRun::default()
+                },
+                ScheduleRun {
+                    name: "tick-0".into(),
+                    phase: "Succeeded".into(),
+                    ..ScheduleRun::default()
+                },
+            ],
+            ..ScheduleStatus::default()
+        };
+        interrupted(&mut status, "2026-11-26T07:00:00Z".parse().unwrap());
+        assert!(status.active.is_empty());
+        assert_eq!(status.runs[0].phase, "Failed");
+        assert!(
+            status.runs[0]
+                .message
+                .as_deref()
+                .unwrap()
+                .contains("not run again")
+        );
+        assert_eq!(status.runs[1].phase, "Succeeded");
+        let ok = PolicyResult {
+            phase: "Succeeded".into(),
+            rows_affected: Some(3),
+            duration_ms: 12,
+            finished_at: "2026-11-26T07:00:01Z".into(),
+            ..PolicyResult::default()
+        };
+        let e = entry("tick-2", "2026-11-26T07:00:00Z".parse().unwrap(), &ok);
+        assert_eq!(e.message.as_deref(), Some("3 rows in 12 ms"));
+        assert_eq!(e.rows_affected, Some(3));
+    }
+}

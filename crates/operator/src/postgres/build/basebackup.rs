@@ -72,18 +72,32 @@ fn claim_volume(name: &str, claim: String, read_only: bool) -> Volume {
     }
 }
 
-/// A one-container Job with the cluster's PostgreSQL image running `script` as the postgres
-/// user; one attempt (a failure is reported, not retried).
-fn job<K: Resource<DynamicType = ()>>(
-    owner: &K,
-    cluster: &ValidatedPostgresCluster,
+/// What a script Job runs, with what.
+struct ScriptJob {
     name: String,
-    labels: &Labels,
+    labels: Labels,
     script: String,
     volumes: Vec<Volume>,
     mounts: Vec<k8s_openapi::api::core::v1::VolumeMount>,
     env: Vec<k8s_openapi::api::core::v1::EnvVar>,
+}
+
+/// A one-container Job with the cluster's PostgreSQL image running a script as the postgres
+/// user; one attempt (a failure is reported, not retried).
+fn job<K: Resource<DynamicType = ()>>(
+    owner: &K,
+    cluster: &ValidatedPostgresCluster,
+    what: ScriptJob,
 ) -> Option<Job> {
+    let ScriptJob {
+        name,
+        labels,
+        script,
+        volumes,
+        mounts,
+        env,
+    } = what;
+    let labels = &labels;
     let metadata = child_meta(owner, name, labels, &BTreeMap::new())?;
     owner.meta().uid.as_ref()?;
     let node_selector = cluster.pod_template.node_selector.clone();
@@ -146,16 +160,18 @@ pub fn backup_job(backup: &PostgresBackup, cluster: &ValidatedPostgresCluster) -
     let mut job = job(
         backup,
         cluster,
-        backup_job_name(&name),
-        &Labels::new(ENGINE, &cluster.name, BACKUP_COMPONENT),
-        script,
-        vec![claim_volume(BACKUP_VOLUME, names.backup_claim(), false)],
-        vec![mount(BACKUP_VOLUME, BACKUP_MOUNT, false)],
-        vec![secret_env(
-            "PGPASSWORD",
-            &names.replication_secret(),
-            PASSWORD_KEY,
-        )],
+        ScriptJob {
+            name: backup_job_name(&name),
+            labels: Labels::new(ENGINE, &cluster.name, BACKUP_COMPONENT),
+            script,
+            volumes: vec![claim_volume(BACKUP_VOLUME, names.backup_claim(), false)],
+            mounts: vec![mount(BACKUP_VOLUME, BACKUP_MOUNT, false)],
+            env: vec![secret_env(
+                "PGPASSWORD",
+                &names.replication_secret(),
+                PASSWORD_KEY,
+            )],
+        },
     )?;
     for meta in [
         Some(&mut job.metadata),
@@ -190,21 +206,76 @@ pub fn clone_job(owner: &PostgresCluster, cluster: &ValidatedPostgresCluster) ->
     job(
         owner,
         cluster,
-        names.clone_job(),
-        &Labels::new(
-            ENGINE,
-            &cluster.name,
-            crate::postgres::build::pgbackrest::RESTORE_COMPONENT,
-        ),
-        script,
-        vec![
-            claim_volume(BACKUP_VOLUME, source_names.backup_claim(), true),
-            claim_volume(DATA_VOLUME, names.claim(&names.instance(0)), false),
-        ],
-        vec![
-            mount(BACKUP_VOLUME, BACKUP_MOUNT, true),
-            mount(DATA_VOLUME, DATA_MOUNT, false),
-        ],
-        Vec::new(),
+        ScriptJob {
+            name: names.clone_job(),
+            labels: Labels::new(
+                ENGINE,
+                &cluster.name,
+                crate::postgres::build::pgbackrest::RESTORE_COMPONENT,
+            ),
+            script,
+            volumes: vec![
+                claim_volume(BACKUP_VOLUME, source_names.backup_claim(), true),
+                claim_volume(DATA_VOLUME, names.claim(&names.instance(0)), false),
+            ],
+            mounts: vec![
+                mount(BACKUP_VOLUME, BACKUP_MOUNT, true),
+                mount(DATA_VOLUME, DATA_MOUNT, false),
+            ],
+            env: Vec::new(),
+        },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::postgres::validate::validate;
+    use steward_api::pgbackrest::PostgresBackupSpec;
+    use steward_api::postgres::PostgresClusterSpec;
+
+    fn stored<K: Resource<DynamicType = ()>>(mut o: K) -> K {
+        o.meta_mut().namespace = Some("ns".into());
+        o.meta_mut().uid = Some("uid-1".into());
+        o
+    }
+
+    #[test]
+    fn a_base_backup_streams_into_a_partial_directory_named_after_the_backup() {
+        let cluster = stored(PostgresCluster::new(
+            "prod",
+            PostgresClusterSpec::new(1, "15"),
+        ));
+        let valid = validate(&cluster).unwrap();
+        let backup = stored(PostgresBackup::new(
+            "nightly-1",
+            serde_json::from_value::<PostgresBackupSpec>(
+                serde_json::json!({"cluster": "prod", "method": "pgbasebackup"}),
+            )
+            .unwrap(),
+        ));
+        let job = backup_job(&backup, &valid).unwrap();
+        assert_eq!(job.metadata.name.as_deref(), Some("nightly-1-job"));
+        let pod = job.spec.unwrap().template.spec.unwrap();
+        let script = &pod.containers[0].command.as_ref().unwrap()[2];
+        assert!(
+            script.contains("--pgdata='/pgbackup/nightly-1.partial'"),
+            "{script}"
+        );
+        assert!(script.contains("--wal-method=stream"), "{script}");
+        assert!(script.contains("mv '/pgbackup/nightly-1.partial' '/pgbackup/nightly-1'"));
+        assert!(script.contains("--host=prod-primary"), "{script}");
+        let volumes = pod.volumes.unwrap();
+        let claim = volumes[0].persistent_volume_claim.as_ref().unwrap();
+        assert_eq!(claim.claim_name, "prod-backup");
+        // The password comes from the replication Secret, never the spec.
+        let env = &pod.containers[0].env.as_ref().unwrap()[0];
+        assert_eq!(env.name, "PGPASSWORD");
+        assert!(env.value.is_none());
+        assert_eq!(claim_of(&valid), "prod-backup");
+    }
+
+    fn claim_of(valid: &ValidatedPostgresCluster) -> String {
+        claim(valid).metadata.name.unwrap()
+    }
 }

@@ -150,3 +150,76 @@ pub fn pod<K: Resource<DynamicType = ()>>(
         status: None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::postgres::build::pgbackrest::verify_restore_job;
+    use crate::postgres::validate::validate;
+    use steward_api::postgres::{PostgresCluster, PostgresClusterSpec};
+
+    #[test]
+    fn scratch_objects_never_archive_and_never_look_like_the_clusters_own() {
+        let mut cluster: PostgresCluster = PostgresCluster::new("prod", {
+            let mut s = PostgresClusterSpec::new(1, "15");
+            s.backups =
+                Some(serde_json::from_value(serde_json::json!({"pgbackrest": {}})).unwrap());
+            s
+        });
+        cluster.metadata.namespace = Some("ns".into());
+        cluster.metadata.uid = Some("uid-1".into());
+        let valid = validate(&cluster).unwrap();
+        let labels = BTreeMap::from([("steward.dev/schedule".to_owned(), "prove".to_owned())]);
+        let job = verify_restore_job(
+            &cluster,
+            &valid,
+            "prove-1",
+            "prove-1",
+            "20261126-101430F",
+            &labels,
+        )
+        .unwrap();
+        assert_eq!(job.metadata.labels.as_ref(), Some(&labels));
+        let pod_spec = job.spec.unwrap().template;
+        assert_eq!(pod_spec.metadata.unwrap().labels.as_ref(), Some(&labels));
+        let command = pod_spec.spec.unwrap().containers[0]
+            .command
+            .clone()
+            .unwrap();
+        assert!(
+            command.contains(&"--set=20261126-101430F".to_owned()),
+            "{command:?}"
+        );
+        assert!(
+            command.contains(&"--archive-mode=off".to_owned()),
+            "{command:?}"
+        );
+
+        let pod = pod(&cluster, &valid, "prove-1", &labels).unwrap();
+        assert_eq!(pod.metadata.labels.as_ref(), Some(&labels));
+        let spec = pod.spec.unwrap();
+        let script = &spec.containers[0].command.as_ref().unwrap()[2];
+        assert!(script.contains("-c archive_mode=off"), "{script}");
+        assert!(script.contains("-c synchronous_standby_names="), "{script}");
+        assert!(script.contains("hba_file=/var/lib/postgresql/data/verify-hba.conf"));
+        let claims: Vec<String> = spec
+            .volumes
+            .unwrap()
+            .iter()
+            .filter_map(|v| {
+                v.persistent_volume_claim
+                    .as_ref()
+                    .map(|c| c.claim_name.clone())
+            })
+            .collect();
+        assert_eq!(claims, ["prove-1"]);
+        assert_eq!(
+            claim(&cluster, &valid, "prove-1", &labels)
+                .unwrap()
+                .metadata
+                .name
+                .as_deref(),
+            Some("prove-1")
+        );
+    }
+}

@@ -7,18 +7,20 @@
 //! A policy that cannot be read (missing object, ConfigMap or key) is reported in its entry's
 //! `waiting` and the cluster is `Degraded` until it can; it runs as soon as it can.
 //!
-//! On a converged cluster it reads the policies' SQL (the `PostgresPolicy` cache; a `GET` per
-//! ConfigMap-held policy) and writes nothing.
+//! The policy's `status.version` is set to the version read (once per version, whichever
+//! cluster reads it first). On a converged cluster it reads the policies' SQL (the
+//! `PostgresPolicy` cache; a `GET` per ConfigMap-held policy) and writes nothing.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use steward_api::policy::AppliedPolicy;
+use steward_api::policy::{AppliedPolicy, PostgresPolicy, PostgresPolicyStatus};
 
 use crate::error::Error;
 use crate::pipeline::{EventType, Outcome, SubReconciler};
 use crate::postgres::PostgresPass;
 use crate::postgres::policy;
+use crate::postgres::steps::run_backups::patch_status;
 use crate::postgres::steps::validated;
 
 /// How long one policy may run.
@@ -71,6 +73,14 @@ impl SubReconciler<PostgresPass> for ApplyPolicies {
             let found = policy::cached(&pass.stores.policies, &pass.core.namespace, &r.name);
             let sql =
                 policy::resolve(&pass.ctx, found.as_deref(), &pass.core.namespace, &r.name).await?;
+            if let (Some(found), Ok(sql)) = (&found, &sql)
+                && found.status.as_ref().and_then(|s| s.version.as_ref()) != Some(&sql.version)
+            {
+                let status = PostgresPolicyStatus {
+                    version: Some(sql.version.clone()),
+                };
+                patch_status::<PostgresPolicy>(pass, &r.name, &status).await?;
+            }
             match sql {
                 Err(why) => {
                     waiting.push(why.clone());

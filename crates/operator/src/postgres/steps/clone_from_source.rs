@@ -301,4 +301,39 @@ mod tests {
         );
         assert_eq!(unavailable(Some(&prod), "prod", "15"), None);
     }
+
+    #[test]
+    fn a_base_backup_source_must_be_a_completed_pgbasebackup_of_that_cluster() {
+        let wanted = PgBaseBackupSource {
+            cluster: "prod".into(),
+            backup: "b1".into(),
+        };
+        let prod = PostgresCluster::new("prod", PostgresClusterSpec::new(1, "15"));
+        let why = |b: Option<&PostgresBackup>| {
+            base_backup_unavailable(Some(&prod), b, &wanted, "15").unwrap_or_default()
+        };
+        assert!(
+            base_backup_unavailable(None, None, &wanted, "15")
+                .unwrap()
+                .contains("does not exist")
+        );
+        assert!(
+            base_backup_unavailable(Some(&prod), None, &wanted, "16")
+                .unwrap()
+                .contains("same major version")
+        );
+        assert!(why(None).contains("PostgresBackup b1 does not exist"));
+        let mut b: PostgresBackup = serde_json::from_value(serde_json::json!({
+            "apiVersion": "steward.dev/v1alpha1", "kind": "PostgresBackup",
+            "metadata": {"name": "b1"}, "spec": {"cluster": "prod"}}))
+        .unwrap();
+        assert!(why(Some(&b)).contains("is not a pgbasebackup backup of cluster prod"));
+        b.spec.method = BackupMethod::Pgbasebackup;
+        assert!(why(Some(&b)).contains("has not completed"));
+        b.status = Some(serde_json::from_value(serde_json::json!({"phase": "Completed"})).unwrap());
+        assert_eq!(
+            base_backup_unavailable(Some(&prod), Some(&b), &wanted, "15"),
+            None
+        );
+    }
 }
