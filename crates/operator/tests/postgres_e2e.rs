@@ -801,19 +801,7 @@ async fn labelled_primary(plane: &Plane) -> Vec<String> {
 async fn manual_failover_of_a_down_primary_waits_for_fencing_across_an_operator_restart() {
     const HOLD: &str = "e2e.steward.dev/hold";
     let (hook_url, hooks) = common::hooks::receiver(axum::http::StatusCode::OK).await;
-    let mut plane = Plane::start_with_flags(
-        [
-            "--webhook-url",
-            &hook_url,
-            "--webhook-username",
-            "steward",
-            "--webhook-password",
-            "hook-pass",
-        ]
-        .map(str::to_owned)
-        .to_vec(),
-    )
-    .await;
+    let mut plane = with_webhooks(&hook_url).await;
     let yaml = manifest_with_failover("mf", 3, "{automatic: false, detectionDelaySeconds: 2}", "");
     let c = create_from(&plane, "mf", 3, &yaml).await;
     assert_eq!(c.status.unwrap().current_primary.as_deref(), Some("mf-0"));
@@ -1505,6 +1493,47 @@ async fn with_stanza(plane: &Plane, cluster: &str) {
         .await;
 }
 
+/// A plane whose operator sends webhooks to `url` (user `steward`, password `hook-pass`).
+async fn with_webhooks(url: &str) -> Plane {
+    Plane::start_with_flags(
+        [
+            "--webhook-url",
+            url,
+            "--webhook-username",
+            "steward",
+            "--webhook-password",
+            "hook-pass",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    )
+    .await
+}
+
+/// Ends the primary's WAL segment and waits until it is archived.
+async fn switch_and_archive(plane: &Plane, primary: &tokio_postgres::Client) {
+    let segment: String = primary
+        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+        .await
+        .unwrap()
+        .get(0);
+    plane
+        .eventually("the switched segment archived", BOOT, || {
+            let segment = segment.clone();
+            async move {
+                let row = primary
+                    .query_one(
+                        "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver",
+                        &[],
+                    )
+                    .await
+                    .ok()?;
+                (row.get::<_, String>(0) >= segment).then_some(())
+            }
+        })
+        .await;
+}
+
 fn backup_manifest(name: &str, cluster: &str, type_: &str) -> String {
     format!(
         "apiVersion: steward.dev/v1alpha1\nkind: PostgresBackup\nmetadata:\n  name: {name}\nspec:\n  cluster: {cluster}\n  type: {type_}\n"
@@ -1521,19 +1550,7 @@ fn backup_manifest(name: &str, cluster: &str, type_: &str) -> String {
 async fn backups_run_one_at_a_time_and_retention_expires_the_oldest() {
     use steward_api::pgbackrest::{BackupPhase, BackupType, PostgresBackup};
     let (hook_url, hooks) = common::hooks::receiver(axum::http::StatusCode::OK).await;
-    let plane = Plane::start_with_flags(
-        [
-            "--webhook-url",
-            &hook_url,
-            "--webhook-username",
-            "steward",
-            "--webhook-password",
-            "hook-pass",
-        ]
-        .map(str::to_owned)
-        .to_vec(),
-    )
-    .await;
+    let plane = with_webhooks(&hook_url).await;
     let extra = "  backups:\n    pgbackrest:\n      retentionFull: 1\n      storage: {size: 1Gi}\n";
     create(&plane, "bu", 1, extra).await;
     with_stanza(&plane, "bu").await;
@@ -1940,26 +1957,7 @@ async fn a_new_cluster_clones_another_clusters_repository_and_leaves_the_source_
         .await
         .unwrap();
     // The rows after the backup reach the archive: the clone restores to the archive's end.
-    let segment: String = source
-        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
-        .await
-        .unwrap()
-        .get(0);
-    plane
-        .eventually("the switched segment archived", BOOT, || {
-            let (source, segment) = (&source, segment.clone());
-            async move {
-                let row = source
-                    .query_one(
-                        "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver",
-                        &[],
-                    )
-                    .await
-                    .ok()?;
-                (row.get::<_, String>(0) >= segment).then_some(())
-            }
-        })
-        .await;
+    switch_and_archive(&plane, &source).await;
 
     let clone = format!("{backups}  dataSource:\n    pgbackrest:\n      cluster: src\n");
     let c = create(&plane, "cl", 1, &clone).await;
@@ -2314,19 +2312,7 @@ async fn policies_run_once_per_version_on_clusters_and_on_schedules_and_configma
 async fn a_verify_schedule_proves_the_newest_backup_and_reports_a_broken_one() {
     use steward_api::schedule::Schedule;
     let (hook_url, hooks) = common::hooks::receiver(axum::http::StatusCode::OK).await;
-    let plane = Plane::start_with_flags(
-        [
-            "--webhook-url",
-            &hook_url,
-            "--webhook-username",
-            "steward",
-            "--webhook-password",
-            "hook-pass",
-        ]
-        .map(str::to_owned)
-        .to_vec(),
-    )
-    .await;
+    let plane = with_webhooks(&hook_url).await;
     let extra = "  backups:\n    pgbackrest:\n      storage: {size: 1Gi}\n";
     create(&plane, "vf", 1, extra).await;
     with_stanza(&plane, "vf").await;
@@ -2357,26 +2343,7 @@ async fn a_verify_schedule_proves_the_newest_backup_and_reports_a_broken_one() {
         .batch_execute("INSERT INTO t VALUES (4)")
         .await
         .unwrap();
-    let segment: String = session
-        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
-        .await
-        .unwrap()
-        .get(0);
-    plane
-        .eventually("the row's WAL archived", BOOT, || {
-            let (session, segment) = (&session, segment.clone());
-            async move {
-                let row = session
-                    .query_one(
-                        "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver",
-                        &[],
-                    )
-                    .await
-                    .ok()?;
-                (row.get::<_, String>(0) >= segment).then_some(())
-            }
-        })
-        .await;
+    switch_and_archive(&plane, &session).await;
     let pod_uid = plane.api::<Pod>().get("vf-0").await.unwrap().uid();
     plane
         .apply("apiVersion: steward.dev/v1alpha1\nkind: Schedule\nmetadata:\n  name: prove\nspec:\n  cluster: vf\n  schedule: \"*/5 * * * * *\"\n  type: verify\n  verify: {query: \"SELECT count(*) FROM t\", expected: \"4\"}\n")

@@ -11,17 +11,16 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Container, PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource,
-    PodSecurityContext, PodSpec, PodTemplateSpec, Volume, VolumeResourceRequirements,
+    Container, PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec,
+    Volume,
 };
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use steward_api::pgbackrest::PostgresBackup;
 use steward_api::postgres::PostgresCluster;
 
-use crate::postgres::build::instance::{POSTGRES_UID, mount, secret_env};
-use crate::postgres::build::pgbackrest::{BACKUP_COMPONENT, BACKUP_LABEL, backup_job_name};
+use crate::postgres::build::instance::{claim_spec, mount, postgres_security_context, secret_env};
+use crate::postgres::build::pgbackrest::{BACKUP_COMPONENT, backup_job_name, with_backup_label};
 use crate::postgres::build::secrets::PASSWORD_KEY;
 use crate::postgres::names::{ClusterNames, DATA_MOUNT, ENGINE, PGDATA, PORT, REPLICATION_USER};
 use crate::postgres::validate::ValidatedPostgresCluster;
@@ -45,18 +44,7 @@ pub fn claim(cluster: &ValidatedPostgresCluster) -> PersistentVolumeClaim {
             labels: Some(Labels::new(ENGINE, &cluster.name, BACKUP_CLAIM_COMPONENT).to_map()),
             ..ObjectMeta::default()
         },
-        spec: Some(PersistentVolumeClaimSpec {
-            access_modes: Some(vec!["ReadWriteOnce".into()]),
-            storage_class_name: cluster.storage.storage_class_name.clone(),
-            resources: Some(VolumeResourceRequirements {
-                requests: Some(BTreeMap::from([(
-                    "storage".to_owned(),
-                    Quantity(cluster.storage.size.clone()),
-                )])),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
+        spec: Some(claim_spec(&cluster.storage)),
         status: None,
     }
 }
@@ -124,13 +112,7 @@ fn job<K: Resource<DynamicType = ()>>(
                     tolerations: (!cluster.pod_template.tolerations.is_empty())
                         .then(|| cluster.pod_template.tolerations.clone()),
                     volumes: Some(volumes),
-                    security_context: Some(PodSecurityContext {
-                        run_as_user: Some(POSTGRES_UID),
-                        run_as_group: Some(POSTGRES_UID),
-                        fs_group: Some(POSTGRES_UID),
-                        run_as_non_root: Some(true),
-                        ..Default::default()
-                    }),
+                    security_context: Some(postgres_security_context()),
                     restart_policy: Some("Never".into()),
                     enable_service_links: Some(false),
                     ..Default::default()
@@ -157,7 +139,7 @@ pub fn backup_job(backup: &PostgresBackup, cluster: &ValidatedPostgresCluster) -
          echo 'pg_basebackup complete: {dir}'\n",
         host = names.primary_host(),
     );
-    let mut job = job(
+    let job = job(
         backup,
         cluster,
         ScriptJob {
@@ -173,18 +155,7 @@ pub fn backup_job(backup: &PostgresBackup, cluster: &ValidatedPostgresCluster) -
             )],
         },
     )?;
-    for meta in [
-        Some(&mut job.metadata),
-        job.spec.as_mut().and_then(|s| s.template.metadata.as_mut()),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        meta.labels
-            .get_or_insert_with(BTreeMap::new)
-            .insert(BACKUP_LABEL.into(), name.clone());
-    }
-    Some(job)
+    Some(with_backup_label(job, &name))
 }
 
 /// The clone Job of a cluster with `dataSource.pgbasebackup`: copies the source's backup

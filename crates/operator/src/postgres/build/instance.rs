@@ -69,6 +69,34 @@ pub fn claim(
     claim_of_epoch(owner, cluster, ordinal, cluster.data_epoch)
 }
 
+/// A `ReadWriteOnce` claim's spec of this size and class (every claim Steward makes for
+/// PostgreSQL: instances, repository, backups, scratch).
+pub(crate) fn claim_spec(storage: &steward_api::common::StorageSpec) -> PersistentVolumeClaimSpec {
+    PersistentVolumeClaimSpec {
+        access_modes: Some(vec!["ReadWriteOnce".into()]),
+        storage_class_name: storage.storage_class_name.clone(),
+        resources: Some(VolumeResourceRequirements {
+            requests: Some(BTreeMap::from([(
+                "storage".to_owned(),
+                Quantity(storage.size.clone()),
+            )])),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Every PostgreSQL Pod (instances, repository host, Jobs, scratch) runs as the postgres user.
+pub(crate) fn postgres_security_context() -> PodSecurityContext {
+    PodSecurityContext {
+        run_as_user: Some(POSTGRES_UID),
+        run_as_group: Some(POSTGRES_UID),
+        fs_group: Some(POSTGRES_UID),
+        run_as_non_root: Some(true),
+        ..Default::default()
+    }
+}
+
 /// [`claim`] of generation `epoch` (a restore creates the next generation's claim before the
 /// cluster moves to it).
 pub fn claim_of_epoch(
@@ -90,18 +118,7 @@ pub fn claim_of_epoch(
             labels: Some(labels),
             ..ObjectMeta::default()
         },
-        spec: Some(PersistentVolumeClaimSpec {
-            access_modes: Some(vec!["ReadWriteOnce".into()]),
-            storage_class_name: storage.storage_class_name.clone(),
-            resources: Some(VolumeResourceRequirements {
-                requests: Some(BTreeMap::from([(
-                    "storage".to_owned(),
-                    Quantity(storage.size.clone()),
-                )])),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
+        spec: Some(claim_spec(storage)),
         status: None,
     })
 }
@@ -355,13 +372,7 @@ pub fn pod(
         hostname: Some(instance.clone()),
         containers,
         volumes: Some(volumes),
-        security_context: Some(PodSecurityContext {
-            run_as_user: Some(POSTGRES_UID),
-            run_as_group: Some(POSTGRES_UID),
-            fs_group: Some(POSTGRES_UID),
-            run_as_non_root: Some(true),
-            ..Default::default()
-        }),
+        security_context: Some(postgres_security_context()),
         affinity: affinity(cluster),
         tolerations: (!overrides.tolerations.is_empty()).then(|| overrides.tolerations.clone()),
         node_selector: (!overrides.node_selector.is_empty())

@@ -25,11 +25,9 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
     Affinity, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod, PodAffinity,
-    PodAffinityTerm, PodSecurityContext, PodSpec, PodTemplateSpec, Secret, Service, ServicePort,
-    ServiceSpec, Volume, VolumeResourceRequirements,
+    PersistentVolumeClaimVolumeSource, Pod, PodAffinity, PodAffinityTerm, PodSecurityContext,
+    PodSpec, PodTemplateSpec, Secret, Service, ServicePort, ServiceSpec, Volume,
 };
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Resource;
@@ -40,7 +38,7 @@ use crate::postgres::repository::BACKUP_ANNOTATION;
 
 use crate::postgres::build::config::stable_hash;
 use crate::postgres::build::instance::{
-    POSTGRES_UID, SPEC_HASH, field_env, mount, secret_env, secret_volume, value_env,
+    SPEC_HASH, field_env, mount, secret_env, secret_volume, value_env,
 };
 use crate::postgres::build::secrets::{PASSWORD_KEY, USERNAME_KEY};
 use crate::postgres::names::{ClusterNames, DATA_MOUNT, ENGINE, PGDATA, PORT};
@@ -414,18 +412,7 @@ pub fn repo_claim(cluster: &ValidatedPostgresCluster) -> Option<PersistentVolume
             labels: Some(Labels::new(ENGINE, &cluster.name, REPO_COMPONENT).to_map()),
             ..ObjectMeta::default()
         },
-        spec: Some(PersistentVolumeClaimSpec {
-            access_modes: Some(vec!["ReadWriteOnce".into()]),
-            storage_class_name: spec.storage.storage_class_name.clone(),
-            resources: Some(VolumeResourceRequirements {
-                requests: Some(BTreeMap::from([(
-                    "storage".to_owned(),
-                    Quantity(spec.storage.size.clone()),
-                )])),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
+        spec: Some(super::instance::claim_spec(&spec.storage)),
         status: None,
     })
 }
@@ -455,13 +442,7 @@ fn repo_mounts() -> Vec<k8s_openapi::api::core::v1::VolumeMount> {
 }
 
 fn security_context() -> PodSecurityContext {
-    PodSecurityContext {
-        run_as_user: Some(POSTGRES_UID),
-        run_as_group: Some(POSTGRES_UID),
-        fs_group: Some(POSTGRES_UID),
-        run_as_non_root: Some(true),
-        ..Default::default()
-    }
+    super::instance::postgres_security_context()
 }
 
 /// The repository host's Pod `<cluster>-repo`, with a spec hash like the instances' (a change
@@ -574,7 +555,7 @@ pub fn backup_job_name(backup: &str) -> String {
 /// follows each backup (pgBackRest's `expire`, run by `backup`).
 pub fn backup_job(backup: &PostgresBackup, cluster: &ValidatedPostgresCluster) -> Option<Job> {
     let name = backup.metadata.name.clone()?;
-    let mut job = repo_job(
+    let job = repo_job(
         backup,
         cluster,
         backup_job_name(&name),
@@ -586,6 +567,11 @@ pub fn backup_job(backup: &PostgresBackup, cluster: &ValidatedPostgresCluster) -
         ],
         0,
     )?;
+    Some(with_backup_label(job, &name))
+}
+
+/// A backup's Job, and its Pods, labelled [`BACKUP_LABEL`] with the backup's name.
+pub(crate) fn with_backup_label(mut job: Job, backup: &str) -> Job {
     for meta in [
         Some(&mut job.metadata),
         job.spec.as_mut().and_then(|s| s.template.metadata.as_mut()),
@@ -595,9 +581,9 @@ pub fn backup_job(backup: &PostgresBackup, cluster: &ValidatedPostgresCluster) -
     {
         meta.labels
             .get_or_insert_with(BTreeMap::new)
-            .insert(BACKUP_LABEL.into(), name.clone());
+            .insert(BACKUP_LABEL.into(), backup.to_owned());
     }
-    Some(job)
+    job
 }
 
 /// A Job running `pgbackrest <args>` with the repository host's configuration on the

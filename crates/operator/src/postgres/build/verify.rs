@@ -13,15 +13,13 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    ConfigMapVolumeSource, Container, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec, Volume,
-    VolumeResourceRequirements,
+    ConfigMapVolumeSource, Container, PersistentVolumeClaim, PersistentVolumeClaimVolumeSource,
+    Pod, PodSpec, Volume,
 };
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 
-use crate::postgres::build::instance::{POSTGRES_UID, field_env, mount};
+use crate::postgres::build::instance::{claim_spec, field_env, mount, postgres_security_context};
 use crate::postgres::build::pgbackrest::{instance_mounts, instance_volumes};
 use crate::postgres::names::{CONFIG_MOUNT, DATA_MOUNT, PGDATA, PORT};
 use crate::postgres::validate::ValidatedPostgresCluster;
@@ -55,18 +53,7 @@ pub fn claim<K: Resource<DynamicType = ()>>(
     let storage = cluster.storage_for(0);
     Some(PersistentVolumeClaim {
         metadata: meta(owner, run, &cluster.namespace, labels)?,
-        spec: Some(PersistentVolumeClaimSpec {
-            access_modes: Some(vec!["ReadWriteOnce".into()]),
-            storage_class_name: storage.storage_class_name.clone(),
-            resources: Some(VolumeResourceRequirements {
-                requests: Some(BTreeMap::from([(
-                    "storage".to_owned(),
-                    Quantity(storage.size.clone()),
-                )])),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
+        spec: Some(claim_spec(storage)),
         status: None,
     })
 }
@@ -135,13 +122,7 @@ pub fn pod<K: Resource<DynamicType = ()>>(
             node_selector: (!node_selector.is_empty()).then_some(node_selector),
             tolerations: (!cluster.pod_template.tolerations.is_empty())
                 .then(|| cluster.pod_template.tolerations.clone()),
-            security_context: Some(PodSecurityContext {
-                run_as_user: Some(POSTGRES_UID),
-                run_as_group: Some(POSTGRES_UID),
-                fs_group: Some(POSTGRES_UID),
-                run_as_non_root: Some(true),
-                ..Default::default()
-            }),
+            security_context: Some(postgres_security_context()),
             restart_policy: Some("Never".into()),
             enable_service_links: Some(false),
             termination_grace_period_seconds: Some(10),

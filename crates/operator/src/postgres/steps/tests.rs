@@ -1406,7 +1406,11 @@ async fn a_policy_runs_once_per_version_and_a_missing_one_is_reported_until_it_e
     );
     let first = grants.version.clone().unwrap();
     let read = policies.get("grants").await.unwrap().status.unwrap();
-    assert_eq!(read.version.as_deref(), Some(first.as_str()), "the policy shows its version");
+    assert_eq!(
+        read.version.as_deref(),
+        Some(first.as_str()),
+        "the policy shows its version"
+    );
     assert!(
         status.policies[1]
             .waiting
