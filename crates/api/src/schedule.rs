@@ -233,6 +233,9 @@ pub struct ScheduleStatus {
     /// The last problem: a failed run, a skipped or missed slot, a cluster not ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// The value of the `steward.dev/run-now` annotation last honoured (a one-off run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run_now: Option<String>,
     /// Recent runs, newest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runs: Vec<ScheduleRun>,

@@ -43,6 +43,7 @@ async fn steward_backup(client: &kube::Client, name: &str) -> (Duration, String)
         PostgresBackupSpec {
             cluster: CLUSTER.into(),
             type_: BackupType::Full,
+            method: steward_api::pgbackrest::BackupMethod::Pgbackrest,
         },
     );
     let started = Instant::now();

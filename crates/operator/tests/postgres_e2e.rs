@@ -2272,6 +2272,35 @@ async fn policies_run_once_per_version_on_clusters_and_on_schedules_and_configma
         .await
         .unwrap();
 
+    // A one-off run: a schedule whose slot is far away, asked to run now (once per value).
+    plane
+        .apply("apiVersion: steward.dev/v1alpha1\nkind: Schedule\nmetadata:\n  name: once\nspec:\n  cluster: pol\n  schedule: \"0 0 0 1 JAN ?\"\n  type: policy\n  policy: {name: tick}\n")
+        .await;
+    let before = count("schedule").await;
+    let annotate = |value: &'static str| {
+        let api = plane.api::<Schedule>();
+        async move {
+            api.patch(
+                "once",
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"metadata": {"annotations": {"steward.dev/run-now": value}}})),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    annotate("1").await;
+    plane
+        .wait_for::<Schedule, _>("the one-off run", "once", BOOT, |s| {
+            s.status.as_ref().is_some_and(|s| {
+                s.last_run_now.as_deref() == Some("1")
+                    && s.runs.iter().any(|r| r.phase == "Succeeded")
+            })
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(count("schedule").await, before + 1, "one run per value");
+
     // The same as a seed-style ConfigMap in the operator's namespace.
     let own = plane.own_namespace();
     let maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =

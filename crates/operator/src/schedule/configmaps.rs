@@ -142,10 +142,13 @@ async fn apply(
     let ns = schedule.namespace().unwrap_or_default();
     let name = schedule.name_any();
     let api: Api<Schedule> = ctx.api(&ns);
-    let current = api
-        .get_metadata_opt(&name)
-        .await
-        .map_err(|s| Error::kube("get Schedule", format!("{ns}/{name}"), s))?;
+    let current = match api.get_metadata_opt(&name).await {
+        Ok(c) => c,
+        Err(kube::Error::Api(e)) if e.code == 403 => {
+            return Ok(Err(format!("Schedule {ns}/{name}: {}", e.message)));
+        }
+        Err(s) => return Err(Error::kube("get Schedule", format!("{ns}/{name}"), s)),
+    };
     let mine = schedule.labels().get(SOURCE_LABEL);
     if let Some(current) = current
         && current.labels().get(SOURCE_LABEL) != mine
@@ -170,8 +173,9 @@ async fn apply(
         .await
     {
         Ok(_) => Ok(Ok(())),
-        // Invalid (admission, CEL): the API server's words.
-        Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 || e.code == 404 => {
+        // Invalid (admission, CEL), a namespace that does not exist or that this operator may
+        // not write (it watches another one): the API server's words.
+        Err(kube::Error::Api(e)) if matches!(e.code, 400 | 403 | 404 | 422) => {
             Ok(Err(format!("Schedule {ns}/{name}: {}", e.message)))
         }
         Err(s) => Err(Error::kube("apply Schedule", format!("{ns}/{name}"), s)),

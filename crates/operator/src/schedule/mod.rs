@@ -409,54 +409,50 @@ async fn reconcile(schedule: Arc<Schedule>, ctx: Arc<Context>) -> Result<Action,
                 event(&mut effects, EventType::Warning, "SlotSkipped", why.clone());
                 status.last_error = Some(why);
             } else if let Some(cluster) = cluster.as_ref() {
-                let run = run_name(&name, slot);
                 status.last_schedule_time = Some(format_time(slot));
-                match type_ {
-                    ScheduleType::Pgbackrest | ScheduleType::Pgbasebackup => {
-                        start_backup(&ctx, &schedule, &run, slot, &mut effects).await?;
-                        if !status.active.contains(&run) {
-                            status.active.push(run.clone());
-                        }
-                        if !status.runs.iter().any(|r| r.name == run) {
-                            status.runs.insert(
-                                0,
-                                ScheduleRun {
-                                    name: run,
-                                    slot: format_time(slot),
-                                    phase: "Running".into(),
-                                    ..ScheduleRun::default()
-                                },
-                            );
-                        }
-                    }
-                    ScheduleType::Policy => {
-                        run_policy(
-                            &ctx,
-                            &schedule,
-                            &stored,
-                            &mut status,
-                            cluster,
-                            &run,
-                            slot,
-                            &mut effects,
-                        )
-                        .await?;
-                    }
-                    ScheduleType::Verify => {
-                        let entry = verify::start(&ctx, &schedule, cluster, &run, slot).await?;
-                        event(
-                            &mut effects,
-                            EventType::Normal,
-                            "RunStarted",
-                            format!("slot {slot}: {}", entry.message.clone().unwrap_or_default()),
-                        );
-                        status.runs.retain(|r| r.name != run);
-                        status.runs.insert(0, entry);
-                        trim_runs(&schedule, &mut status);
-                        verifying |= status.active.contains(&run);
-                    }
-                }
+                verifying |= start_run(
+                    &ctx,
+                    &schedule,
+                    &stored,
+                    &mut status,
+                    cluster,
+                    run_name(&name, slot),
+                    slot,
+                    &mut effects,
+                )
+                .await?;
             }
+        }
+    }
+    // A one-off run asked for with the annotation (`kubectl annotate schedule X
+    // steward.dev/run-now=<anything new>`): like a CronJob's `kubectl create job --from`, it
+    // runs now whatever the expression, the suspension and the concurrency policy say; each new
+    // value runs once.
+    let asked = schedule.annotations().get(RUN_NOW_ANNOTATION).cloned();
+    if let Some(token) = asked.filter(|t| status.last_run_now.as_ref() != Some(t)) {
+        status.last_run_now = Some(token.clone());
+        match (&blocked, cluster.as_ref()) {
+            (Some((_, why)), _) => {
+                let why = format!("run-now {token:?} not run: {why}");
+                event(&mut effects, EventType::Warning, "SlotSkipped", why.clone());
+                status.last_error = Some(why);
+            }
+            (None, Some(cluster)) => {
+                let slot = Timestamp::from_second(now.as_second()).unwrap_or(now);
+                verifying |= start_run(
+                    &ctx,
+                    &schedule,
+                    &stored,
+                    &mut status,
+                    cluster,
+                    // The name of a slot's run: a slot of the same second is the same run.
+                    run_name(&name, slot),
+                    slot,
+                    &mut effects,
+                )
+                .await?;
+            }
+            (None, None) => {}
         }
     }
     status.next_schedule_time = next.map(format_time);
@@ -477,6 +473,60 @@ async fn reconcile(schedule: Arc<Schedule>, ctx: Arc<Context>) -> Result<Action,
     };
     Ok(wait.map_or_else(Action::await_change, Action::requeue))
 }
+
+/// Starts run `run` for `slot`; returns whether a verification is now going.
+#[allow(clippy::too_many_arguments)]
+async fn start_run(
+    ctx: &Context,
+    schedule: &Schedule,
+    stored: &ScheduleStatus,
+    status: &mut ScheduleStatus,
+    cluster: &PostgresCluster,
+    run: String,
+    slot: Timestamp,
+    effects: &mut Vec<Effect>,
+) -> Result<bool, Error> {
+    match schedule.spec.type_ {
+        ScheduleType::Pgbackrest | ScheduleType::Pgbasebackup => {
+            start_backup(ctx, schedule, &run, slot, effects).await?;
+            if !status.active.contains(&run) {
+                status.active.push(run.clone());
+            }
+            if !status.runs.iter().any(|r| r.name == run) {
+                status.runs.insert(
+                    0,
+                    ScheduleRun {
+                        name: run,
+                        slot: format_time(slot),
+                        phase: "Running".into(),
+                        ..ScheduleRun::default()
+                    },
+                );
+            }
+            Ok(false)
+        }
+        ScheduleType::Policy => {
+            run_policy(ctx, schedule, stored, status, cluster, &run, slot, effects).await?;
+            Ok(false)
+        }
+        ScheduleType::Verify => {
+            let entry = verify::start(ctx, schedule, cluster, &run, slot).await?;
+            event(
+                effects,
+                EventType::Normal,
+                "RunStarted",
+                format!("slot {slot}: {}", entry.message.clone().unwrap_or_default()),
+            );
+            status.runs.retain(|r| r.name != run);
+            status.runs.insert(0, entry);
+            trim_runs(schedule, status);
+            Ok(status.active.contains(&run))
+        }
+    }
+}
+
+/// The annotation asking for a one-off run now.
+pub const RUN_NOW_ANNOTATION: &str = "steward.dev/run-now";
 
 /// How often a running verification is looked at.
 const VERIFY_POLL: Duration = Duration::from_secs(3);
