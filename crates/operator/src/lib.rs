@@ -4,6 +4,7 @@
 //! runtime that drives it; engines live in their own modules on top of it.
 #![forbid(unsafe_code)]
 
+pub mod api;
 pub mod clock;
 pub mod conditions;
 pub mod config;
