@@ -33,6 +33,8 @@ enum Command {
     Operator(Box<OperatorArgs>),
     /// Print every CRD as YAML (the content of deploy/crds/steward.dev.yaml).
     Crd,
+    /// Print the REST API's OpenAPI 3 document (the content of docs/openapi.json).
+    Openapi,
     /// Start an in-process API server, install the CRDs, run the operator against it, create an
     /// example EtcdCluster and check what the operator did. Needs no cluster.
     SelfCheck,
@@ -162,6 +164,7 @@ async fn async_main() -> ExitCode {
         Command::Crd => steward_operator::crd::crds_yaml()
             .map_err(anyhow::Error::from)
             .and_then(|yaml| write_stdout(&yaml)),
+        Command::Openapi => write_stdout(&steward_operator::api::server::openapi_json()),
         Command::SelfCheck => self_check::run().await,
         Command::Dev(command) => dev_cli::run(command).await,
         Command::Node(args) => run_node(args).await,

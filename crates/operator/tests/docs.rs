@@ -72,18 +72,22 @@ fn configuration_reference_lists_every_environment_variable() {
 fn the_api_doc_lists_every_permission_with_the_builtin_roles_grants() {
     use steward_operator::api::permissions::{Permission, builtin_roles};
     let doc = repo_file("docs/api.md");
-    let section = doc.split("## Permissions").nth(1).expect("a Permissions section");
-    let rows: Vec<&str> = section
-        .lines()
-        .filter(|l| l.starts_with("| `"))
-        .collect();
+    let section = doc
+        .split("## Permissions")
+        .nth(1)
+        .expect("a Permissions section");
+    let rows: Vec<&str> = section.lines().filter(|l| l.starts_with("| `")).collect();
     assert_eq!(rows.len(), Permission::ALL.len(), "one row per permission");
     let roles = builtin_roles();
     for (row, p) in rows.iter().zip(Permission::ALL) {
         let cells: Vec<&str> = row.split('|').map(str::trim).collect();
         assert_eq!(cells[1], format!("`{p}`"), "{row}");
         for (i, role) in roles.iter().enumerate() {
-            let want = if role.permissions.contains(&p) { "yes" } else { "no" };
+            let want = if role.permissions.contains(&p) {
+                "yes"
+            } else {
+                "no"
+            };
             assert_eq!(cells[3 + i], want, "{p} for {}: {row}", role.name);
         }
     }

@@ -53,6 +53,7 @@ const fn route(method: &'static str, path: &'static str, p: Option<Permission>) 
 pub const ROUTES: &[Route] = &[
     route("GET", "/api/v1/version", Some(Permission::ShowVersion)),
     route("GET", "/api/v1/health", Some(Permission::ShowVersion)),
+    route("GET", "/api/v1/openapi.json", Some(Permission::ShowVersion)),
     route("POST", "/api/v1/login", None),
     route("GET", "/api/v1/clusters", Some(Permission::ShowCluster)),
     route(
@@ -247,6 +248,7 @@ fn handler(r: &Route) -> Option<MethodRouter<Arc<ApiState>>> {
     Some(match (r.method, r.path) {
         ("GET", "/api/v1/version") => get(version),
         ("GET", "/api/v1/health") => get(health),
+        ("GET", "/api/v1/openapi.json") => get(openapi),
         ("POST", "/api/v1/login") => post(login),
         ("GET", "/api/v1/clusters") => get(list_all),
         ("GET", "/api/v1/namespaces/{namespace}/clusters") => get(list_namespace),
@@ -269,14 +271,24 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .with_state(state)
 }
 
+/// The operator's version.
+#[utoipa::path(get, path = "/api/v1/version", tag = "operator",
+    responses((status = 200, body = VersionInfo), (status = 401, body = ErrorBody)))]
 async fn version() -> axum::Json<Value> {
     axum::Json(json!({"version": env!("CARGO_PKG_VERSION")}))
 }
 
+/// Whether the API answers.
+#[utoipa::path(get, path = "/api/v1/health", tag = "operator",
+    responses((status = 200, body = Health), (status = 401, body = ErrorBody)))]
 async fn health() -> axum::Json<Value> {
     axum::Json(json!({"status": "ok"}))
 }
 
+/// A bearer token for the caller (logged in with basic auth), valid for an hour.
+#[utoipa::path(post, path = "/api/v1/login", tag = "access",
+    responses((status = 200, body = LoginAnswer), (status = 401, body = ErrorBody),
+        (status = 429, body = ErrorBody)))]
 async fn login(
     State(state): State<Arc<ApiState>>,
     axum::Extension(Caller(user)): axum::Extension<Caller>,
@@ -286,7 +298,7 @@ async fn login(
 }
 
 /// One line of a cluster list.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct ClusterSummary {
     engine: &'static str,
@@ -351,6 +363,10 @@ async fn clusters_in(
     Ok(out)
 }
 
+/// Clusters of every engine in the caller's namespaces.
+#[utoipa::path(get, path = "/api/v1/clusters", tag = "clusters",
+    responses((status = 200, body = ClusterList), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody)))]
 async fn list_all(
     State(state): State<Arc<ApiState>>,
     axum::Extension(Caller(user)): axum::Extension<Caller>,
@@ -360,6 +376,11 @@ async fn list_all(
     Ok(axum::Json(json!({"clusters": all})))
 }
 
+/// Clusters of every engine in a namespace.
+#[utoipa::path(get, path = "/api/v1/namespaces/{namespace}/clusters", tag = "clusters",
+    params(("namespace" = String, Path, description = "The namespace")),
+    responses((status = 200, body = ClusterList), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody)))]
 async fn list_namespace(
     State(state): State<Arc<ApiState>>,
     Path(namespace): Path<String>,
@@ -368,6 +389,14 @@ async fn list_namespace(
     Ok(axum::Json(json!({"clusters": all})))
 }
 
+/// One cluster: its spec and status (conditions, operation and progress).
+#[utoipa::path(get, path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}",
+    tag = "clusters",
+    params(("namespace" = String, Path, description = "The namespace"),
+        ("engine" = String, Path, description = "`etcd` or `postgres`"),
+        ("name" = String, Path, description = "The cluster")),
+    responses((status = 200, body = ClusterDetail), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn show(
     State(state): State<Arc<ApiState>>,
     Path((namespace, engine, name)): Path<(String, String, String)>,
@@ -405,6 +434,107 @@ async fn show(
         }
     };
     Ok(axum::Json(body))
+}
+
+/// The OpenAPI document.
+#[utoipa::path(get, path = "/api/v1/openapi.json", tag = "operator",
+    responses((status = 200, description = "The OpenAPI 3 document of this API"),
+        (status = 401, body = ErrorBody)))]
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], openapi_json()).into_response()
+}
+
+/// `GET /api/v1/version`.
+#[derive(Serialize, utoipa::ToSchema)]
+struct VersionInfo {
+    /// The operator's version.
+    version: String,
+}
+
+/// `GET /api/v1/health`.
+#[derive(Serialize, utoipa::ToSchema)]
+struct Health {
+    /// `ok`.
+    status: String,
+}
+
+/// `POST /api/v1/login`.
+#[derive(Serialize, utoipa::ToSchema)]
+struct LoginAnswer {
+    /// The bearer token (`Authorization: Bearer <token>`).
+    token: String,
+    /// When it expires (RFC 3339).
+    expires: String,
+    /// The user it acts as.
+    user: String,
+}
+
+/// A list of clusters.
+#[derive(Serialize, utoipa::ToSchema)]
+struct ClusterList {
+    /// The clusters, by namespace and name.
+    clusters: Vec<ClusterSummary>,
+}
+
+/// One cluster.
+#[derive(Serialize, utoipa::ToSchema)]
+struct ClusterDetail {
+    /// `etcd` or `postgres`.
+    engine: String,
+    /// Its namespace.
+    namespace: String,
+    /// Its name.
+    name: String,
+    /// Its spec (the engine's custom resource's).
+    spec: Value,
+    /// Its status: conditions, the operation in progress and its progress.
+    status: Option<Value>,
+}
+
+/// Every error's shape.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    /// The HTTP status code.
+    code: u16,
+    /// Its reason phrase.
+    reason: String,
+    /// What went wrong (never a password or a token).
+    message: String,
+    /// More, when there is more (e.g. the Kubernetes reason).
+    details: Value,
+}
+
+/// The API's OpenAPI 3 document (generated from the handlers by `utoipa`).
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(title = "Steward API", description = "Steward's REST API (issue 15: the first routes). Every call needs basic auth or a bearer token from /api/v1/login, and one permission (docs/api.md)."),
+    paths(version, health, openapi, login, list_all, list_namespace, show),
+    modifiers(&Security),
+    security(("basic" = []), ("bearer" = []))
+)]
+struct ApiDoc;
+
+struct Security;
+
+impl utoipa::Modify for Security {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "basic",
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Basic)),
+        );
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+        );
+    }
+}
+
+/// The OpenAPI document as pretty JSON (committed as `docs/openapi.json`).
+pub fn openapi_json() -> String {
+    use utoipa::OpenApi;
+    ApiDoc::openapi().to_pretty_json().unwrap_or_default() + "\n"
 }
 
 /// A request to the router, for tests and the benchmark.
@@ -554,6 +684,27 @@ mod tests {
         assert_eq!(
             (status, body["code"].clone()),
             (StatusCode::NOT_FOUND, json!(404))
+        );
+    }
+
+    #[test]
+    fn the_openapi_document_lists_every_route_and_docs_has_the_current_one() {
+        let doc: Value = serde_json::from_str(&openapi_json()).unwrap();
+        for r in ROUTES {
+            let op = &doc["paths"][r.path][r.method.to_lowercase()];
+            assert!(op.is_object(), "{r:?} is not in the OpenAPI document");
+        }
+        let paths = doc["paths"].as_object().unwrap();
+        let operations: usize = paths.values().map(|p| p.as_object().unwrap().len()).sum();
+        assert_eq!(operations, ROUTES.len(), "no operation without a route");
+        let committed = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/openapi.json"
+        ))
+        .unwrap_or_default();
+        assert!(
+            committed == openapi_json(),
+            "docs/openapi.json is stale: cargo run -p steward-operator -- openapi > docs/openapi.json"
         );
     }
 
