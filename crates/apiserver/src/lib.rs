@@ -25,6 +25,7 @@ mod hints;
 mod ipam;
 mod managed_fields;
 mod meta;
+mod metrics;
 mod objmeta;
 mod openapi;
 mod patch;

@@ -59,6 +59,8 @@ pub struct Server {
     pub bookmark_interval: Duration,
     /// See [`ServerConfig::node_monitor_grace`].
     pub node_monitor_grace: Duration,
+    /// `apiserver_request_total`, served at `/metrics`.
+    pub metrics: crate::metrics::RequestMetrics,
 }
 
 impl Server {
@@ -97,6 +99,7 @@ pub async fn start(config: ServerConfig) -> Result<ApiServerHandle, Error> {
         cancel: CancellationToken::new(),
         bookmark_interval: Duration::from_secs(1),
         node_monitor_grace: config.node_monitor_grace,
+        metrics: crate::metrics::RequestMetrics::default(),
     });
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await

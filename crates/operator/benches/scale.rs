@@ -10,11 +10,17 @@
 //! 2. **First child**: start the operator; the time until every cluster has its first child
 //!    (its Service), and the last cluster's time.
 //! 3. **Steady state** (`--steady S` seconds, default 60, after a 90 s settle): the operator's
-//!    RSS and CPU share of one core (from `/proc`), and the API writes in that window (the
-//!    API server's resourceVersion advances by one per stored change, Events included).
+//!    RSS and CPU share of one core (from `/proc`), the API writes in that window (the API
+//!    server's resourceVersion advances by one per stored change, Events included) and the
+//!    operator's requests by verb (the API server's own `apiserver_request_total`: no other
+//!    client runs).
 //! 4. The API server's RSS (this process: the server, its client and the bench).
 //!
-//! `cargo bench -p steward-operator --bench scale` (add `-- --clusters N --steady S`).
+//! Each point ends with one line:
+//! `clusters=N operator_rss_mib=X operator_cpu_pct=Y api_writes_per_min=Z last_first_child_s=W`.
+//!
+//! `cargo bench -p steward-operator --bench scale` (add `-- --clusters 10,100,1000 --steady S`;
+//! each point starts a fresh API server and operator).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -134,11 +140,69 @@ fn postgres(name: &str) -> (Secret, PostgresCluster) {
     (secret, cluster)
 }
 
+/// `apiserver_request_total` summed by verb, and by `VERB resource[/subresource]`.
+async fn requests_by_verb(client: &Client) -> std::collections::BTreeMap<String, u64> {
+    let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = client.request_text(req).await.unwrap();
+    let label = |line: &str, name: &str| -> String {
+        line.split(&format!("{name}=\""))
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let mut out = std::collections::BTreeMap::new();
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+    {
+        let verb = label(line, "verb");
+        let (resource, sub) = (label(line, "resource"), label(line, "subresource"));
+        let n: u64 = line
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        *out.entry(verb.clone()).or_insert(0) += n;
+        let what = if sub.is_empty() {
+            resource
+        } else {
+            format!("{resource}/{sub}")
+        };
+        *out.entry(format!("{verb} {what}")).or_insert(0) += n;
+    }
+    out
+}
+
 #[tokio::main]
 async fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let n = arg("--clusters", 1000);
     let steady = arg("--steady", 60);
+    let args: Vec<String> = std::env::args().collect();
+    let points: Vec<u64> = args
+        .iter()
+        .position(|a| a == "--clusters")
+        .and_then(|i| args.get(i + 1))
+        .map_or_else(
+            || vec![1000],
+            |list| {
+                list.split(',')
+                    .filter_map(|n| n.trim().parse().ok())
+                    .collect()
+            },
+        );
+    let mut lines = Vec::new();
+    for n in points {
+        lines.push(point(n, steady).await);
+    }
+    println!();
+    for line in lines {
+        println!("{line}");
+    }
+}
+
+/// One point: `n` clusters on a fresh API server and operator; its summary line.
+async fn point(n: u64, steady: u64) -> String {
     let plane = Embedded::start(&[NS, "steward-system"]).await.unwrap();
     let client = plane.client.clone();
     println!(
@@ -249,23 +313,56 @@ async fn main() {
 
     // 3. Steady state.
     tokio::time::sleep(Duration::from_secs(90)).await;
-    let (rv0, ticks0, t0) = (
+    let (rv0, ticks0, verbs0, t0) = (
         resource_version(&client).await,
         cpu_ticks(pid),
+        requests_by_verb(&client).await,
         Instant::now(),
     );
     tokio::time::sleep(Duration::from_secs(steady)).await;
-    let (rv1, ticks1, elapsed) = (
+    let (rv1, ticks1, verbs1, elapsed) = (
         resource_version(&client).await,
         cpu_ticks(pid),
+        requests_by_verb(&client).await,
         t0.elapsed(),
     );
     let cpu = (ticks1 - ticks0) as f64 / 100.0 / elapsed.as_secs_f64() * 100.0;
+    let rss = rss_mib(&pid.to_string());
     println!(
-        "steady ({steady} s): operator RSS {:.0} MiB, CPU {cpu:.1} % of a core, API writes {}",
-        rss_mib(&pid.to_string()),
+        "steady ({steady} s): operator RSS {rss:.0} MiB, CPU {cpu:.1} % of a core, API writes {}",
         rv1 - rv0
     );
+    let delta: Vec<(String, u64)> = verbs1
+        .iter()
+        .map(|(v, n)| (v.clone(), n - verbs0.get(v).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    // The bench's own reads (resourceVersion, written kinds, /metrics) are LISTs and GETs.
+    let show = |keep: &dyn Fn(&str) -> bool| {
+        delta
+            .iter()
+            .filter(|(v, _)| keep(v))
+            .map(|(v, n)| format!("{v} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!(
+        "  requests by verb in that window (the bench's own LIST/GET included): {}",
+        show(&|v| !v.contains(' '))
+    );
+    println!(
+        "  writes by resource (a server-side apply that changes nothing is a PATCH too): {}",
+        show(&|v| v.contains(' ')
+            && !v.starts_with("GET")
+            && !v.starts_with("LIST")
+            && !v.starts_with("WATCH"))
+    );
+    let writes: u64 = delta
+        .iter()
+        .filter(|(v, _)| matches!(v.as_str(), "POST" | "PUT" | "PATCH" | "DELETE"))
+        .map(|(_, n)| n)
+        .sum();
+    let writes_per_min = writes as f64 * 60.0 / elapsed.as_secs_f64();
     println!(
         "  objects written in that window: {}",
         written_kinds(&client, rv0).await
@@ -276,4 +373,8 @@ async fn main() {
     );
     drop(operator);
     plane.server.shutdown().await;
+    format!(
+        "clusters={n} operator_rss_mib={rss:.0} operator_cpu_pct={cpu:.1} api_writes_per_min={writes_per_min:.1} last_first_child_s={:.1}",
+        at(1.0)
+    )
 }

@@ -28,7 +28,7 @@ const VERBS: [&str; 8] = [
 pub fn root() -> Response {
     json_response(
         StatusCode::OK,
-        &json!({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v2", "/openapi/v3", "/openapi/v3/", "/readyz", "/version"]}),
+        &json!({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/metrics", "/openapi/v2", "/openapi/v3", "/openapi/v3/", "/readyz", "/version"]}),
     )
 }
 

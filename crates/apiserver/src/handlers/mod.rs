@@ -141,10 +141,25 @@ pub fn json_response(code: StatusCode, v: &Value) -> Response {
 const BODY_LIMIT: usize = 4 * 1024 * 1024;
 
 async fn dispatch(State(server): State<Arc<Server>>, request: axum::extract::Request) -> Response {
-    let (parts, body) = request.into_parts();
-    let query = Query::<HashMap<String, String>>::try_from_uri(&parts.uri)
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let query = Query::<HashMap<String, String>>::try_from_uri(request.uri())
         .map(|q| q.0)
         .unwrap_or_default();
+    let attrs = Attributes::from_request(&method, &path, &query);
+    let response = serve(server.clone(), request, query).await;
+    server
+        .metrics
+        .record(&method, &path, &attrs, response.status().as_u16());
+    response
+}
+
+async fn serve(
+    server: Arc<Server>,
+    request: axum::extract::Request,
+    query: HashMap<String, String>,
+) -> Response {
+    let (parts, body) = request.into_parts();
     let user = match admit_user(&server, &parts, &query) {
         Ok(user) => user,
         Err(e) => return e.into_response(),
@@ -321,6 +336,12 @@ fn route(req: &Request, segs: &[String]) -> ApiResult<Response> {
         [] => Ok(discovery::root()),
         ["version"] => Ok(discovery::version()),
         ["healthz" | "livez" | "readyz", ..] => Ok((StatusCode::OK, "ok").into_response()),
+        ["metrics"] => Ok((
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+            req.server.metrics.render(),
+        )
+            .into_response()),
         ["openapi", "v3"] => Ok(openapi::v3_index(req)),
         ["openapi", "v3", rest @ ..] => Ok(openapi::v3_group_version(req, &rest.join("/"))),
         ["openapi", "v2"] => Ok(openapi::v2(req)),

@@ -74,3 +74,48 @@ async fn discovery_lists_core_and_group_resources() {
     assert_eq!(missing.code, 404);
     env.finish().await;
 }
+
+/// `/metrics` counts requests as kube-apiserver's `apiserver_request_total` does: by verb
+/// (`POST` for a create, `LIST` for a collection read), group, version, resource, scope and
+/// code. On a real server the counters are shared with every other client, so only growth is
+/// checked.
+#[tokio::test]
+async fn metrics_count_requests_by_verb_resource_and_code() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, ListParams, PostParams};
+    let env = env("metrics").await;
+    let count = |text: &str, verb: &str, scope: &str, code: &str| -> u64 {
+        text.lines()
+            .filter(|l| l.starts_with("apiserver_request_total{"))
+            .filter(|l| {
+                l.contains("resource=\"configmaps\"")
+                    && l.contains("group=\"\"")
+                    && l.contains("version=\"v1\"")
+                    && l.contains("subresource=\"\"")
+                    && l.contains(&format!("verb=\"{verb}\""))
+                    && l.contains(&format!("scope=\"{scope}\""))
+                    && l.contains(&format!("code=\"{code}\""))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .map(|v| v as u64)
+            .sum()
+    };
+    let before = raw_text(&env, "/metrics").await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("counted".into());
+    api.create(&PostParams::default(), &cm).await.unwrap();
+    api.list(&ListParams::default()).await.unwrap();
+    api.list(&ListParams::default()).await.unwrap();
+    let after = raw_text(&env, "/metrics").await.unwrap();
+    assert!(
+        count(&after, "POST", "resource", "201") + count(&after, "POST", "namespace", "201")
+            > count(&before, "POST", "resource", "201")
+                + count(&before, "POST", "namespace", "201"),
+        "a create is counted: {after}"
+    );
+    assert!(
+        count(&after, "LIST", "namespace", "200") >= count(&before, "LIST", "namespace", "200") + 2,
+        "two lists are counted"
+    );
+}
