@@ -102,7 +102,7 @@ async fn apply(cluster: Arc<EtcdCluster>, state: &State) -> Result<Action, Error
         observe_error: None,
         unschedulable: None,
         endpoints: std::collections::BTreeMap::new(),
-        applier: Applier::new(ctx.client.clone(), CONTROLLER),
+        applier: Applier::new(ctx.client.clone(), CONTROLLER).with_memo(ctx.applied.clone()),
         applied: AppliedSet::default(),
         ctx: ctx.clone(),
     };

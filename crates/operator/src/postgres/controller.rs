@@ -121,7 +121,7 @@ async fn apply(cluster: Arc<PostgresCluster>, state: &State) -> Result<Action, E
         config_hash: None,
         instances: Vec::new(),
         observed: false,
-        applier: Applier::new(ctx.client.clone(), CONTROLLER),
+        applier: Applier::new(ctx.client.clone(), CONTROLLER).with_memo(ctx.applied.clone()),
         applied: AppliedSet::default(),
         ctx: ctx.clone(),
     };

@@ -2,8 +2,10 @@
 //! get-compare-update. The applier records what it applied so the orphan sweep knows what to
 //! keep.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Debug;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Arc, Mutex};
 
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
@@ -28,11 +30,35 @@ impl AppliedSet {
     }
 }
 
+/// What the appliers of one operator applied last, by object (kind, namespace, name): a hash
+/// of the body sent and the `resourceVersion` the server returned. In memory only: a restarted
+/// operator applies everything once.
+#[derive(Clone, Debug, Default)]
+pub struct AppliedMemo(Arc<Mutex<HashMap<(String, String, String), (u64, String)>>>);
+
+impl AppliedMemo {
+    fn get(&self, key: &(String, String, String)) -> Option<(u64, String)> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(key)
+            .cloned()
+    }
+
+    fn put(&self, key: (String, String, String), value: (u64, String)) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key, value);
+    }
+}
+
 /// Applies children with one field manager.
 #[derive(Clone)]
 pub struct Applier {
     client: Client,
     manager: String,
+    memo: Option<AppliedMemo>,
 }
 
 impl Applier {
@@ -41,7 +67,61 @@ impl Applier {
         Self {
             client,
             manager: format!("steward/{scope}"),
+            memo: None,
         }
+    }
+
+    /// The same applier, remembering what it applied in `memo` (see [`Self::apply_unless_current`]).
+    pub fn with_memo(mut self, memo: AppliedMemo) -> Self {
+        self.memo = Some(memo);
+        self
+    }
+
+    /// [`Self::apply`], unless nothing can have changed: this operator last applied the same
+    /// body to this object, and the cache holds the object at the `resourceVersion` that apply
+    /// returned (`cached_version`) — so nobody changed, deleted or re-created it since. A
+    /// converged cluster then costs no request (a server-side apply that changes nothing is
+    /// still a PATCH the server must process). Anything else — another body, another version,
+    /// no cache entry, no memo (tests), a restarted operator — applies.
+    pub async fn apply_unless_current<K>(
+        &self,
+        obj: &K,
+        cached_version: Option<String>,
+        applied: &mut AppliedSet,
+    ) -> Result<()>
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + Debug
+            + Serialize
+            + DeserializeOwned,
+    {
+        let kind = K::kind(&()).to_string();
+        let key = (
+            kind.clone(),
+            obj.namespace().unwrap_or_default(),
+            obj.name_any(),
+        );
+        let body = serde_json::to_string(obj).map_err(|source| Error::Serde {
+            what: "applied object",
+            source,
+        })?;
+        let mut hasher = DefaultHasher::new();
+        body.hash(&mut hasher);
+        let hash = hasher.finish();
+        if let Some(memo) = &self.memo
+            && let (Some((last, version)), Some(cached)) = (memo.get(&key), &cached_version)
+            && last == hash
+            && version == *cached
+        {
+            applied.insert(&kind, &key.2);
+            return Ok(());
+        }
+        let out = self.apply(obj, applied).await?;
+        if let (Some(memo), Some(version)) = (&self.memo, out.resource_version()) {
+            memo.put(key, (hash, version));
+        }
+        Ok(())
     }
 
     /// The patch parameters: apply, forced, with this manager.
@@ -80,5 +160,106 @@ impl Applier {
             .map_err(|source| Error::kube("apply", format!("{kind} {namespace}/{name}"), source))?;
         applied.insert(&kind, &name);
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod memo_tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+
+    async fn patches(client: &Client) -> u64 {
+        let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
+        let text = client.request_text(req).await.unwrap();
+        text.lines()
+            .filter(|l| l.contains("resource=\"services\"") && l.contains("verb=\"PATCH\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    fn service(port: i32) -> Service {
+        Service {
+            metadata: kube::api::ObjectMeta {
+                name: Some("svc".into()),
+                namespace: Some("ns".into()),
+                ..Default::default()
+            },
+            spec: Some(ServiceSpec {
+                ports: Some(vec![ServicePort {
+                    port,
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unchanged_apply_of_an_unchanged_object_sends_nothing() {
+        let plane = crate::embedded::Embedded::start(&["ns"]).await.unwrap();
+        let client = plane.client.clone();
+        let applier = Applier::new(client.clone(), "test").with_memo(AppliedMemo::default());
+        let mut applied = AppliedSet::default();
+        let api: Api<Service> = Api::namespaced(client.clone(), "ns");
+        let version = |s: Service| s.metadata.resource_version;
+
+        applier
+            .apply_unless_current(&service(80), None, &mut applied)
+            .await
+            .unwrap();
+        assert_eq!(patches(&client).await, 1);
+        let live = version(api.get("svc").await.unwrap());
+        // The cache holds what was applied: nothing is sent, the object still counts as applied.
+        let mut again = AppliedSet::default();
+        applier
+            .apply_unless_current(&service(80), live.clone(), &mut again)
+            .await
+            .unwrap();
+        assert_eq!(patches(&client).await, 1);
+        assert!(again.contains("Service", "svc"));
+        // A new body, a cache that lags or lacks the object, someone else's change: applied.
+        applier
+            .apply_unless_current(&service(81), live.clone(), &mut again)
+            .await
+            .unwrap();
+        assert_eq!(patches(&client).await, 2);
+        applier
+            .apply_unless_current(&service(81), live, &mut again)
+            .await
+            .unwrap();
+        assert_eq!(
+            patches(&client).await,
+            3,
+            "the cached version is not the one last applied"
+        );
+        let live = version(api.get("svc").await.unwrap());
+        applier
+            .apply_unless_current(&service(81), None, &mut again)
+            .await
+            .unwrap();
+        assert_eq!(patches(&client).await, 4, "no cache entry");
+        api.patch(
+            "svc",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"labels": {"by": "hand"}}})),
+        )
+        .await
+        .unwrap();
+        let edited = version(api.get("svc").await.unwrap());
+        assert_ne!(edited, live);
+        applier
+            .apply_unless_current(&service(81), edited, &mut again)
+            .await
+            .unwrap();
+        assert_eq!(patches(&client).await, 6, "edited by someone else: applied");
+        // Without a memo (tests, a fresh operator) every call applies.
+        let plain = Applier::new(client.clone(), "test");
+        let live = version(api.get("svc").await.unwrap());
+        plain
+            .apply_unless_current(&service(81), live, &mut again)
+            .await
+            .unwrap();
+        assert_eq!(patches(&client).await, 7);
     }
 }

@@ -69,6 +69,9 @@ pub struct Context {
     pub database_timeout: Duration,
     /// The operator's own namespace (its Lease's): where schedule ConfigMaps live.
     pub own_namespace: String,
+    /// What the controllers' appliers applied last (they skip unchanged applies of cached
+    /// kinds).
+    pub applied: crate::resources::apply::AppliedMemo,
     /// Opens etcd admin sessions (real gRPC, or the model in tests).
     pub etcd: Arc<dyn EtcdConnector>,
     /// Opens PostgreSQL admin sessions (real `tokio-postgres`, or the model in tests).
@@ -109,6 +112,7 @@ impl Context {
             cluster_domain: "cluster.local".into(),
             database_timeout: Duration::from_secs(3),
             own_namespace: "steward-system".into(),
+            applied: crate::resources::apply::AppliedMemo::default(),
             etcd: Arc::new(GrpcConnector),
             postgres: Arc::new(PgConnector),
             pgbackrest: Arc::new(crate::postgres::repository::exec::ExecRepository::new(
