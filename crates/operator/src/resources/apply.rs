@@ -34,10 +34,13 @@ impl AppliedSet {
 /// of the body sent and the `resourceVersion` the server returned. In memory only: a restarted
 /// operator applies everything once.
 #[derive(Clone, Debug, Default)]
-pub struct AppliedMemo(Arc<Mutex<HashMap<(String, String, String), (u64, String)>>>);
+pub struct AppliedMemo(Arc<Mutex<HashMap<ObjectKey, (u64, String)>>>);
+
+/// (kind, namespace, name).
+type ObjectKey = (String, String, String);
 
 impl AppliedMemo {
-    fn get(&self, key: &(String, String, String)) -> Option<(u64, String)> {
+    fn get(&self, key: &ObjectKey) -> Option<(u64, String)> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -45,7 +48,7 @@ impl AppliedMemo {
             .cloned()
     }
 
-    fn put(&self, key: (String, String, String), value: (u64, String)) {
+    fn put(&self, key: ObjectKey, value: (u64, String)) {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
