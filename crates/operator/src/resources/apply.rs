@@ -81,15 +81,15 @@ impl Applier {
     }
 
     /// [`Self::apply`], unless nothing can have changed: this operator last applied the same
-    /// body to this object, and the cache holds the object at the `resourceVersion` that apply
-    /// returned (`cached_version`) — so nobody changed, deleted or re-created it since. A
+    /// body to this object, and `cache` holds the object at the `resourceVersion` that apply
+    /// returned — so nobody changed, deleted or re-created it since. A
     /// converged cluster then costs no request (a server-side apply that changes nothing is
     /// still a PATCH the server must process). Anything else — another body, another version,
     /// no cache entry, no memo (tests), a restarted operator — applies.
     pub async fn apply_unless_current<K>(
         &self,
         obj: &K,
-        cached_version: Option<String>,
+        cache: &kube::runtime::reflector::Store<K>,
         applied: &mut AppliedSet,
     ) -> Result<()>
     where
@@ -99,6 +99,9 @@ impl Applier {
             + Serialize
             + DeserializeOwned,
     {
+        let cached_version = cache
+            .get(&kube::runtime::reflector::ObjectRef::from_obj(obj))
+            .and_then(|o| o.resource_version());
         let kind = K::kind(&()).to_string();
         let key = (
             kind.clone(),
@@ -180,6 +183,18 @@ mod memo_tests {
             .sum()
     }
 
+    /// A cache holding the Service `ns/svc` at `version` (empty for `None`), as the watch
+    /// would.
+    fn cache_at(version: Option<String>) -> kube::runtime::reflector::Store<Service> {
+        let (store, mut writer) = kube::runtime::reflector::store();
+        if let Some(v) = version {
+            let mut svc = service(80);
+            svc.metadata.resource_version = Some(v);
+            writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(svc));
+        }
+        store
+    }
+
     fn service(port: i32) -> Service {
         Service {
             metadata: kube::api::ObjectMeta {
@@ -208,7 +223,7 @@ mod memo_tests {
         let version = |s: Service| s.metadata.resource_version;
 
         applier
-            .apply_unless_current(&service(80), None, &mut applied)
+            .apply_unless_current(&service(80), &cache_at(None), &mut applied)
             .await
             .unwrap();
         assert_eq!(patches(&client).await, 1);
@@ -216,19 +231,19 @@ mod memo_tests {
         // The cache holds what was applied: nothing is sent, the object still counts as applied.
         let mut again = AppliedSet::default();
         applier
-            .apply_unless_current(&service(80), live.clone(), &mut again)
+            .apply_unless_current(&service(80), &cache_at(live.clone()), &mut again)
             .await
             .unwrap();
         assert_eq!(patches(&client).await, 1);
         assert!(again.contains("Service", "svc"));
         // A new body, a cache that lags or lacks the object, someone else's change: applied.
         applier
-            .apply_unless_current(&service(81), live.clone(), &mut again)
+            .apply_unless_current(&service(81), &cache_at(live.clone()), &mut again)
             .await
             .unwrap();
         assert_eq!(patches(&client).await, 2);
         applier
-            .apply_unless_current(&service(81), live, &mut again)
+            .apply_unless_current(&service(81), &cache_at(live), &mut again)
             .await
             .unwrap();
         assert_eq!(
@@ -238,7 +253,7 @@ mod memo_tests {
         );
         let live = version(api.get("svc").await.unwrap());
         applier
-            .apply_unless_current(&service(81), None, &mut again)
+            .apply_unless_current(&service(81), &cache_at(None), &mut again)
             .await
             .unwrap();
         assert_eq!(patches(&client).await, 4, "no cache entry");
@@ -252,7 +267,7 @@ mod memo_tests {
         let edited = version(api.get("svc").await.unwrap());
         assert_ne!(edited, live);
         applier
-            .apply_unless_current(&service(81), edited, &mut again)
+            .apply_unless_current(&service(81), &cache_at(edited), &mut again)
             .await
             .unwrap();
         assert_eq!(patches(&client).await, 6, "edited by someone else: applied");
@@ -260,7 +275,7 @@ mod memo_tests {
         let plain = Applier::new(client.clone(), "test");
         let live = version(api.get("svc").await.unwrap());
         plain
-            .apply_unless_current(&service(81), live, &mut again)
+            .apply_unless_current(&service(81), &cache_at(live), &mut again)
             .await
             .unwrap();
         assert_eq!(patches(&client).await, 7);

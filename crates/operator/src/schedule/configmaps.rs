@@ -97,7 +97,13 @@ async fn sync(ctx: &Context, store: &Store<ConfigMap>, own_ns: &str) -> Result<(
                 let ns = schedule.namespace().unwrap_or_default();
                 let name = schedule.name_any();
                 wanted.push((ns.clone(), name.clone()));
-                if let Err(why) = apply(ctx, &schedule, &map).await? {
+                // Listed with this ConfigMap's label: known to be Steward's, no need to look.
+                let mine = existing.iter().any(|s| {
+                    s.namespace().as_deref() == Some(ns.as_str())
+                        && s.name_any() == name
+                        && s.labels().get(SOURCE_LABEL) == schedule.labels().get(SOURCE_LABEL)
+                });
+                if let Err(why) = apply(ctx, &schedule, &map, mine).await? {
                     effects.push(warning("ScheduleNotApplied", why));
                 }
             }
@@ -133,21 +139,27 @@ fn warning(reason: &str, note: String) -> Effect {
 }
 
 /// Applies one `Schedule` (server-side apply); `Ok(Err(why))` when the name is taken by a
-/// `Schedule` Steward did not make from this ConfigMap, or the API server refuses it.
+/// `Schedule` Steward did not make from this ConfigMap, or the API server refuses it. `mine`:
+/// the sync's list already showed it as made from this ConfigMap (no read needed).
 async fn apply(
     ctx: &Context,
     schedule: &Schedule,
     map: &ConfigMap,
+    mine: bool,
 ) -> Result<Result<(), String>, Error> {
     let ns = schedule.namespace().unwrap_or_default();
     let name = schedule.name_any();
     let api: Api<Schedule> = ctx.api(&ns);
-    let current = match api.get_metadata_opt(&name).await {
-        Ok(c) => c,
-        Err(kube::Error::Api(e)) if e.code == 403 => {
-            return Ok(Err(format!("Schedule {ns}/{name}: {}", e.message)));
+    let current = if mine {
+        None
+    } else {
+        match api.get_metadata_opt(&name).await {
+            Ok(c) => c,
+            Err(kube::Error::Api(e)) if e.code == 403 => {
+                return Ok(Err(format!("Schedule {ns}/{name}: {}", e.message)));
+            }
+            Err(s) => return Err(Error::kube("get Schedule", format!("{ns}/{name}"), s)),
         }
-        Err(s) => return Err(Error::kube("get Schedule", format!("{ns}/{name}"), s)),
     };
     let mine = schedule.labels().get(SOURCE_LABEL);
     if let Some(current) = current

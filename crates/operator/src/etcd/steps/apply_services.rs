@@ -34,13 +34,8 @@ impl SubReconciler<EtcdPass> for ApplyServices {
                     message: "cluster has no UID or namespace".into(),
                 });
             };
-            let cached = pass
-                .stores
-                .services
-                .get(&kube::runtime::reflector::ObjectRef::from_obj(&service))
-                .and_then(|s| s.metadata.resource_version.clone());
             pass.applier
-                .apply_unless_current(&service, cached, &mut pass.applied)
+                .apply_unless_current(&service, &pass.stores.services, &mut pass.applied)
                 .await?;
         }
         Ok(Outcome::Continue)

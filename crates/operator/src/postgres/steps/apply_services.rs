@@ -31,10 +31,14 @@ impl SubReconciler<PostgresPass> for ApplyServices {
             service::replicas_service(&pass.cluster, &valid),
         ] {
             let svc = svc.ok_or_else(missing)?;
-            apply_service(pass, &svc).await?;
+            pass.applier
+                .apply_unless_current(&svc, &pass.stores.services, &mut pass.applied)
+                .await?;
         }
         if let Some(repo) = pgbackrest::repo_service(&pass.cluster, &valid) {
-            apply_service(pass, &repo).await?;
+            pass.applier
+                .apply_unless_current(&repo, &pass.stores.services, &mut pass.applied)
+                .await?;
         }
         for budget in [
             pdb::budget(&pass.cluster, &valid),
@@ -45,19 +49,4 @@ impl SubReconciler<PostgresPass> for ApplyServices {
         }
         Ok(Outcome::Continue)
     }
-}
-
-/// Applies a Service unless the cache shows it as this operator last applied it.
-async fn apply_service(
-    pass: &mut PostgresPass,
-    svc: &k8s_openapi::api::core::v1::Service,
-) -> Result<(), Error> {
-    let cached = pass
-        .stores
-        .services
-        .get(&kube::runtime::reflector::ObjectRef::from_obj(svc))
-        .and_then(|s| s.metadata.resource_version.clone());
-    pass.applier
-        .apply_unless_current(svc, cached, &mut pass.applied)
-        .await
 }
