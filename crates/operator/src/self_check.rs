@@ -16,7 +16,14 @@ pub async fn run() -> anyhow::Result<()> {
     let started = Instant::now();
     let plane = Embedded::start(&["steward-system"]).await?;
     println!("embedded API server: {}", plane.server.url());
-    let args = operator_args_from(["--http-addr", "127.0.0.1:0", "--identity", "self-check"])?;
+    let args = operator_args_from([
+        "--http-addr",
+        "127.0.0.1:0",
+        "--api-addr",
+        "127.0.0.1:0",
+        "--identity",
+        "self-check",
+    ])?;
     let operator = steward_operator::runtime::start(plane.client.clone(), args).await?;
     println!("operator HTTP endpoint: http://{}", operator.http_addr);
 

@@ -78,6 +78,8 @@ async fn sigterm_stops_the_operator_and_releases_the_lease() {
             "operator",
             "--http-addr",
             "127.0.0.1:0",
+            "--api-addr",
+            "127.0.0.1:0",
             "--identity",
             "bin-a",
             "--lease-duration-seconds",

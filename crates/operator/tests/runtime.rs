@@ -29,6 +29,8 @@ async fn operator(client: &Client, identity: &str, extra: &[&str]) -> OperatorHa
     let mut args = vec![
         "--http-addr",
         "127.0.0.1:0",
+        "--api-addr",
+        "127.0.0.1:0",
         "--identity",
         identity,
         "--lease-duration-seconds",
@@ -421,7 +423,13 @@ async fn missing_crds_stop_the_operator_with_instructions() {
     common::install_crypto();
     let server = steward_apiserver::start(Default::default()).await.unwrap();
     let client = Client::try_from(admin_config(&server)).unwrap();
-    let op = operator(&client, "lonely", &["--crd-wait-seconds", "1"]).await;
+    // No namespaces at all: the API (whose Secrets live in steward-system) stays off.
+    let op = operator(
+        &client,
+        "lonely",
+        &["--crd-wait-seconds", "1", "--api", "false"],
+    )
+    .await;
     let health = reqwest::get(format!("http://{}/healthz", op.http_addr))
         .await
         .unwrap();

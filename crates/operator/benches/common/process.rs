@@ -47,7 +47,13 @@ impl Operator {
         .unwrap();
         Self(
             Command::new(env!("CARGO_BIN_EXE_steward"))
-                .args(["operator", "--http-addr", "127.0.0.1:0"])
+                .args([
+                    "operator",
+                    "--http-addr",
+                    "127.0.0.1:0",
+                    "--api-addr",
+                    "127.0.0.1:0",
+                ])
                 .env("KUBECONFIG", &kubeconfig)
                 .env("RUST_LOG", "warn")
                 .stdout(Stdio::null())

@@ -39,6 +39,11 @@ pub enum StartError {
     /// The webhook client could not be built.
     #[error("building the webhook HTTP client failed: {0}")]
     Webhook(#[source] reqwest::Error),
+    /// The REST API could not start: its certificate Secret could not be read or created
+    /// (transient Kubernetes API failures are retried for a minute first), the initial admin
+    /// could not be made, or its port could not be bound.
+    #[error("starting the REST API failed: {0}")]
+    Api(#[from] crate::api::listen::ApiStartError),
 }
 
 /// A running operator.
@@ -49,6 +54,11 @@ pub struct OperatorHandle {
     pub metrics: Metrics,
     /// `true` while this instance leads.
     pub leader: watch::Receiver<bool>,
+    /// Where the REST API is served over HTTPS (`None` with `--api=false`).
+    pub api_addr: Option<SocketAddr>,
+    /// The CA (PEM) the API's certificate chains to (`None` with `--api=false`; empty for a
+    /// provided certificate without `ca.crt`).
+    pub api_ca_pem: Option<String>,
     shutdown: CancellationToken,
     task: JoinHandle<Result<(), String>>,
     /// Whether `stop` already awaited `task` (a finished JoinHandle must not be polled again).
@@ -91,8 +101,9 @@ impl OperatorHandle {
     }
 }
 
-/// Starts the operator: binds HTTP, then (in the background) waits for the CRDs, campaigns for
-/// leadership and runs the controllers while leading.
+/// Starts the operator: binds HTTP, starts the REST API (unless `--api=false`: its certificate
+/// and initial admin, then HTTPS, on every replica), then (in the background) waits for the
+/// CRDs, campaigns for leadership and runs the controllers while leading.
 pub async fn start(client: Client, args: OperatorArgs) -> Result<OperatorHandle, StartError> {
     start_with_clock(client, args, Arc::new(SystemClock)).await
 }
@@ -117,8 +128,43 @@ pub async fn start_with_clock(
         addr: args.http_addr,
         source,
     })?;
-    let webhooks =
-        WebhookSender::new(&args.webhook, metrics.clone()).map_err(StartError::Webhook)?;
+    let webhooks = match WebhookSender::new(&args.webhook, metrics.clone()) {
+        Ok(w) => w,
+        Err(e) => {
+            shutdown.cancel();
+            return Err(StartError::Webhook(e));
+        }
+    };
+    // The API on every replica (its writes go through the Kubernetes API: no leader needed).
+    let api = if args.api {
+        let settings = crate::api::listen::ApiSettings {
+            addr: args.api_addr,
+            namespace: args.lease_namespace.clone(),
+            tls_secret: args.api_tls_secret.clone(),
+            hostnames: args.api_hostnames.clone(),
+        };
+        match crate::api::listen::start(
+            client.clone(),
+            &settings,
+            clock.clone(),
+            shutdown.child_token(),
+        )
+        .await
+        {
+            Ok(api) => Some(api),
+            Err(e) => {
+                shutdown.cancel();
+                return Err(StartError::Api(e));
+            }
+        }
+    } else {
+        None
+    };
+    let (api_addr, api_ca_pem) = match &api {
+        Some(a) => (Some(a.addr), Some(a.ca_pem.clone())),
+        None => (None, None),
+    };
+    let api_task = api.map(|a| a.task);
     let identity = if args.identity.is_empty() {
         default_identity()
     } else {
@@ -145,12 +191,19 @@ pub async fn start_with_clock(
         if let Err(err) = http_task.await {
             tracing::warn!(error = %err, "HTTP task ended abnormally");
         }
+        if let Some(api_task) = api_task
+            && let Err(err) = api_task.await
+        {
+            tracing::warn!(error = %err, "API task ended abnormally");
+        }
         result
     });
     Ok(OperatorHandle {
         http_addr,
         metrics,
         leader: leader_rx,
+        api_addr,
+        api_ca_pem,
         shutdown,
         task,
         stopped: false,

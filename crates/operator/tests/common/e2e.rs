@@ -77,6 +77,8 @@ async fn start_operator(
     let mut flags = vec![
         "--http-addr".to_owned(),
         "127.0.0.1:0".to_owned(),
+        "--api-addr".to_owned(),
+        "127.0.0.1:0".to_owned(),
         "--leader-election".to_owned(),
         "false".to_owned(),
     ];

@@ -1,0 +1,769 @@
+//! The REST API's routes for what a cluster has besides its spec size: database users (the
+//! labelled Secrets and `spec.users`), backups (`PostgresBackup`), restores
+//! (`PostgresRestore`), schedules (`Schedule`) and SQL policies (`PostgresPolicy`). Each is
+//! one or two Kubernetes API calls; the controllers do the work. Passwords go into Secrets and
+//! never into an answer.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use steward_api::pgbackrest::{
+    BackupMethod, BackupType, PostgresBackup, PostgresBackupSpec, PostgresRestore,
+    PostgresRestoreSpec, RestoreTarget,
+};
+use steward_api::policy::{PostgresPolicy, PostgresPolicySpec};
+use steward_api::postgres::{PostgresCluster, PostgresUser, SecretKeyRef, UserOptions};
+use steward_api::schedule::{Schedule, ScheduleSpec};
+
+use super::clusters::{Engine, postgres};
+use super::server::{ApiError, ApiJson, ApiState};
+use crate::clock::format_time;
+use crate::postgres::build::secrets::generate_password;
+
+/// The label on the Secrets the API created for users (and so may delete with them).
+pub const API_MANAGED_LABEL: &str = "steward.dev/api-managed";
+
+fn bad_request(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, message)
+}
+
+fn postgres_engine(engine: &str, what: &str) -> Result<(), ApiError> {
+    match Engine::parse(engine)? {
+        Engine::Postgres => Ok(()),
+        Engine::Etcd => Err(bad_request(format!(
+            "{what} are for PostgreSQL clusters: Steward's etcd clusters have none"
+        ))),
+    }
+}
+
+/// A database user (never its password).
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UserInfo {
+    name: String,
+    databases: Vec<String>,
+    superuser: bool,
+    createdb: bool,
+    /// The Secret that holds the password.
+    secret: String,
+    /// Its key.
+    secret_key: String,
+    /// Whether the operator has applied the current password (`status.users`).
+    ready: Option<bool>,
+}
+
+fn user_info(cluster: &PostgresCluster, u: &PostgresUser) -> UserInfo {
+    let ready = cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.users.iter().find(|s| s.name == u.name))
+        .map(|s| s.ready);
+    UserInfo {
+        name: u.name.clone(),
+        databases: u.databases.clone(),
+        superuser: u.options.superuser,
+        createdb: u.options.createdb,
+        secret: u.password_secret.name.clone(),
+        secret_key: u.password_secret.key.clone(),
+        ready,
+    }
+}
+
+/// `GET …/users`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct UserList {
+    users: Vec<UserInfo>,
+}
+
+/// The cluster's database users.
+#[utoipa::path(get, path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/users",
+    tag = "users",
+    params(("namespace" = String, Path, description = "The namespace"),
+        ("engine" = String, Path, description = "`postgres`"),
+        ("name" = String, Path, description = "The cluster")),
+    responses((status = 200, body = UserList), (status = 400, body = super::server::ErrorBody),
+        (status = 401, body = super::server::ErrorBody), (status = 403, body = super::server::ErrorBody),
+        (status = 404, body = super::server::ErrorBody)))]
+pub async fn list_users(
+    State(state): State<Arc<ApiState>>,
+    Path((namespace, engine, name)): Path<(String, String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    postgres_engine(&engine, "users")?;
+    let c = postgres(&state.client, &namespace, &name).await?;
+    let users: Vec<UserInfo> = c.spec.users.iter().map(|u| user_info(&c, u)).collect();
+    Ok(Json(json!({"users": users})))
+}
+
+/// `POST …/users`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateUser {
+    /// The role name.
+    name: String,
+    /// Databases it owns (created if missing).
+    #[serde(default)]
+    databases: Vec<String>,
+    /// `SUPERUSER`.
+    #[serde(default)]
+    superuser: bool,
+    /// `CREATEDB`.
+    #[serde(default)]
+    createdb: bool,
+    /// Its password; generated when absent (read it from the Secret the answer names).
+    #[serde(default)]
+    password: Option<String>,
+}
+
+impl CreateUser {
+    fn redacted(&self) -> String {
+        format!("user {}", self.name)
+    }
+}
+
+/// (pure) The Secret name for a user of a cluster (DNS-1123: `_` becomes `-`).
+fn secret_name(cluster: &str, user: &str) -> String {
+    format!("{cluster}-user-{}", user.replace('_', "-"))
+}
+
+fn password_secret(namespace: &str, name: &str, key: &str, password: &str) -> Secret {
+    Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            labels: Some(BTreeMap::from([(
+                API_MANAGED_LABEL.to_owned(),
+                "true".to_owned(),
+            )])),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(
+            key.to_owned(),
+            ByteString(password.as_bytes().to_vec()),
+        )])),
+        ..Default::default()
+    }
+}
+
+fn valid_role_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c == '_')
+        && name.len() <= 63
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// Replaces the cluster's `spec.users` (read, change, write with the read `resourceVersion`:
+/// a concurrent edit is a `409`, never a lost update).
+async fn replace_users(
+    client: &Client,
+    mut cluster: PostgresCluster,
+    users: Vec<PostgresUser>,
+) -> Result<PostgresCluster, ApiError> {
+    let namespace = cluster.namespace().unwrap_or_default();
+    let name = cluster.name_any();
+    cluster.spec.users = users;
+    cluster.status = None;
+    cluster.metadata.managed_fields = None;
+    Api::<PostgresCluster>::namespaced(client.clone(), &namespace)
+        .replace(&name, &PostParams::default(), &cluster)
+        .await
+        .map_err(|e| ApiError::kube("update PostgresCluster", &e))
+}
+
+/// Creates a database user: its password Secret, then the entry in `spec.users`; the operator
+/// creates the role (and its databases).
+#[utoipa::path(post, path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/users",
+    tag = "users",
+    params(("namespace" = String, Path, description = "The namespace"),
+        ("engine" = String, Path, description = "`postgres`"),
+        ("name" = String, Path, description = "The cluster")),
+    request_body = CreateUser,
+    responses((status = 201, body = UserInfo), (status = 400, body = super::server::ErrorBody),
+        (status = 401, body = super::server::ErrorBody), (status = 403, body = super::server::ErrorBody),
+        (status = 404, body = super::server::ErrorBody), (status = 409, body = super::server::ErrorBody)))]
+pub async fn create_user(
+    State(state): State<Arc<ApiState>>,
+    Path((namespace, engine, name)): Path<(String, String, String)>,
+    ApiJson(request): ApiJson<CreateUser>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    postgres_engine(&engine, "users")?;
+    if !valid_role_name(&request.name) {
+        return Err(bad_request(format!(
+            "{} is not a valid role name: lower case letters, digits and _, starting with a letter or _",
+            request.redacted()
+        )));
+    }
+    let cluster = postgres(&state.client, &namespace, &name).await?;
+    if cluster.spec.users.iter().any(|u| u.name == request.name) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("{name} already has a user {}", request.name),
+        ));
+    }
+    let secret = secret_name(&name, &request.name);
+    let password = request.password.clone().unwrap_or_else(generate_password);
+    let secrets: Api<Secret> = Api::namespaced(state.client.clone(), &namespace);
+    secrets
+        .create(
+            &PostParams::default(),
+            &password_secret(&namespace, &secret, "password", &password),
+        )
+        .await
+        .map_err(|e| ApiError::kube(&format!("create Secret {secret}"), &e))?;
+    let mut users = cluster.spec.users.clone();
+    let user = PostgresUser {
+        name: request.name.clone(),
+        databases: request.databases.clone(),
+        password_secret: SecretKeyRef {
+            name: secret.clone(),
+            key: "password".into(),
+        },
+        options: UserOptions {
+            superuser: request.superuser,
+            createdb: request.createdb,
+            connection_limit: None,
+        },
+    };
+    users.push(user.clone());
+    match replace_users(&state.client, cluster, users).await {
+        Ok(updated) => Ok((StatusCode::CREATED, Json(json!(user_info(&updated, &user))))),
+        Err(e) => {
+            // Nothing references the new Secret: take it back.
+            let _ = secrets.delete(&secret, &DeleteParams::default()).await;
+            Err(e)
+        }
+    }
+}
+
+/// `PUT …/users/{user}/password`.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RotatePassword {
+    /// The new password; generated when absent.
+    #[serde(default)]
+    password: Option<String>,
+}
+
+/// Rotates a user's password: writes it into the user's Secret; the operator follows the
+/// Secret and changes the role's password.
+#[utoipa::path(put,
+    path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/users/{user}/password",
+    tag = "users",
+    params(("namespace" = String, Path, description = "The namespace"),
+        ("engine" = String, Path, description = "`postgres`"),
+        ("name" = String, Path, description = "The cluster"),
+        ("user" = String, Path, description = "The user")),
+    request_body = RotatePassword,
+    responses((status = 200, body = UserInfo), (status = 400, body = super::server::ErrorBody),
+        (status = 401, body = super::server::ErrorBody), (status = 403, body = super::server::ErrorBody),
+        (status = 404, body = super::server::ErrorBody)))]
+pub async fn rotate_password(
+    State(state): State<Arc<ApiState>>,
+    Path((namespace, engine, name, user)): Path<(String, String, String, String)>,
+    ApiJson(request): ApiJson<RotatePassword>,
+) -> Result<Json<Value>, ApiError> {
+    postgres_engine(&engine, "users")?;
+    let cluster = postgres(&state.client, &namespace, &name).await?;
+    let Some(entry) = cluster.spec.users.iter().find(|u| u.name == user) else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("{name} has no user {user}"),
+        ));
+    };
+    let password = request.password.unwrap_or_else(generate_password);
+    let key = &entry.password_secret.key;
+    let encoded = json!(ByteString(password.into_bytes()));
+    let patch = Patch::Merge(json!({"data": {key: encoded}}));
+    Api::<Secret>::namespaced(state.client.clone(), &namespace)
+        .patch(&entry.password_secret.name, &PatchParams::default(), &patch)
+        .await
+        .map_err(|e| {
+            ApiError::kube(&format!("update Secret {}", entry.password_secret.name), &e)
+        })?;
+    Ok(Json(json!(user_info(&cluster, entry))))
+}
+
+/// Deletes a database user: its entry in `spec.users`, and its Secret when the API made it.
+#[utoipa::path(delete,
+    path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/users/{user}",
+    tag = "users",
+    params(("namespace" = String, Path, description = "The namespace"),
+        ("engine" = String, Path, description = "`postgres`"),
+        ("name" = String, Path, description = "The cluster"),
+        ("user" = String, Path, description = "The user")),
+    responses((status = 200, body = Message), (status = 400, body = super::server::ErrorBody),
+        (status = 401, body = super::server::ErrorBody), (status = 403, body = super::server::ErrorBody),
+        (status = 404, body = super::server::ErrorBody), (status = 409, body = super::server::ErrorBody)))]
+pub async fn delete_user(
+    State(state): State<Arc<ApiState>>,
+    Path((namespace, engine, name, user)): Path<(String, String, String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    postgres_engine(&engine, "users")?;
+    let cluster = postgres(&state.client, &namespace, &name).await?;
+    let Some(entry) = cluster.spec.users.iter().find(|u| u.name == user).cloned() else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("{name} has no user {user}"),
+        ));
+    };
+    let users = cluster
+        .spec
+        .users
+        .iter()
+        .filter(|u| u.name != user)
+        .cloned()
+        .collect();
+    replace_users(&state.client, cluster, users).await?;
+    let secrets: Api<Secret> = Api::namespaced(state.client.clone(), &namespace);
+    let secret = &entry.password_secret.name;
+    let ours = secrets
+        .get_opt(secret)
+        .await
+        .map_err(|e| ApiError::kube(&format!("get Secret {secret}"), &e))?
+        .is_some_and(|s| {
+            s.labels()
+                .get(API_MANAGED_LABEL)
+                .is_some_and(|v| v == "true")
+        });
+    if ours {
+        secrets
+            .delete(secret, &DeleteParams::default())
+            .await
+            .map_err(|e| ApiError::kube(&format!("delete Secret {secret}"), &e))?;
+    }
+    let kept = if ours {
+        ""
+    } else {
+        " (its Secret was not made by the API and is kept)"
+    };
+    Ok(Json(
+        json!({"message": format!("user {user} removed from {name}{kept}")}),
+    ))
+}
+
+/// A plain answer.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Message {
+    message: String,
+}
+
+/// A backup.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct BackupInfo {
+    name: String,
+    cluster: String,
+    /// `full`, `diff` or `incr`.
+    #[serde(rename = "type")]
+    type_: String,
+    /// `pgbackrest` or `pgbasebackup`.
+    method: String,
+    /// `Pending`, `Running`, `Completed` or `Failed`.
+    phase: Option<String>,
+    /// pgBackRest's label of the backup set.
+    label: Option<String>,
+    message: Option<String>,
+}
+
+fn backup_info(b: &PostgresBackup) -> BackupInfo {
+    let status = b.status.clone().unwrap_or_default();
+    BackupInfo {
+        name: b.name_any(),
+        cluster: b.spec.cluster.clone(),
+        type_: b.spec.type_.as_str().to_owned(),
+        method: match b.spec.method {
+            BackupMethod::Pgbackrest => "pgbackrest",
+            BackupMethod::Pgbasebackup => "pgbasebackup",
+        }
+        .to_owned(),
+        phase: status.phase.map(|p| format!("{p:?}")),
+        label: status.label,
+        message: status.message,
+    }
+}
+
+/// `GET …/backups`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct BackupList {
+    backups: Vec<BackupInfo>,
+}
+
+/// The cluster's backups (its `PostgresBackup` objects), oldest first.
+#[utoipa::path(get, path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/backups",
+    tag = "backups",
+    params(("namespace" = String, Path, description = "The namespace"),
+        ("engine" = String, Path, description = "`postgres`"),
+        ("name" = String, Path, description = "The cluster")),
+    responses((status = 200, body = BackupList), (status = 400, body = super::server::ErrorBody),
+        (status = 401, body = super::server::ErrorBody), (status = 403, body = super::server::ErrorBody)))]
+pub async fn list_backups(
+    State(state): State<Arc<ApiState>>,
+    Path((namespace, engine, name)): Path<(String, String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    postgres_engine(&engine, "backups")?;
+    let mut all = Api::<PostgresBackup>::namespaced(state.client.clone(), &namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| ApiError::kube("list PostgresBackups", &e))?
+        .items;
+    all.retain(|b| b.spec.cluster == name);
+    all.sort_by_key(|b| (b.metadata.creation_timestamp.clone(), b.name_any()));
+    let backups: Vec<BackupInfo> = all.iter().map(backup_info).collect();
+    Ok(Json(json!({"backups": backups})))
+}
+
+/// `POST …/backups`.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateBackup {
+    /// `full` (default), `diff` or `incr`.
+    #[serde(rename = "type", default)]
+    type_: Option<String>,
+    /// `pgbackrest` (default) or `pgbasebackup`.
+    #[serde(default)]
+    method: Option<String>,
+}
+
+/// (pure) A name for an object made now for a cluster: `<cluster>-<what>-<yyyymmddhhmmss>`.
+fn stamped(cluster: &str, what: &str, now: &str) -> String {
+    let digits: String = now.chars().filter(char::is_ascii_digit).take(14).collect();
+    format!("{cluster}-{what}-{digits}")
+}
+
+/// Starts a backup (a `PostgresBackup`); `GET` it for its phase.
+#[utoipa::path(post, path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/backups",
+    tag = "backups",
+    params(("namespace" = String, Path, description = "The namespace"),
+        ("engine" = String, Path, description = "`postgres`"),
+        ("name" = String, Path, description = "The cluster")),
+    request_body = CreateBackup,
+    responses((status = 202, body = BackupInfo), (status = 400, body = super::server::ErrorBody),
+        (status = 401, body = super::server::ErrorBody), (status = 403, body = super::server::ErrorBody),
+        (status = 404, body = super::server::ErrorBody), (status = 409, body = super::server::ErrorBody)))]
+pub async fn create_backup(
+    State(state): State<Arc<ApiState>>,
+    Path((namespace, engine, name)): Path<(String, String, String)>,
+    ApiJson(request): ApiJson<CreateBackup>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    postgres_engine(&engine, "backups")?;
+    let type_ = match request.type_.as_deref() {
+        None => BackupType::Full,
+        Some(t) => BackupType::parse(t)
+            .ok_or_else(|| bad_request(format!("type {t:?}: full, diff or incr")))?,
+    };
+    let method = match request.method.as_deref() {
+        None | Some("pgbackrest") => BackupMethod::Pgbackrest,
+        Some("pgbasebackup") => BackupMethod::Pgbasebackup,
+        Some(m) => {
+            return Err(bad_request(format!(
+                "method {m:?}: pgbackrest or pgbasebackup"
+            )));
+        }
+    };
+    postgres(&state.client, &namespace, &name).await?;
+    let now = format_time(state.clock.now());
+    let mut backup = PostgresBackup::new(
+        &stamped(&name, type_.as_str(), &now),
+        PostgresBackupSpec {
+            cluster: name.clone(),
+            type_,
+            method,
+        },
+    );
+    backup.metadata.namespace = Some(namespace.clone());
+    let made = Api::<PostgresBackup>::namespaced(state.client.clone(), &namespace)
+        .create(&PostParams::default(), &backup)
+        .await
+        .map_err(|e| ApiError::kube("create PostgresBackup", &e))?;
+    Ok((StatusCode::ACCEPTED, Json(json!(backup_info(&made)))))
+}
+
+/// One backup.
+#[utoipa::path(get, path = "/api/v1/namespaces/{namespace}/backups/{backup}", tag = "backups",
+    params(("namespace" = String, Path, description = "The namespace"),
+        ("backup" = String, Path, description = "The PostgresBackup")),
+    responses((status = 200, body = BackupInfo), (status = 401, body = super::server::ErrorBody),
+        (status = 403, body = super::server::ErrorBody), (status = 404, body = super::server::ErrorBody)))]
+pub async fn show_backup(
+    State(state): State<Arc<ApiState>>,
+    Path((namespace, backup)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let b = Api::<PostgresBackup>::namespaced(state.client.clone(), &namespace)
+        .get_opt(&backup)
+        .await
+        .map_err(|e| ApiError::kube("get PostgresBackup", &e))?
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("backup {namespace}/{backup} does not exist"),
+            )
+        })?;
+    Ok(Json(json!(backup_info(&b))))
+}
+
+/// `POST …/restore`.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RestoreRequest {
+    /// Recover to this time (RFC 3339); the end of the archive when absent.
+    #[serde(default)]
+    target_time: Option<String>,
+    /// Restore this backup set (its pgBackRest label).
+    #[serde(default)]
+    backup: Option<String>,
+}
+
+/// A restore.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct RestoreInfo {
+    name: String,
+    cluster: String,
+    phase: Option<String>,
+    step: Option<String>,
+}
+
+/// Restores the cluster in place (a `PostgresRestore`; the cluster's status shows progress).
+#[utoipa::path(post, path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/restore",
+    tag = "backups",
+    params(("namespace" = String, Path, description = "The namespace"),
+        ("engine" = String, Path, description = "`postgres`"),
+        ("name" = String, Path, description = "The cluster")),
+    request_body = RestoreRequest,
+    responses((status = 202, body = RestoreInfo), (status = 400, body = super::server::ErrorBody),
+        (status = 401, body = super::server::ErrorBody), (status = 403, body = super::server::ErrorBody),
+        (status = 404, body = super::server::ErrorBody), (status = 422, body = super::server::ErrorBody)))]
+pub async fn restore(
+    State(state): State<Arc<ApiState>>,
+    Path((namespace, engine, name)): Path<(String, String, String)>,
+    ApiJson(request): ApiJson<RestoreRequest>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    postgres_engine(&engine, "restores")?;
+    postgres(&state.client, &namespace, &name).await?;
+    let now = format_time(state.clock.now());
+    let target = request.target_time.map(|time| RestoreTarget {
+        time: Some(time),
+        ..Default::default()
+    });
+    let mut object = PostgresRestore::new(
+        &stamped(&name, "restore", &now),
+        PostgresRestoreSpec {
+            cluster: name.clone(),
+            target,
+            backup_set: request.backup,
+            node_label: None,
+        },
+    );
+    object.metadata.namespace = Some(namespace.clone());
+    let made = Api::<PostgresRestore>::namespaced(state.client.clone(), &namespace)
+        .create(&PostParams::default(), &object)
+        .await
+        .map_err(|e| ApiError::kube("create PostgresRestore", &e))?;
+    let status = made.status.clone().unwrap_or_default();
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!(RestoreInfo {
+            name: made.name_any(),
+            cluster: name,
+            phase: status.phase.map(|p| format!("{p:?}")),
+            step: status.step,
+        })),
+    ))
+}
+
+/// `POST` of a schedule or a policy: its name and its spec (as in its YAML).
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NamedSpec {
+    name: String,
+    #[schema(value_type = Object)]
+    spec: Value,
+}
+
+fn named(o: &impl ResourceExt, spec: &impl Serialize, status: Option<&impl Serialize>) -> Value {
+    json!({"name": o.name_any(), "spec": spec, "status": status})
+}
+
+/// A list of schedules or policies.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct NamedList {
+    /// `{name, spec, status}` each.
+    #[schema(value_type = Vec<Object>)]
+    items: Vec<Value>,
+}
+
+/// The namespace's schedules.
+#[utoipa::path(get, path = "/api/v1/namespaces/{namespace}/schedules", tag = "schedules",
+    params(("namespace" = String, Path, description = "The namespace")),
+    responses((status = 200, description = "`{\"schedules\": [{name, spec, status}]}`"),
+        (status = 401, body = super::server::ErrorBody), (status = 403, body = super::server::ErrorBody)))]
+pub async fn list_schedules(
+    State(state): State<Arc<ApiState>>,
+    Path(namespace): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let all = Api::<Schedule>::namespaced(state.client.clone(), &namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| ApiError::kube("list Schedules", &e))?;
+    let items: Vec<Value> = all
+        .items
+        .iter()
+        .map(|s| named(s, &s.spec, s.status.as_ref()))
+        .collect();
+    Ok(Json(json!({"schedules": items})))
+}
+
+/// Creates a schedule.
+#[utoipa::path(post, path = "/api/v1/namespaces/{namespace}/schedules", tag = "schedules",
+    params(("namespace" = String, Path, description = "The namespace")),
+    request_body = NamedSpec,
+    responses((status = 201, description = "`{name, spec, status}`"),
+        (status = 400, body = super::server::ErrorBody), (status = 401, body = super::server::ErrorBody),
+        (status = 403, body = super::server::ErrorBody), (status = 409, body = super::server::ErrorBody),
+        (status = 422, body = super::server::ErrorBody)))]
+pub async fn create_schedule(
+    State(state): State<Arc<ApiState>>,
+    Path(namespace): Path<String>,
+    ApiJson(request): ApiJson<NamedSpec>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let spec: ScheduleSpec =
+        serde_json::from_value(request.spec).map_err(|e| bad_request(format!("spec: {e}")))?;
+    let mut s = Schedule::new(&request.name, spec);
+    s.metadata.namespace = Some(namespace.clone());
+    let made = Api::<Schedule>::namespaced(state.client.clone(), &namespace)
+        .create(&PostParams::default(), &s)
+        .await
+        .map_err(|e| ApiError::kube("create Schedule", &e))?;
+    Ok((
+        StatusCode::CREATED,
+        Json(named(&made, &made.spec, made.status.as_ref())),
+    ))
+}
+
+async fn delete_named<K>(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    kind: &str,
+) -> Result<Json<Value>, ApiError>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    <K as kube::Resource>::DynamicType: Default,
+{
+    Api::<K>::namespaced(client.clone(), namespace)
+        .delete(name, &DeleteParams::default())
+        .await
+        .map_err(|e| match &e {
+            kube::Error::Api(s) if s.code == 404 => ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("{kind} {namespace}/{name} does not exist"),
+            ),
+            _ => ApiError::kube(&format!("delete {kind}"), &e),
+        })?;
+    Ok(Json(
+        json!({"message": format!("{kind} {namespace}/{name} deleted")}),
+    ))
+}
+
+/// Deletes a schedule (running work finishes).
+#[utoipa::path(delete, path = "/api/v1/namespaces/{namespace}/schedules/{schedule}",
+    tag = "schedules",
+    params(("namespace" = String, Path, description = "The namespace"),
+        ("schedule" = String, Path, description = "The schedule")),
+    responses((status = 200, body = Message), (status = 401, body = super::server::ErrorBody),
+        (status = 403, body = super::server::ErrorBody), (status = 404, body = super::server::ErrorBody)))]
+pub async fn delete_schedule(
+    State(state): State<Arc<ApiState>>,
+    Path((namespace, schedule)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    delete_named::<Schedule>(&state.client, &namespace, &schedule, "Schedule").await
+}
+
+/// The namespace's SQL policies.
+#[utoipa::path(get, path = "/api/v1/namespaces/{namespace}/policies", tag = "policies",
+    params(("namespace" = String, Path, description = "The namespace")),
+    responses((status = 200, description = "`{\"policies\": [{name, spec, status}]}`"),
+        (status = 401, body = super::server::ErrorBody), (status = 403, body = super::server::ErrorBody)))]
+pub async fn list_policies(
+    State(state): State<Arc<ApiState>>,
+    Path(namespace): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let all = Api::<PostgresPolicy>::namespaced(state.client.clone(), &namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| ApiError::kube("list PostgresPolicies", &e))?;
+    let items: Vec<Value> = all
+        .items
+        .iter()
+        .map(|p| named(p, &p.spec, p.status.as_ref()))
+        .collect();
+    Ok(Json(json!({"policies": items})))
+}
+
+/// Creates a SQL policy (`PostgresPolicy`); clusters run it once listed in `spec.policies`.
+#[utoipa::path(post, path = "/api/v1/namespaces/{namespace}/policies", tag = "policies",
+    params(("namespace" = String, Path, description = "The namespace")),
+    request_body = NamedSpec,
+    responses((status = 201, description = "`{name, spec, status}`"),
+        (status = 400, body = super::server::ErrorBody), (status = 401, body = super::server::ErrorBody),
+        (status = 403, body = super::server::ErrorBody), (status = 409, body = super::server::ErrorBody),
+        (status = 422, body = super::server::ErrorBody)))]
+pub async fn create_policy(
+    State(state): State<Arc<ApiState>>,
+    Path(namespace): Path<String>,
+    ApiJson(request): ApiJson<NamedSpec>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let spec: PostgresPolicySpec =
+        serde_json::from_value(request.spec).map_err(|e| bad_request(format!("spec: {e}")))?;
+    let mut p = PostgresPolicy::new(&request.name, spec);
+    p.metadata.namespace = Some(namespace.clone());
+    let made = Api::<PostgresPolicy>::namespaced(state.client.clone(), &namespace)
+        .create(&PostParams::default(), &p)
+        .await
+        .map_err(|e| ApiError::kube("create PostgresPolicy", &e))?;
+    Ok((
+        StatusCode::CREATED,
+        Json(named(&made, &made.spec, made.status.as_ref())),
+    ))
+}
+
+/// Deletes a SQL policy.
+#[utoipa::path(delete, path = "/api/v1/namespaces/{namespace}/policies/{policy}",
+    tag = "policies",
+    params(("namespace" = String, Path, description = "The namespace"),
+        ("policy" = String, Path, description = "The policy")),
+    responses((status = 200, body = Message), (status = 401, body = super::server::ErrorBody),
+        (status = 403, body = super::server::ErrorBody), (status = 404, body = super::server::ErrorBody)))]
+pub async fn delete_policy(
+    State(state): State<Arc<ApiState>>,
+    Path((namespace, policy)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    delete_named::<PostgresPolicy>(&state.client, &namespace, &policy, "PostgresPolicy").await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_of_secrets_and_stamped_objects_are_dns_names() {
+        assert_eq!(secret_name("demo", "app_user"), "demo-user-app-user");
+        assert_eq!(
+            stamped("demo", "full", "2026-11-26T10:11:12.345Z"),
+            "demo-full-20261126101112"
+        );
+        assert!(valid_role_name("app_1"));
+        assert!(!valid_role_name("App"));
+        assert!(!valid_role_name("1app"));
+        assert!(!valid_role_name(""));
+    }
+}

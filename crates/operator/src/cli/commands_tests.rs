@@ -1,0 +1,108 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use clap::{CommandFactory, Parser};
+
+use super::*;
+
+#[derive(Parser)]
+struct Top {
+    #[command(subcommand)]
+    command: ClientCommand,
+}
+
+#[test]
+fn the_arguments_are_consistent_and_parse_the_pgo_way() {
+    Top::command().debug_assert();
+    let parse =
+        |args: &[&str]| Top::try_parse_from(std::iter::once("steward").chain(args.iter().copied()));
+    let top = parse(&[
+        "create",
+        "cluster",
+        "pg",
+        "--engine",
+        "postgres",
+        "--instances",
+        "3",
+        "--wait",
+        "-n",
+        "team-a",
+        "-o",
+        "json",
+    ])
+    .unwrap();
+    let ClientCommand::Create(CreateCommand::Cluster(a)) = top.command else {
+        panic!("not create cluster");
+    };
+    assert_eq!(
+        (
+            a.name.as_str(),
+            a.engine,
+            a.instances,
+            a.wait.wait,
+            a.wait.timeout
+        ),
+        ("pg", Engine::Postgres, 3, true, 600)
+    );
+    assert_eq!(
+        (a.opts.namespace.as_deref(), a.opts.output),
+        (Some("team-a"), Format::Json)
+    );
+
+    // `--username` of a database-user command is the database user's.
+    let top = parse(&[
+        "create",
+        "user",
+        "pg",
+        "--username",
+        "app",
+        "--database",
+        "app",
+        "--database",
+        "b",
+        "--api-username",
+        "ops",
+    ])
+    .unwrap();
+    let ClientCommand::Create(CreateCommand::User(a)) = top.command else {
+        panic!("not create user");
+    };
+    assert_eq!(
+        (a.user.username.as_str(), a.user.api_username.as_deref()),
+        ("app", Some("ops"))
+    );
+    assert_eq!(a.databases, ["app", "b"]);
+
+    assert!(parse(&["failover", "pg", "--query", "--target", "pg-2"]).is_err());
+    assert!(
+        parse(&[
+            "restore",
+            "pg",
+            "--target-time",
+            "2026-11-26T10:00:00Z",
+            "--backup",
+            "x"
+        ])
+        .is_err()
+    );
+    assert!(parse(&["show", "cluster", "-A"]).is_ok());
+    assert!(parse(&["backup", "pg", "--type", "incr"]).is_ok());
+    // No password flag exists.
+    assert!(parse(&["show", "cluster", "--password", "x"]).is_err());
+}
+
+#[test]
+fn set_builds_a_merge_patch() {
+    let mut patch = Value::Object(Map::new());
+    set_path(&mut patch, "instances=5", true).unwrap();
+    set_path(&mut patch, "backups.retention.full=2", true).unwrap();
+    set_path(&mut patch, "backups.enabled=true", true).unwrap();
+    set_path(&mut patch, "image=postgres:15-alpine", true).unwrap();
+    set_path(&mut patch, "version=15", false).unwrap();
+    assert_eq!(
+        patch,
+        json!({"instances": 5, "backups": {"retention": {"full": 2}, "enabled": true},
+               "image": "postgres:15-alpine", "version": "15"})
+    );
+    assert!(set_path(&mut patch, "novalue", true).is_err());
+    assert!(set_path(&mut patch, "=1", true).is_err());
+}

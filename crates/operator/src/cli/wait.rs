@@ -1,0 +1,333 @@
+//! `--wait`: follow a long action until it is finished, from `status.operation`.
+//!
+//! The finish rule is the API contract's: an action is finished when GET cluster shows
+//! `status.observedGeneration >= generation` (the generation the action's answer named), no
+//! operation with phase `Running`, and condition `Available=True`; a fail-over also needs
+//! `status.lastSwitchover == switchoverId` (and `currentPrimary == target` when a target was
+//! named); a delete is finished when GET answers 404. It failed when the operation the action
+//! started (its `generation` at least the action's) reaches phase `Failed`.
+//!
+//! A restore's answer names no generation: it is finished once an operation was seen running
+//! since the request and none runs any more, with `Available=True`.
+
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::CliError;
+use super::client::ApiClient;
+use super::output::describe_operation;
+
+/// What the caller waits for, taken from the action's answer.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Expectation {
+    /// The generation the action produced (`None`: a restore, which changes no spec).
+    pub generation: Option<i64>,
+    /// A fail-over's request id.
+    pub switchover_id: Option<String>,
+    /// A fail-over's named target.
+    pub target: Option<String>,
+    /// The cluster is to be gone.
+    pub delete: bool,
+}
+
+impl Expectation {
+    /// From an Accepted (202) answer, or a ClusterDetail (create: 201).
+    pub fn from_answer(answer: &Value, target: Option<&str>) -> Self {
+        Self {
+            generation: answer.get("generation").and_then(Value::as_i64),
+            switchover_id: answer
+                .get("switchoverId")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            target: target.map(str::to_string),
+            delete: answer.get("action").and_then(Value::as_str) == Some("delete"),
+        }
+    }
+}
+
+/// Where an action stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WaitState {
+    /// Not finished; what to show.
+    Running(Progress),
+    /// Finished.
+    Done,
+    /// Failed, with the operation's message.
+    Failed(String),
+}
+
+/// What the progress display shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Progress {
+    /// Units done, when an operation runs.
+    pub done: u64,
+    /// Units in total (0: unknown).
+    pub total: u64,
+    /// One line: the operation, or what is awaited.
+    pub line: String,
+}
+
+impl Progress {
+    fn waiting(line: impl Into<String>) -> Self {
+        Self {
+            done: 0,
+            total: 0,
+            line: line.into(),
+        }
+    }
+}
+
+/// Judges one GET answer (`None`: 404). `seen_running` says whether an operation was seen
+/// running since the request (only a restore's rule uses it).
+pub fn judge(exp: &Expectation, current: Option<&Value>, seen_running: bool) -> WaitState {
+    let Some(cluster) = current else {
+        return if exp.delete {
+            WaitState::Done
+        } else {
+            WaitState::Failed("the cluster is gone (GET answers 404)".into())
+        };
+    };
+    if exp.delete {
+        return WaitState::Running(match running_operation(cluster) {
+            Some(op) => progress(op),
+            None => Progress::waiting("deleting"),
+        });
+    }
+    let status = cluster.get("status").unwrap_or(&Value::Null);
+    let observed = status.get("observedGeneration").and_then(Value::as_i64);
+    let ours = |op: &Value| match exp.generation {
+        Some(g) => op.get("generation").and_then(Value::as_i64) >= Some(g),
+        None => seen_running,
+    };
+    for key in ["operation", "lastOperation"] {
+        if let Some(op) = status.get(key).filter(|op| phase(op) == Some("Failed"))
+            && ours(op)
+        {
+            let message = op
+                .get("message")
+                .and_then(Value::as_str)
+                .filter(|m| !m.is_empty())
+                .unwrap_or("the operation failed");
+            return WaitState::Failed(format!(
+                "{} failed: {message}",
+                op.get("kind")
+                    .and_then(Value::as_str)
+                    .unwrap_or("operation")
+            ));
+        }
+    }
+    if let Some(op) = running_operation(cluster) {
+        return WaitState::Running(progress(op));
+    }
+    if let Some(g) = exp.generation
+        && observed.is_none_or(|o| o < g)
+    {
+        return WaitState::Running(Progress::waiting(format!(
+            "waiting for the operator to observe generation {g}"
+        )));
+    }
+    if exp.generation.is_none() && !seen_running {
+        return WaitState::Running(Progress::waiting("waiting for the operation to start"));
+    }
+    if let Some(id) = &exp.switchover_id
+        && status.get("lastSwitchover").and_then(Value::as_str) != Some(id)
+    {
+        return WaitState::Running(Progress::waiting(format!(
+            "waiting for the fail-over request {id}"
+        )));
+    }
+    if let Some(target) = &exp.target
+        && status.get("currentPrimary").and_then(Value::as_str) != Some(target)
+    {
+        return WaitState::Running(Progress::waiting(format!(
+            "waiting for {target} to become the primary"
+        )));
+    }
+    let available = status
+        .get("conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some("Available"));
+    match available {
+        Some(c) if c.get("status").and_then(Value::as_str) == Some("True") => WaitState::Done,
+        Some(c) => WaitState::Running(Progress::waiting(format!(
+            "waiting for Available=True ({})",
+            c.get("message")
+                .and_then(Value::as_str)
+                .filter(|m| !m.is_empty())
+                .or_else(|| c.get("reason").and_then(Value::as_str))
+                .unwrap_or("not yet")
+        ))),
+        None => WaitState::Running(Progress::waiting("waiting for Available=True")),
+    }
+}
+
+/// The operation in status with phase Running, if any.
+pub fn running_operation(cluster: &Value) -> Option<&Value> {
+    cluster
+        .pointer("/status/operation")
+        .filter(|op| phase(op) == Some("Running"))
+}
+
+fn phase(op: &Value) -> Option<&str> {
+    op.get("phase").and_then(Value::as_str)
+}
+
+fn progress(op: &Value) -> Progress {
+    Progress {
+        done: op.get("done").and_then(Value::as_u64).unwrap_or(0),
+        total: op.get("total").and_then(Value::as_u64).unwrap_or(0),
+        line: describe_operation(op),
+    }
+}
+
+/// Shows progress: a bar on a terminal, one line per change otherwise. Both go to standard
+/// error, so standard output holds only the answer (`-o json` stays parseable).
+enum Reporter {
+    Bar(indicatif::ProgressBar),
+    Lines(Option<String>),
+}
+
+impl Reporter {
+    fn new() -> Self {
+        if std::io::stdout().is_terminal() && std::io::stderr().is_terminal() {
+            let bar = indicatif::ProgressBar::new(0);
+            if let Ok(style) = indicatif::ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {wide_msg}",
+            ) {
+                bar.set_style(style);
+            }
+            bar.enable_steady_tick(Duration::from_millis(200));
+            Self::Bar(bar)
+        } else {
+            Self::Lines(None)
+        }
+    }
+
+    fn show(&mut self, p: &Progress) {
+        match self {
+            Self::Bar(bar) => {
+                bar.set_length(p.total);
+                bar.set_position(p.done);
+                bar.set_message(p.line.clone());
+            }
+            Self::Lines(last) => {
+                if last.as_deref() != Some(p.line.as_str()) {
+                    eprintln!("{}", p.line);
+                    *last = Some(p.line.clone());
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Self::Bar(bar) = self {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// Polls `path` every second until the action is finished, failed or `timeout` passed; the
+/// last GET answer on success (`None` after a delete).
+pub async fn wait(
+    client: &ApiClient,
+    path: &str,
+    exp: &Expectation,
+    timeout: Duration,
+) -> Result<Option<Value>, CliError> {
+    let started = Instant::now();
+    let mut reporter = Reporter::new();
+    let mut seen_running = false;
+    loop {
+        let current = client.get_opt(path).await?;
+        if let Some(c) = &current {
+            seen_running |= running_operation(c).is_some();
+        }
+        match judge(exp, current.as_ref(), seen_running) {
+            WaitState::Done => {
+                reporter.finish();
+                return Ok(current);
+            }
+            WaitState::Failed(message) => {
+                reporter.finish();
+                return Err(CliError::Failed(message));
+            }
+            WaitState::Running(p) => {
+                reporter.show(&p);
+                if started.elapsed() >= timeout {
+                    reporter.finish();
+                    return Err(CliError::Failed(format!(
+                        "not finished after {} s: {}",
+                        timeout.as_secs(),
+                        p.line
+                    )));
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Judges a BackupInfo: Completed is done, Failed failed, anything else still running.
+pub fn judge_backup(backup: &Value) -> WaitState {
+    let phase = backup.get("phase").and_then(Value::as_str);
+    let message = backup
+        .get("message")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty());
+    match phase {
+        Some("Completed") => WaitState::Done,
+        Some("Failed") => WaitState::Failed(format!(
+            "backup failed: {}",
+            message.unwrap_or("no message")
+        )),
+        other => WaitState::Running(Progress::waiting(format!(
+            "backup {}{}",
+            other.unwrap_or("Pending"),
+            message.map(|m| format!(": {m}")).unwrap_or_default()
+        ))),
+    }
+}
+
+/// Polls a backup (`GET /api/v1/namespaces/{ns}/backups/{name}`) every second until it is
+/// Completed, Failed or `timeout` passed; its last answer.
+pub async fn wait_backup(
+    client: &ApiClient,
+    path: &str,
+    timeout: Duration,
+) -> Result<Value, CliError> {
+    let started = Instant::now();
+    let mut reporter = Reporter::new();
+    loop {
+        let backup = client.call(reqwest::Method::GET, path, None).await?;
+        match judge_backup(&backup) {
+            WaitState::Done => {
+                reporter.finish();
+                return Ok(backup);
+            }
+            WaitState::Failed(message) => {
+                reporter.finish();
+                return Err(CliError::Failed(message));
+            }
+            WaitState::Running(p) => {
+                reporter.show(&p);
+                if started.elapsed() >= timeout {
+                    reporter.finish();
+                    return Err(CliError::Failed(format!(
+                        "not finished after {} s: {}",
+                        timeout.as_secs(),
+                        p.line
+                    )));
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+#[cfg(test)]
+#[path = "wait_tests.rs"]
+mod tests;
