@@ -22,4 +22,5 @@ for _ in $(seq 1 120); do
 done
 ./target/release/steward dev status
 echo "kubectl: export KUBECONFIG=$PWD/.steward/dev/kubeconfig; kubectl get etcd,etcdpeers,pg,pods"
+echo "CLI:     ./target/release/steward show cluster   (settings: .steward/dev/cli.yaml; docs/api.md)"
 echo "stop:    ./target/release/steward dev down"

@@ -310,9 +310,10 @@ async fn guard(
     let name = user.name.clone();
     request.extensions_mut().insert(Caller(user));
     let response = next.run(request).await;
-    if let Some(permission) = route.permission.filter(|p| !p.is_read()) {
-        // The audit line of every mutating call: who, what, on which object, the outcome.
-        // Never a body: bodies carry passwords.
+    if method != Method::GET {
+        // The audit line of every call that is not a read (and of logins): who, what, on
+        // which object, the outcome. Never a body: bodies carry passwords.
+        let permission = route.permission.map_or("Login", Permission::as_str);
         tracing::info!(
             target: "steward::audit",
             user = %name,

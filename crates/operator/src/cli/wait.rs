@@ -145,6 +145,23 @@ pub fn judge(exp: &Expectation, current: Option<&Value>, seen_running: bool) -> 
             "waiting for {target} to become the primary"
         )));
     }
+    // Done means every member the spec asks for is ready, not only a quorum (`Available`):
+    // a scale's new member, a restarted or demoted instance, back in service.
+    let wanted = cluster
+        .pointer("/spec/instances")
+        .or_else(|| cluster.pointer("/spec/replicas"))
+        .and_then(Value::as_i64);
+    let ready = status
+        .get("readyInstances")
+        .or_else(|| status.get("readyMembers"))
+        .and_then(Value::as_i64);
+    if let (Some(wanted), Some(ready)) = (wanted, ready)
+        && ready < wanted
+    {
+        return WaitState::Running(Progress::waiting(format!(
+            "waiting for every member to be ready ({ready}/{wanted})"
+        )));
+    }
     let available = status
         .get("conditions")
         .and_then(Value::as_array)

@@ -63,7 +63,14 @@ fn a_scale_runs_until_observed_no_operation_and_available() {
         true,
     );
     assert!(running(&s).line.contains("Available=True"));
+    // Available with the operation over, but the new member is not ready yet.
+    let mut short = cluster(5, "True", Value::Null, op("Succeeded", 5, ""));
+    short["status"]["readyInstances"] = json!(2);
+    let s = judge(&exp, Some(&short), true);
+    assert!(running(&s).line.contains("ready (2/3)"), "{s:?}");
     // Done.
+    short["status"]["readyInstances"] = json!(3);
+    assert_eq!(judge(&exp, Some(&short), true), WaitState::Done);
     let s = judge(
         &exp,
         Some(&cluster(5, "True", Value::Null, op("Succeeded", 5, ""))),

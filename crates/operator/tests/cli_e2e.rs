@@ -1,0 +1,274 @@
+//! The `steward` CLI end to end, as a new user runs it: `steward dev up` (the embedded control
+//! plane, a node agent running real PostgreSQL and etcd, the operator serving the REST API),
+//! then, with only the `cli.yaml` it wrote: create a PostgreSQL and an etcd cluster and wait
+//! with progress, scale, query the fail-over candidates and fail over to a named replica,
+//! create a database user and log in to PostgreSQL with it (`psql`), rotate its password, show
+//! status as JSON, delete a cluster — and no password in any output or in the plane's log.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+/// Runs `steward` with the dev plane's CLI settings, from a directory without `.steward/`.
+fn steward(config: &Path, cwd: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(args)
+        .env("STEWARD_CONFIG", config)
+        .env_remove("STEWARD_PASSWORD")
+        .env_remove("STEWARD_SERVER")
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(text) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Runs `steward dev down` when the test ends, even by a panic.
+struct Down(String);
+
+impl Drop for Down {
+    fn drop(&mut self) {
+        let _ = Command::new(env!("CARGO_BIN_EXE_steward"))
+            .args(["dev", "down", "--state-dir", &self.0])
+            .output();
+    }
+}
+
+fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
+    let bin = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let out = Command::new(&bin)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running {bin} (set KUBECTL, or run scripts/prereqs.sh): {e}"));
+    assert!(out.status.success(), "kubectl {args:?}: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `psql` as the user, through the cluster's primary Service; what it printed.
+fn psql(host: &str, user: &str, password: &str) -> Output {
+    Command::new("psql")
+        .args([
+            "-h",
+            host,
+            "-U",
+            user,
+            "-d",
+            user,
+            "-tAc",
+            "SELECT current_user",
+        ])
+        .env("PGPASSWORD", password)
+        .env("PGCONNECT_TIMEOUT", "5")
+        .output()
+        .expect("psql (the postgresql package) is installed")
+}
+
+#[test]
+fn the_cli_creates_waits_scales_fails_over_and_manages_a_user_on_the_dev_plane() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("dev");
+    let state_arg = state.to_str().unwrap().to_owned();
+    let _down = Down(state_arg.clone());
+    let up = Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(["dev", "up", "--state-dir", &state_arg])
+        .output()
+        .unwrap();
+    let said = text(&up);
+    assert!(up.status.success(), "{said}");
+    assert!(
+        said.contains("cli.yaml"),
+        "dev up tells where the CLI settings are: {said}"
+    );
+    let config = state.join("cli.yaml");
+    let kubeconfig = state.join("kubeconfig");
+    let cwd = dir.path();
+    let mut outputs = String::new();
+    let mut run = |args: &[&str], stdin: Option<&str>| -> String {
+        let out = steward(&config, cwd, args, stdin);
+        let t = text(&out);
+        outputs.push_str(&t);
+        assert!(out.status.success(), "steward {args:?} failed:\n{t}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let json =
+        |s: String| -> Value { serde_json::from_str(&s).unwrap_or_else(|e| panic!("{e}: {s}")) };
+
+    // Create both engines and wait: progress lines (stdout is not a terminal), then the cluster.
+    let created = run(
+        &[
+            "create",
+            "cluster",
+            "pg",
+            "--engine",
+            "postgres",
+            "--instances",
+            "2",
+            "--wait",
+        ],
+        None,
+    );
+    assert!(created.contains("pg"), "{created}");
+    let created = run(
+        &[
+            "create",
+            "cluster",
+            "kv",
+            "--engine",
+            "etcd",
+            "--instances",
+            "3",
+            "--wait",
+        ],
+        None,
+    );
+    assert!(created.contains("kv"), "{created}");
+    let list = run(&["show", "cluster"], None);
+    assert!(list.contains("pg") && list.contains("kv"), "{list}");
+
+    // Scale PostgreSQL to 3: the wait ends with three ready instances.
+    run(&["scale", "pg", "--instances", "3", "--wait"], None);
+    let pg = json(run(&["show", "cluster", "pg", "-o", "json"], None));
+    assert_eq!(pg["status"]["readyInstances"], 3, "{pg}");
+
+    // Fail over to a named replica.
+    let candidates = json(run(&["failover", "pg", "--query", "-o", "json"], None));
+    let primary = candidates["primary"].as_str().unwrap().to_owned();
+    let target = candidates["candidates"].as_array().unwrap().last().unwrap()["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(primary, target);
+    run(&["failover", "pg", "--target", &target, "--wait"], None);
+    let pg = json(run(&["show", "cluster", "pg", "-o", "json"], None));
+    assert_eq!(pg["engine"], "postgres");
+    assert_eq!(pg["status"]["currentPrimary"], target.as_str(), "{pg}");
+
+    // A database user: created with a password from stdin, then used to log in.
+    let password = "Cli-E2e-Password-7";
+    run(
+        &[
+            "create",
+            "user",
+            "pg",
+            "--username",
+            "app",
+            "--database",
+            "app",
+            "--password-stdin",
+        ],
+        Some(password),
+    );
+    let host = kubectl(
+        &kubeconfig,
+        &[
+            "get",
+            "service",
+            "pg-primary",
+            "-o",
+            "jsonpath={.spec.clusterIP}",
+        ],
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        let out = psql(&host, "app", password);
+        if out.status.success() {
+            assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "app");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "app never logged in: {}",
+            text(&out)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let users = json(run(&["show", "user", "pg", "-o", "json"], None));
+    assert_eq!(users["users"][0]["name"], "app", "{users}");
+    // Rotated: the new password works, the old one stops working.
+    let rotated = "Cli-E2e-Rotated-8";
+    run(
+        &[
+            "update",
+            "user",
+            "pg",
+            "--username",
+            "app",
+            "--password-stdin",
+        ],
+        Some(rotated),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    while !psql(&host, "app", rotated).status.success() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the rotated password never worked"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    assert!(
+        !psql(&host, "app", password).status.success(),
+        "the old password still works"
+    );
+
+    // etcd as JSON; then delete it and wait until it is gone.
+    let kv = json(run(&["show", "cluster", "kv", "-o", "json"], None));
+    assert_eq!(
+        (kv["engine"].as_str(), kv["status"]["readyMembers"].as_i64()),
+        (Some("etcd"), Some(3))
+    );
+    run(&["delete", "cluster", "kv", "--wait"], None);
+    let list = run(&["show", "cluster"], None);
+    assert!(!list.contains("kv"), "{list}");
+
+    // No password in anything the CLI printed, nor in the plane's log (operator and API).
+    let log = std::fs::read_to_string(state.join("dev.log")).unwrap_or_default();
+    for secret in [password, rotated] {
+        assert!(!outputs.contains(secret), "the CLI printed a password");
+        assert!(!log.contains(secret), "a password reached dev.log");
+    }
+    let admin: serde_json::Value = {
+        let text = std::fs::read_to_string(&config).unwrap();
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix("password: "))
+            .unwrap()
+            .trim()
+            .trim_matches('"')
+            .to_owned();
+        Value::String(line)
+    };
+    let admin = admin.as_str().unwrap();
+    assert!(
+        !outputs.contains(admin) && !log.contains(admin),
+        "the admin password leaked"
+    );
+    assert!(
+        log.contains("steward::audit"),
+        "mutating calls are audited in the log"
+    );
+}
