@@ -20,9 +20,9 @@ use steward_api::pgbackrest::{
     BackupMethod, BackupType, PostgresBackup, PostgresBackupSpec, PostgresRestore,
     PostgresRestoreSpec, RestoreTarget,
 };
-use steward_api::policy::{PostgresPolicy, PostgresPolicySpec};
+use steward_api::policy::PostgresPolicy;
 use steward_api::postgres::{PostgresCluster, PostgresUser, SecretKeyRef, UserOptions};
-use steward_api::schedule::{Schedule, ScheduleSpec};
+use steward_api::schedule::Schedule;
 
 use super::clusters::{Engine, postgres};
 use super::server::{ApiError, ApiJson, ApiState};
@@ -586,16 +586,60 @@ pub struct NamedSpec {
     spec: Value,
 }
 
-fn named(o: &impl ResourceExt, spec: &impl Serialize, status: Option<&impl Serialize>) -> Value {
-    json!({"name": o.name_any(), "spec": spec, "status": status})
+/// `{name, spec, status}` of a schedule or a policy.
+fn named<K: ResourceExt + Serialize>(o: &K) -> Value {
+    let v = serde_json::to_value(o).unwrap_or_default();
+    json!({"name": o.name_any(), "spec": v["spec"], "status": v["status"]})
 }
 
-/// A list of schedules or policies.
-#[derive(Serialize, utoipa::ToSchema)]
-pub struct NamedList {
-    /// `{name, spec, status}` each.
-    #[schema(value_type = Vec<Object>)]
-    items: Vec<Value>,
+/// Bounds of the kinds [`list_named`], [`create_named`] and [`delete_named`] serve.
+trait Named:
+    kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + Serialize
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+{
+}
+
+impl Named for Schedule {}
+impl Named for PostgresPolicy {}
+
+/// The namespace's `K`s as `{key: [{name, spec, status}]}`.
+async fn list_named<K: Named>(
+    client: &Client,
+    namespace: &str,
+    key: &str,
+) -> Result<Json<Value>, ApiError> {
+    let kind = K::kind(&());
+    let all = Api::<K>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| ApiError::kube(&format!("list {kind}"), &e))?;
+    let items: Vec<Value> = all.items.iter().map(named).collect();
+    Ok(Json(json!({key: items})))
+}
+
+/// Creates a `K` from a request's name and spec (the spec's shape checked by its Rust type
+/// first, then by the API server's schema and CEL rules).
+async fn create_named<K: Named>(
+    client: &Client,
+    namespace: &str,
+    request: NamedSpec,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let kind = K::kind(&());
+    let object: K = serde_json::from_value(json!({
+        "apiVersion": K::api_version(&()),
+        "kind": kind,
+        "metadata": {"name": request.name, "namespace": namespace},
+        "spec": request.spec,
+    }))
+    .map_err(|e| bad_request(format!("spec: {e}")))?;
+    let made = Api::<K>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &object)
+        .await
+        .map_err(|e| ApiError::kube(&format!("create {kind}"), &e))?;
+    Ok((StatusCode::CREATED, Json(named(&made))))
 }
 
 /// The namespace's schedules.
@@ -607,16 +651,7 @@ pub async fn list_schedules(
     State(state): State<Arc<ApiState>>,
     Path(namespace): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let all = Api::<Schedule>::namespaced(state.client.clone(), &namespace)
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| ApiError::kube("list Schedules", &e))?;
-    let items: Vec<Value> = all
-        .items
-        .iter()
-        .map(|s| named(s, &s.spec, s.status.as_ref()))
-        .collect();
-    Ok(Json(json!({"schedules": items})))
+    list_named::<Schedule>(&state.client, &namespace, "schedules").await
 }
 
 /// Creates a schedule.
@@ -632,33 +667,15 @@ pub async fn create_schedule(
     Path(namespace): Path<String>,
     ApiJson(request): ApiJson<NamedSpec>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let spec: ScheduleSpec =
-        serde_json::from_value(request.spec).map_err(|e| bad_request(format!("spec: {e}")))?;
-    let mut s = Schedule::new(&request.name, spec);
-    s.metadata.namespace = Some(namespace.clone());
-    let made = Api::<Schedule>::namespaced(state.client.clone(), &namespace)
-        .create(&PostParams::default(), &s)
-        .await
-        .map_err(|e| ApiError::kube("create Schedule", &e))?;
-    Ok((
-        StatusCode::CREATED,
-        Json(named(&made, &made.spec, made.status.as_ref())),
-    ))
+    create_named::<Schedule>(&state.client, &namespace, request).await
 }
 
-async fn delete_named<K>(
+async fn delete_named<K: Named>(
     client: &Client,
     namespace: &str,
     name: &str,
-    kind: &str,
-) -> Result<Json<Value>, ApiError>
-where
-    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-    <K as kube::Resource>::DynamicType: Default,
-{
+) -> Result<Json<Value>, ApiError> {
+    let kind = K::kind(&());
     Api::<K>::namespaced(client.clone(), namespace)
         .delete(name, &DeleteParams::default())
         .await
@@ -685,7 +702,7 @@ pub async fn delete_schedule(
     State(state): State<Arc<ApiState>>,
     Path((namespace, schedule)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    delete_named::<Schedule>(&state.client, &namespace, &schedule, "Schedule").await
+    delete_named::<Schedule>(&state.client, &namespace, &schedule).await
 }
 
 /// The namespace's SQL policies.
@@ -697,16 +714,7 @@ pub async fn list_policies(
     State(state): State<Arc<ApiState>>,
     Path(namespace): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let all = Api::<PostgresPolicy>::namespaced(state.client.clone(), &namespace)
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| ApiError::kube("list PostgresPolicies", &e))?;
-    let items: Vec<Value> = all
-        .items
-        .iter()
-        .map(|p| named(p, &p.spec, p.status.as_ref()))
-        .collect();
-    Ok(Json(json!({"policies": items})))
+    list_named::<PostgresPolicy>(&state.client, &namespace, "policies").await
 }
 
 /// Creates a SQL policy (`PostgresPolicy`); clusters run it once listed in `spec.policies`.
@@ -722,18 +730,7 @@ pub async fn create_policy(
     Path(namespace): Path<String>,
     ApiJson(request): ApiJson<NamedSpec>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let spec: PostgresPolicySpec =
-        serde_json::from_value(request.spec).map_err(|e| bad_request(format!("spec: {e}")))?;
-    let mut p = PostgresPolicy::new(&request.name, spec);
-    p.metadata.namespace = Some(namespace.clone());
-    let made = Api::<PostgresPolicy>::namespaced(state.client.clone(), &namespace)
-        .create(&PostParams::default(), &p)
-        .await
-        .map_err(|e| ApiError::kube("create PostgresPolicy", &e))?;
-    Ok((
-        StatusCode::CREATED,
-        Json(named(&made, &made.spec, made.status.as_ref())),
-    ))
+    create_named::<PostgresPolicy>(&state.client, &namespace, request).await
 }
 
 /// Deletes a SQL policy.
@@ -747,7 +744,7 @@ pub async fn delete_policy(
     State(state): State<Arc<ApiState>>,
     Path((namespace, policy)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    delete_named::<PostgresPolicy>(&state.client, &namespace, &policy, "PostgresPolicy").await
+    delete_named::<PostgresPolicy>(&state.client, &namespace, &policy).await
 }
 
 #[cfg(test)]

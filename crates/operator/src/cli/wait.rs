@@ -247,23 +247,22 @@ impl Reporter {
     }
 }
 
-/// Polls `path` every second until the action is finished, failed or `timeout` passed; the
-/// last GET answer on success (`None` after a delete).
-pub async fn wait(
-    client: &ApiClient,
-    path: &str,
-    exp: &Expectation,
+/// Fetches every second and judges each answer until done (the last answer), failed, or
+/// `timeout` passed; progress shown by a [`Reporter`].
+async fn poll<T, F, Fut>(
     timeout: Duration,
-) -> Result<Option<Value>, CliError> {
+    mut fetch: F,
+    mut judge: impl FnMut(&T) -> WaitState,
+) -> Result<T, CliError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, CliError>>,
+{
     let started = Instant::now();
     let mut reporter = Reporter::new();
-    let mut seen_running = false;
     loop {
-        let current = client.get_opt(path).await?;
-        if let Some(c) = &current {
-            seen_running |= running_operation(c).is_some();
-        }
-        match judge(exp, current.as_ref(), seen_running) {
+        let current = fetch().await?;
+        match judge(&current) {
             WaitState::Done => {
                 reporter.finish();
                 return Ok(current);
@@ -286,6 +285,28 @@ pub async fn wait(
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// Polls `path` every second until the action is finished, failed or `timeout` passed; the
+/// last GET answer on success (`None` after a delete).
+pub async fn wait(
+    client: &ApiClient,
+    path: &str,
+    exp: &Expectation,
+    timeout: Duration,
+) -> Result<Option<Value>, CliError> {
+    let mut seen_running = false;
+    poll(
+        timeout,
+        || client.get_opt(path),
+        |current: &Option<Value>| {
+            if let Some(c) = current {
+                seen_running |= running_operation(c).is_some();
+            }
+            judge(exp, current.as_ref(), seen_running)
+        },
+    )
+    .await
 }
 
 /// Judges a BackupInfo: Completed is done, Failed failed, anything else still running.
@@ -316,33 +337,12 @@ pub async fn wait_backup(
     path: &str,
     timeout: Duration,
 ) -> Result<Value, CliError> {
-    let started = Instant::now();
-    let mut reporter = Reporter::new();
-    loop {
-        let backup = client.call(reqwest::Method::GET, path, None).await?;
-        match judge_backup(&backup) {
-            WaitState::Done => {
-                reporter.finish();
-                return Ok(backup);
-            }
-            WaitState::Failed(message) => {
-                reporter.finish();
-                return Err(CliError::Failed(message));
-            }
-            WaitState::Running(p) => {
-                reporter.show(&p);
-                if started.elapsed() >= timeout {
-                    reporter.finish();
-                    return Err(CliError::Failed(format!(
-                        "not finished after {} s: {}",
-                        timeout.as_secs(),
-                        p.line
-                    )));
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    poll(
+        timeout,
+        || client.call(reqwest::Method::GET, path, None),
+        judge_backup,
+    )
+    .await
 }
 
 #[cfg(test)]

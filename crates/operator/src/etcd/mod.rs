@@ -37,6 +37,9 @@ pub struct EtcdStores {
     pub peers: crate::runtime::stores::Indexed<EtcdPeer>,
     /// Every Node of the cluster, slimmed (`resources::nodes`).
     pub nodes: kube::runtime::reflector::Store<k8s_openapi::api::core::v1::Node>,
+    /// Disruption budgets, metadata only (to skip applies that would change nothing).
+    pub budgets:
+        crate::runtime::stores::MetaStore<k8s_openapi::api::policy::v1::PodDisruptionBudget>,
 }
 
 /// The controller name used in metrics, logs and field managers.

@@ -49,6 +49,11 @@ pub struct PostgresStores {
     pub restores: kube::runtime::reflector::Store<steward_api::pgbackrest::PostgresRestore>,
     /// Every `PostgresPolicy` in the watched namespaces.
     pub policies: kube::runtime::reflector::Store<steward_api::policy::PostgresPolicy>,
+    /// Disruption budgets, metadata only (to skip applies that would change nothing).
+    pub budgets:
+        crate::runtime::stores::MetaStore<k8s_openapi::api::policy::v1::PodDisruptionBudget>,
+    /// Configuration ConfigMaps, metadata only (to skip applies that would change nothing).
+    pub config_maps: crate::runtime::stores::MetaStore<k8s_openapi::api::core::v1::ConfigMap>,
 }
 
 /// The generated passwords of the operator's superuser and the replication user. `Debug`

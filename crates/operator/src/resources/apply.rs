@@ -8,11 +8,14 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use kube::api::{Api, Patch, PatchParams};
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::{Error, Result};
+use crate::runtime::stores::Indexed;
 
 /// Names of the children applied on one pass, by kind.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -56,6 +59,45 @@ impl AppliedMemo {
     }
 }
 
+/// Where [`Applier::apply_unless_current`] reads the `resourceVersion` the watch last saw of
+/// an object: a cache of the objects, or of their metadata only.
+pub trait VersionCache<K> {
+    /// The cached `resourceVersion` of `obj` (by namespace and name); `None` if not cached.
+    fn version_of(&self, obj: &K) -> Option<String>;
+}
+
+impl<K> VersionCache<K> for Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    fn version_of(&self, obj: &K) -> Option<String> {
+        self.get(&ObjectRef::from_obj(obj))
+            .and_then(|o| o.resource_version())
+    }
+}
+
+impl<K> VersionCache<K> for Indexed<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    fn version_of(&self, obj: &K) -> Option<String> {
+        (**self).version_of(obj)
+    }
+}
+
+impl<K> VersionCache<K> for Store<PartialObjectMeta<K>>
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    fn version_of(&self, obj: &K) -> Option<String> {
+        let mut key = ObjectRef::<PartialObjectMeta<K>>::new(&obj.name_any());
+        if let Some(ns) = obj.namespace() {
+            key = key.within(&ns);
+        }
+        self.get(&key).and_then(|o| o.resource_version())
+    }
+}
+
 /// Applies children with one field manager.
 #[derive(Clone)]
 pub struct Applier {
@@ -89,7 +131,7 @@ impl Applier {
     pub async fn apply_unless_current<K>(
         &self,
         obj: &K,
-        cache: &kube::runtime::reflector::Store<K>,
+        cache: &impl VersionCache<K>,
         applied: &mut AppliedSet,
     ) -> Result<()>
     where
@@ -99,9 +141,7 @@ impl Applier {
             + Serialize
             + DeserializeOwned,
     {
-        let cached_version = cache
-            .get(&kube::runtime::reflector::ObjectRef::from_obj(obj))
-            .and_then(|o| o.resource_version());
+        let cached_version = cache.version_of(obj);
         let kind = K::kind(&()).to_string();
         let key = (
             kind.clone(),

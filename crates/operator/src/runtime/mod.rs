@@ -316,6 +316,13 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     // Claims are read from the cache only: no controller watches them through it.
     let claims = stores::cached::<PersistentVolumeClaim>(ctx.watched_api(), stop.clone());
     let peers = stores::shared::<EtcdPeer>(&ctx, stop.clone());
+    // Kinds only applied, never read: their metadata, so unchanged applies can be skipped.
+    let budgets = stores::metadata::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(
+        ctx.watched_api(),
+        stop.clone(),
+    );
+    let config_maps =
+        stores::metadata::<k8s_openapi::api::core::v1::ConfigMap>(ctx.watched_api(), stop.clone());
     let nodes = stores::nodes(ctx.client.clone(), stop.clone());
     let backups = stores::watched::<steward_api::pgbackrest::PostgresBackup>(&ctx, stop.clone());
     let restores = stores::watched::<steward_api::pgbackrest::PostgresRestore>(&ctx, stop.clone());
@@ -339,6 +346,7 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         claims,
         peers: peers.0,
         nodes: nodes.0.clone(),
+        budgets: budgets.clone(),
     };
     let postgres = crate::postgres::PostgresStores {
         services: etcd.services.clone(),
@@ -348,6 +356,8 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         backups: backups.0,
         restores: restores.0,
         policies: policies.0,
+        budgets,
+        config_maps,
     };
     tokio::join!(
         crate::etcd::controller::run(

@@ -89,14 +89,15 @@ Rules for Steward's resources and the children it manages. Rendered into a Clust
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "list", "watch", "create", "patch"]
-# PostgreSQL configuration, server-side applied; a PostgresPolicy's SQL held in a ConfigMap (get).
+# PostgreSQL configuration, server-side applied (Steward's own watched as metadata only, so an
+# unchanged one is not re-applied); a PostgresPolicy's SQL held in a ConfigMap (get).
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["get", "patch"]
-# The members' disruption budget, server-side applied.
+  verbs: ["get", "list", "watch", "patch"]
+# The members' disruption budget, server-side applied (watched as metadata only, as above).
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
-  verbs: ["patch"]
+  verbs: ["list", "watch", "patch"]
 # PostgreSQL backups: the pgBackRest Jobs (stanza-create, backups, restores, clones), watched
 # until they end, deleted to re-run stanza-create or to stop a backup past its deadline.
 - apiGroups: ["batch"]

@@ -28,7 +28,9 @@ impl SubReconciler<EtcdPass> for ApplyBudget {
                 message: "cluster has no UID or namespace".into(),
             });
         };
-        pass.applier.apply(&budget, &mut pass.applied).await?;
+        pass.applier
+            .apply_unless_current(&budget, &pass.stores.budgets, &mut pass.applied)
+            .await?;
         Ok(Outcome::Continue)
     }
 }

@@ -100,6 +100,7 @@ async fn pass_with(
         claims: reflector::store().0.into(),
         peers: peers.into(),
         nodes: reflector::store().0,
+        budgets: reflector::store().0,
     };
     let mut pass = EtcdPass {
         core,

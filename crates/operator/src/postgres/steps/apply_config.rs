@@ -30,14 +30,20 @@ impl SubReconciler<PostgresPass> for ApplyConfig {
                 message: "cluster has no UID or namespace".into(),
             });
         };
-        pass.applier.apply(&map, &mut pass.applied).await?;
+        pass.applier
+            .apply_unless_current(&map, &pass.stores.config_maps, &mut pass.applied)
+            .await?;
         let mut hash = config::config_hash(&map);
         if let Some(backrest) = pgbackrest::config_map(&pass.cluster, &valid) {
-            pass.applier.apply(&backrest, &mut pass.applied).await?;
+            pass.applier
+                .apply_unless_current(&backrest, &pass.stores.config_maps, &mut pass.applied)
+                .await?;
             hash = config::stable_hash(&format!("{hash}{}", config::config_hash(&backrest)));
         }
         if let Some(source) = pgbackrest::source_config_map(&pass.cluster, &valid) {
-            pass.applier.apply(&source, &mut pass.applied).await?;
+            pass.applier
+                .apply_unless_current(&source, &pass.stores.config_maps, &mut pass.applied)
+                .await?;
         }
         pass.config_hash = Some(hash);
         Ok(Outcome::Continue)

@@ -45,7 +45,9 @@ impl SubReconciler<PostgresPass> for ApplyServices {
             pdb::primary_budget(&pass.cluster, &valid),
         ] {
             let budget = budget.ok_or_else(missing)?;
-            pass.applier.apply(&budget, &mut pass.applied).await?;
+            pass.applier
+                .apply_unless_current(&budget, &pass.stores.budgets, &mut pass.applied)
+                .await?;
         }
         Ok(Outcome::Continue)
     }

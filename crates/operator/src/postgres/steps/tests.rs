@@ -384,6 +384,8 @@ impl Harness {
                 backups: self.cache().await,
                 restores: self.cache().await,
                 policies: self.cache().await,
+                budgets: reflector::store().0,
+                config_maps: reflector::store().0,
             },
             names: ClusterNames::new("demo", NS)
                 .with_epoch(stored.as_ref().and_then(|s| s.data_epoch).unwrap_or(0)),

@@ -1,0 +1,163 @@
+//! A converged cluster is read, never re-written (issue 17): once an etcd and a PostgreSQL
+//! cluster have settled, a full reconcile pass makes no write to the API server — no apply of
+//! a child that did not change, no status patch that says the same, no Event. Counted from the
+//! API server's own `apiserver_request_total` (kube-apiserver's counter, which the embedded
+//! server publishes too), not timed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::e2e::{Plane, true_condition};
+use kube::api::{Patch, PatchParams};
+use steward_api::etcd::EtcdCluster;
+use steward_api::postgres::PostgresCluster;
+
+/// Writes by (verb, resource/subresource), leaving out what is not the operator's reconcile:
+/// Leases (leader election and Node heartbeats), Nodes and Pod status (the node agent or
+/// kubelet), and the test's own nudges of the cluster object.
+async fn writes(plane: &Plane, cluster_resource: &str) -> BTreeMap<String, u64> {
+    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = plane.client.request_text(request).await.unwrap();
+    let mut out = BTreeMap::new();
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+    {
+        let label = |name: &str| {
+            line.split(&format!("{name}=\""))
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let (verb, resource, sub) = (label("verb"), label("resource"), label("subresource"));
+        if !matches!(verb.as_str(), "POST" | "PUT" | "PATCH" | "DELETE") {
+            continue;
+        }
+        let skipped = matches!(resource.as_str(), "leases" | "nodes")
+            || (resource == "pods" && sub == "status")
+            || (resource == cluster_resource && sub.is_empty());
+        if skipped {
+            continue;
+        }
+        let count: u64 = line
+            .rsplit(' ')
+            .next()
+            .and_then(|c| c.parse::<f64>().ok())
+            .unwrap_or(0.0) as u64;
+        *out.entry(format!("{verb} {resource}/{sub}")).or_insert(0) += count;
+    }
+    out
+}
+
+/// Reconcile passes of `controller` so far (the operator's own counter).
+fn passes(plane: &Plane, controller: &str) -> u64 {
+    plane
+        .operator()
+        .metrics
+        .encode()
+        .lines()
+        .filter(|l| l.starts_with("steward_reconcile_passes_total{"))
+        .filter(|l| l.contains(&format!("controller=\"{controller}\"")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// Nudges the cluster (an annotation: a watch event, no new generation) and waits until the
+/// controller has finished a pass after it.
+async fn full_pass<K>(plane: &Plane, controller: &str, name: &str, n: u32)
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let before = passes(plane, controller);
+    let patch =
+        serde_json::json!({"metadata": {"annotations": {"steward.dev/test-nudge": n.to_string()}}});
+    plane
+        .api::<K>()
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+    plane
+        .eventually(
+            &format!("a {controller} pass after nudge {n}"),
+            Duration::from_secs(30),
+            || async { (passes(plane, controller) > before).then_some(()) },
+        )
+        .await;
+}
+
+/// The writes of one full pass over the settled cluster: after a first pass (anything the
+/// settling left to write), a second pass must add none.
+async fn assert_steady<K>(plane: &Plane, controller: &str, resource: &str, name: &str)
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    full_pass::<K>(plane, controller, name, 1).await;
+    let before = writes(plane, resource).await;
+    full_pass::<K>(plane, controller, name, 2).await;
+    full_pass::<K>(plane, controller, name, 3).await;
+    let after = writes(plane, resource).await;
+    let added: BTreeMap<&String, u64> = after
+        .iter()
+        .map(|(k, v)| (k, v - before.get(k).copied().unwrap_or(0)))
+        .filter(|(_, d)| *d > 0)
+        .collect();
+    assert!(
+        added.is_empty(),
+        "two full passes over the settled {controller} cluster wrote: {added:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_pass_over_a_settled_etcd_cluster_writes_nothing() {
+    let plane = Plane::start().await;
+    plane
+        .apply(
+            "apiVersion: steward.dev/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: calm\nspec:\n  replicas: 3\n  version: 3.4.23\n",
+        )
+        .await;
+    plane
+        .wait_for::<EtcdCluster, _>("calm settled", "calm", Duration::from_secs(90), |c| {
+            c.status.as_ref().is_some_and(|s| {
+                true_condition(&s.common, "Available").is_some()
+                    && s.ready_members == 3
+                    && s.members.iter().all(|m| m.healthy && !m.learner)
+                    && s.common.operation.is_none()
+            })
+        })
+        .await;
+    assert_steady::<EtcdCluster>(&plane, "etcd", "etcdclusters", "calm").await;
+    plane.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_pass_over_a_settled_postgres_cluster_writes_nothing() {
+    let plane = Plane::start().await;
+    plane
+        .apply(
+            "apiVersion: steward.dev/v1alpha1\nkind: PostgresCluster\nmetadata:\n  name: calm\nspec:\n  version: \"15\"\n  instances: 2\n",
+        )
+        .await;
+    plane
+        .wait_for::<PostgresCluster, _>("calm settled", "calm", Duration::from_secs(120), |c| {
+            c.status.as_ref().is_some_and(|s| {
+                true_condition(&s.common, "Available").is_some()
+                    && s.ready_instances == 2
+                    && s.instances.iter().all(|i| i.ready)
+                    && s.common.operation.is_none()
+            })
+        })
+        .await;
+    assert_steady::<PostgresCluster>(&plane, "postgres", "postgresclusters", "calm").await;
+    plane.shutdown().await;
+}
