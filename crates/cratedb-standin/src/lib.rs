@@ -1,0 +1,14 @@
+//! A CrateDB stand-in: a small, deterministic model of a CrateDB cluster ([`model`]) behind
+//! CrateDB's SQL dialect ([`sql`]) and its HTTP `/_sql` endpoint ([`http`]).
+//!
+//! It exists because CrateDB cannot run on Steward's machines; it is never CrateDB. What it
+//! models, what it does not, and the CrateDB documentation each rule follows are listed in
+//! `docs/cratedb-standin.md`.
+
+pub mod config;
+pub mod http;
+pub mod model;
+pub mod sql;
+
+pub use config::NodeConfig;
+pub use http::{run, spawn};
