@@ -357,6 +357,10 @@ async fn point(n: u64, steady: u64) -> String {
             && !v.starts_with("LIST")
             && !v.starts_with("WATCH"))
     );
+    println!(
+        "  reads by resource (the bench's own included): {}",
+        show(&|v| v.contains(' ') && (v.starts_with("GET") || v.starts_with("LIST")))
+    );
     let writes: u64 = delta
         .iter()
         .filter(|(v, _)| matches!(v.as_str(), "POST" | "PUT" | "PATCH" | "DELETE"))

@@ -1,6 +1,7 @@
 //! A converged cluster is read, never re-written (issue 17): once an etcd and a PostgreSQL
 //! cluster have settled, a full reconcile pass makes no write to the API server — no apply of
-//! a child that did not change, no status patch that says the same, no Event. Counted from the
+//! a child that did not change, no status patch that says the same, no Event — and reads its
+//! Secrets from the operator's caches, not with GETs. Counted from the
 //! API server's own `apiserver_request_total` (kube-apiserver's counter, which the embedded
 //! server publishes too), not timed.
 
@@ -16,7 +17,7 @@ use kube::api::{Patch, PatchParams};
 use steward_api::etcd::EtcdCluster;
 use steward_api::postgres::PostgresCluster;
 
-/// Writes by (verb, resource/subresource), leaving out what is not the operator's reconcile:
+/// Writes (and GETs of Secrets) by (verb, resource/subresource), leaving out what is not the operator's reconcile:
 /// Leases (leader election and Node heartbeats), Nodes and Pod status (the node agent or
 /// kubelet), and the test's own nudges of the cluster object.
 async fn writes(plane: &Plane, cluster_resource: &str) -> BTreeMap<String, u64> {
@@ -35,7 +36,9 @@ async fn writes(plane: &Plane, cluster_resource: &str) -> BTreeMap<String, u64> 
                 .to_owned()
         };
         let (verb, resource, sub) = (label("verb"), label("resource"), label("subresource"));
-        if !matches!(verb.as_str(), "POST" | "PUT" | "PATCH" | "DELETE") {
+        // Secrets are read from the operator's caches: a GET of one is counted too.
+        let secret_read = verb == "GET" && resource == "secrets";
+        if !matches!(verb.as_str(), "POST" | "PUT" | "PATCH" | "DELETE") && !secret_read {
             continue;
         }
         let skipped = matches!(resource.as_str(), "leases" | "nodes")
@@ -145,7 +148,7 @@ async fn a_pass_over_a_settled_postgres_cluster_writes_nothing() {
     let plane = Plane::start().await;
     plane
         .apply(
-            "apiVersion: steward.dev/v1alpha1\nkind: PostgresCluster\nmetadata:\n  name: calm\nspec:\n  version: \"15\"\n  instances: 2\n",
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: calm-app\ndata:\n  password: Y2FsbS1wdy0x\n---\napiVersion: steward.dev/v1alpha1\nkind: PostgresCluster\nmetadata:\n  name: calm\nspec:\n  version: \"15\"\n  instances: 2\n  users:\n    - name: app\n      databases: [app]\n      passwordSecret:\n        name: calm-app\n",
         )
         .await;
     plane
@@ -154,6 +157,7 @@ async fn a_pass_over_a_settled_postgres_cluster_writes_nothing() {
                 true_condition(&s.common, "Available").is_some()
                     && s.ready_instances == 2
                     && s.instances.iter().all(|i| i.ready)
+                    && s.users.iter().any(|u| u.name == "app" && u.ready)
                     && s.common.operation.is_none()
             })
         })

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::build::instance::DATA_COMPONENT;
 use super::build::pgbackrest::REPO_COMPONENT;
-use super::names::{ClusterNames, ENGINE, INSTANCE_COMPONENT, USER_PASSWORD_LABEL};
+use super::names::{ClusterNames, ENGINE, INSTANCE_COMPONENT};
 use super::{CONTROLLER, PostgresPass, PostgresStores, pipeline};
 use crate::error::Error;
 use crate::resources::nodes::{self, NodeState};
@@ -187,6 +187,8 @@ pub struct Streams {
     pub restores: ReflectHandle<PostgresRestore>,
     /// `PostgresPolicy`s: each wakes the clusters that list it.
     pub policies: ReflectHandle<steward_api::policy::PostgresPolicy>,
+    /// Users' password Secrets: each wakes the clusters that reference it.
+    pub user_secrets: ReflectHandle<Secret>,
 }
 
 /// Runs the PostgreSQL controller until `stop` is cancelled.
@@ -203,11 +205,11 @@ pub async fn run(
         backups: backup_events,
         restores: restore_events,
         policies: policy_events,
+        user_secrets: user_secret_events,
     } = streams;
     let pods = stores.pods.clone();
     let seen = std::sync::Mutex::new(HashMap::<String, NodeState>::new());
     let clusters: Api<PostgresCluster> = ctx.watched_api();
-    let secrets: Api<Secret> = ctx.watched_api();
     let jobs: Api<Job> = ctx.watched_api();
     let state = Arc::new(State {
         ctx: ctx.clone(),
@@ -275,18 +277,14 @@ pub async fn run(
                 Some(ObjectRef::new(&cluster).within(&job.namespace()?))
             },
         )
-        .watches(
-            secrets,
-            watcher::Config::default().labels(USER_PASSWORD_LABEL),
-            move |secret: Secret| {
-                cache
-                    .state()
-                    .into_iter()
-                    .filter(|c| references(c, &secret))
-                    .map(|c| ObjectRef::from_obj(c.as_ref()))
-                    .collect::<Vec<_>>()
-            },
-        )
+        .watches_shared_stream(user_secret_events, move |secret: Arc<Secret>| {
+            cache
+                .state()
+                .into_iter()
+                .filter(|c| references(c, &secret))
+                .map(|c| ObjectRef::from_obj(c.as_ref()))
+                .collect::<Vec<_>>()
+        })
         .graceful_shutdown_on(async move { stop.cancelled().await })
         .run(
             reconcile,

@@ -52,6 +52,12 @@ pub struct PostgresStores {
     /// Disruption budgets, metadata only (to skip applies that would change nothing).
     pub budgets:
         crate::runtime::stores::MetaStore<k8s_openapi::api::policy::v1::PodDisruptionBudget>,
+    /// Steward's own Secrets (the generated passwords, the applied-passwords record, the
+    /// pgBackRest certificates): read from here, not with a GET per pass.
+    pub secrets: crate::runtime::stores::Indexed<k8s_openapi::api::core::v1::Secret>,
+    /// The users' password Secrets (labelled `steward.dev/user-password`); a change wakes
+    /// the clusters that reference it, and the pass reads the new password from here.
+    pub user_secrets: kube::runtime::reflector::Store<k8s_openapi::api::core::v1::Secret>,
     /// Configuration ConfigMaps, metadata only (to skip applies that would change nothing).
     pub config_maps: crate::runtime::stores::MetaStore<k8s_openapi::api::core::v1::ConfigMap>,
 }

@@ -323,6 +323,13 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     );
     let config_maps =
         stores::metadata::<k8s_openapi::api::core::v1::ConfigMap>(ctx.watched_api(), stop.clone());
+    let secrets =
+        stores::cached::<k8s_openapi::api::core::v1::Secret>(ctx.watched_api(), stop.clone());
+    let user_secrets = stores::labelled::<k8s_openapi::api::core::v1::Secret>(
+        &ctx,
+        crate::postgres::names::USER_PASSWORD_LABEL,
+        stop.clone(),
+    );
     let nodes = stores::nodes(ctx.client.clone(), stop.clone());
     let backups = stores::watched::<steward_api::pgbackrest::PostgresBackup>(&ctx, stop.clone());
     let restores = stores::watched::<steward_api::pgbackrest::PostgresRestore>(&ctx, stop.clone());
@@ -335,7 +342,17 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         Some(backups),
         Some(restores),
         Some(policies),
-    ) = (services, pods, peers, nodes, backups, restores, policies)
+        Some(user_secrets),
+    ) = (
+        services,
+        pods,
+        peers,
+        nodes,
+        backups,
+        restores,
+        policies,
+        user_secrets,
+    )
     else {
         tracing::error!("a shared cache has no subscriber; controllers not started");
         return;
@@ -358,6 +375,8 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         policies: policies.0,
         budgets,
         config_maps,
+        secrets,
+        user_secrets: user_secrets.0,
     };
     tokio::join!(
         crate::etcd::controller::run(
@@ -380,6 +399,7 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
                 backups: backups.1,
                 restores: restores.1,
                 policies: policies.1,
+                user_secrets: user_secrets.1,
             },
             stop
         ),

@@ -265,6 +265,56 @@ where
     Some((store, subscriber))
 }
 
+/// Starts a shared cache of the `K`s carrying `label` (a selector) in the watched namespaces,
+/// slimmed, driven until `stop`, with a subscription for the controller those objects wake.
+/// The store holds an event's object before the subscription sees it, so a pass woken by a
+/// change reads the changed object from the store.
+pub fn labelled<K>(
+    ctx: &Arc<Context>,
+    label: &str,
+    stop: CancellationToken,
+) -> Option<(Store<K>, ReflectHandle<K>)>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let api: Api<K> = ctx.watched_api();
+    let (store, writer) = reflector::store_shared::<K>(BUFFER);
+    let subscriber = writer.subscribe()?;
+    drive(
+        watcher(api, watcher::Config::default().labels(label))
+            .default_backoff()
+            .modify(slim)
+            .reflect_shared(writer),
+        Arc::new(AtomicU64::new(0)),
+        stop,
+    );
+    Some((store, subscriber))
+}
+
+/// The object `namespace/name` from `cache`, or, when the cache does not hold it (not
+/// labelled yet, just created, a cache still filling), from the API server.
+pub async fn cached_or_get<K>(
+    cache: &Store<K>,
+    api: &Api<K>,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + 'static,
+{
+    let key = reflector::ObjectRef::<K>::new(name).within(namespace);
+    match cache.get(&key) {
+        Some(obj) => Ok(Some(obj.as_ref().clone())),
+        None => api.get_opt(name).await,
+    }
+}
+
 /// Starts the cluster-wide cache of Nodes (slimmed to what `resources::nodes::state` reads),
 /// driven until `stop`, with a subscription for a controller that reacts to cordons and lost
 /// Nodes. Needs `list`/`watch` on Nodes (the `steward-operator-nodes` ClusterRole); without

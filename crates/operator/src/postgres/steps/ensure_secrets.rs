@@ -5,7 +5,9 @@
 //! With backups on, it also creates the Secret with pgBackRest's TLS certificates once
 //! (`build::pgbackrest`); its keys are never read back or shown. A cluster created with
 //! `dataSource` gets the source cluster's two passwords instead of generated ones: its data is
-//! a restore of the source's, roles and passwords included.
+//! a restore of the source's, roles and passwords included. Secrets are read from the cache of
+//! Steward's own Secrets (an API GET only when it does not hold one), so a settled cluster's
+//! pass makes no request here.
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Secret;
@@ -17,6 +19,7 @@ use crate::postgres::build::{pgbackrest, secrets};
 use crate::postgres::names::ClusterNames;
 use crate::postgres::steps::{SOON, validated};
 use crate::postgres::{Credentials, PostgresPass};
+use crate::runtime::stores::cached_or_get;
 
 /// See the module documentation.
 pub struct EnsureSecrets;
@@ -28,8 +31,7 @@ async fn ensure(
 ) -> Result<Option<String>, Error> {
     let api: Api<Secret> = pass.ctx.api(&pass.core.namespace);
     let object = format!("{}/{name}", pass.core.namespace);
-    let existing = api
-        .get_opt(name)
+    let existing = cached_or_get(&pass.stores.secrets, &api, &pass.core.namespace, name)
         .await
         .map_err(|source| Error::kube("get Secret", object.clone(), source))?;
     let secret = match existing {
@@ -65,8 +67,7 @@ async fn source_password(
 ) -> Result<Result<secrets::Password, String>, Error> {
     let api: Api<Secret> = pass.ctx.api(&pass.core.namespace);
     let object = format!("{}/{name}", pass.core.namespace);
-    let secret = api
-        .get_opt(&name)
+    let secret = cached_or_get(&pass.stores.secrets, &api, &pass.core.namespace, &name)
         .await
         .map_err(|source| Error::kube("get Secret", object.clone(), source))?;
     Ok(match secret {
@@ -87,8 +88,7 @@ async fn ensure_tls(
     let name = pass.names.pgbackrest_tls_secret();
     let api: Api<Secret> = pass.ctx.api(&pass.core.namespace);
     let object = format!("{}/{name}", pass.core.namespace);
-    let exists = api
-        .get_opt(&name)
+    let exists = cached_or_get(&pass.stores.secrets, &api, &pass.core.namespace, &name)
         .await
         .map_err(|source| Error::kube("get Secret", object.clone(), source))?
         .is_some();
@@ -132,8 +132,7 @@ impl SubReconciler<PostgresPass> for EnsureSecrets {
         let api: Api<Secret> = pass.ctx.api(&pass.core.namespace);
         let mut missing = false;
         for name in [&superuser_name, &replication_name] {
-            missing |= api
-                .get_opt(name)
+            missing |= cached_or_get(&pass.stores.secrets, &api, &pass.core.namespace, name)
                 .await
                 .map_err(|source| Error::kube("get Secret", pass.object(), source))?
                 .is_none();

@@ -41,6 +41,7 @@ use crate::postgres::build::secrets::key_of;
 use crate::postgres::names::{REPLICATION_USER, USER_PASSWORD_LABEL};
 use crate::postgres::steps::{SOON, database, validated};
 use crate::resources::{Labels, child_meta};
+use crate::runtime::stores::cached_or_get;
 
 /// See the module documentation.
 pub struct ReconcileUsers;
@@ -65,10 +66,16 @@ impl SubReconciler<PostgresPass> for ReconcileUsers {
             Err(e) => return Err(database(pass, &e)),
         };
         ensure_replicator(pass, admin.as_ref()).await?;
-        let mut applied = read_applied(pass).await?;
+        let users = pass.cluster.spec.users.clone();
+        // Without users there is nothing to compare with the record (which then never
+        // exists): no read.
+        let mut applied = if users.is_empty() {
+            BTreeMap::new()
+        } else {
+            read_applied(pass).await?
+        };
         let before = applied.clone();
         let mut statuses = Vec::new();
-        let users = pass.cluster.spec.users.clone();
         for user in &users {
             let previous = pass
                 .status
@@ -147,7 +154,14 @@ async fn reconcile_user(
     };
     let api: Api<Secret> = pass.ctx.api(&pass.core.namespace);
     let secret_object = format!("{}/{}", pass.core.namespace, user.password_secret.name);
-    let secret = match api.get_opt(&user.password_secret.name).await {
+    let found = cached_or_get(
+        &pass.stores.user_secrets,
+        &api,
+        &pass.core.namespace,
+        &user.password_secret.name,
+    )
+    .await;
+    let secret = match found {
         Ok(Some(s)) => s,
         Ok(None) => {
             status.message = format!("Secret {} not found", user.password_secret.name);
@@ -375,13 +389,15 @@ async fn rotate(
 async fn read_applied(pass: &PostgresPass) -> Result<BTreeMap<String, String>, Error> {
     let api: Api<Secret> = pass.ctx.api(&pass.core.namespace);
     let name = pass.names.applied_passwords_secret();
-    let secret = api.get_opt(&name).await.map_err(|source| {
-        Error::kube(
-            "get Secret",
-            format!("{}/{name}", pass.core.namespace),
-            source,
-        )
-    })?;
+    let secret = cached_or_get(&pass.stores.secrets, &api, &pass.core.namespace, &name)
+        .await
+        .map_err(|source| {
+            Error::kube(
+                "get Secret",
+                format!("{}/{name}", pass.core.namespace),
+                source,
+            )
+        })?;
     Ok(secret
         .and_then(|s| s.data)
         .unwrap_or_default()

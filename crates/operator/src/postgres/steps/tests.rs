@@ -386,6 +386,9 @@ impl Harness {
                 policies: self.cache().await,
                 budgets: reflector::store().0,
                 config_maps: reflector::store().0,
+                // Empty: every Secret is read from the API server, as on a cache miss.
+                secrets: reflector::store().0.into(),
+                user_secrets: reflector::store().0,
             },
             names: ClusterNames::new("demo", NS)
                 .with_epoch(stored.as_ref().and_then(|s| s.data_epoch).unwrap_or(0)),
