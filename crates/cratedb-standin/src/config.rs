@@ -15,6 +15,9 @@ pub struct NodeConfig {
     pub cluster: ClusterConfig,
     /// `network.host` / `http.host` and `http.port` (4200).
     pub http_addr: SocketAddr,
+    /// `network.host` / `psql.host` and `psql.port` (5432): the PostgreSQL wire protocol
+    /// endpoint (<https://cratedb.com/docs/crate/reference/en/latest/config/node.html#ports>).
+    pub psql_addr: SocketAddr,
     /// `auth.trust.http_default_user`: the user of HTTP requests without credentials.
     pub http_default_user: String,
     /// Wall-clock length of one model tick (`standin.tick_ms`, 200 ms).
@@ -27,6 +30,7 @@ impl Default for NodeConfig {
             node: NodeSpec::new("crate-0"),
             cluster: ClusterConfig::default(),
             http_addr: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 4200),
+            psql_addr: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 5432),
             http_default_user: crate::model::SUPERUSER.to_owned(),
             tick_interval: Duration::from_millis(200),
         }
@@ -59,6 +63,15 @@ fn num<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigError> {
     })
 }
 
+/// A host setting: an address or one of CrateDB's special values.
+fn ip(key: &str, value: &str) -> Result<IpAddr, ConfigError> {
+    match value {
+        "_local_" | "localhost" => Ok(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+        "_site_" | "0.0.0.0" => Ok(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+        v => num(key, v),
+    }
+}
+
 impl NodeConfig {
     /// Reads `-Ckey=value` (or `-C key=value`) arguments; unknown keys are ignored, as the
     /// stand-in models only some of CrateDB's settings.
@@ -67,6 +80,9 @@ impl NodeConfig {
         let mut gateway = GatewaySettings::default();
         let mut host = cfg.http_addr.ip();
         let mut port = cfg.http_addr.port();
+        let mut http_host = None;
+        let mut psql_host = None;
+        let mut psql_port = cfg.psql_addr.port();
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
             let kv = match arg.strip_prefix("-C") {
@@ -91,14 +107,11 @@ impl NodeConfig {
                         .map(str::to_owned)
                         .collect();
                 }
-                "network.host" | "http.host" => {
-                    host = match value {
-                        "_local_" | "localhost" => IpAddr::V4(Ipv4Addr::LOCALHOST),
-                        "_site_" | "0.0.0.0" => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-                        v => num(key, v)?,
-                    }
-                }
+                "network.host" => host = ip(key, value)?,
+                "http.host" => http_host = Some(ip(key, value)?),
+                "psql.host" => psql_host = Some(ip(key, value)?),
                 "http.port" => port = num(key, value)?,
+                "psql.port" => psql_port = num(key, value)?,
                 "gateway.expected_data_nodes" | "gateway.expected_nodes" => {
                     gateway.expected_data_nodes = Some(num(key, value)?)
                 }
@@ -121,7 +134,8 @@ impl NodeConfig {
             }
         }
         cfg.cluster.gateway = gateway;
-        cfg.http_addr = SocketAddr::new(host, port);
+        cfg.http_addr = SocketAddr::new(http_host.unwrap_or(host), port);
+        cfg.psql_addr = SocketAddr::new(psql_host.unwrap_or(host), psql_port);
         Ok(cfg)
     }
 }
@@ -139,6 +153,7 @@ mod tests {
             "node.attr.zone=z1",
             "-Ccluster.initial_master_nodes=m-0,m-1,m-2",
             "-Chttp.port=14200",
+            "-Cpsql.port=15432",
             "-Cgateway.expected_data_nodes=4",
             "--ignored",
         ]
@@ -152,6 +167,8 @@ mod tests {
         );
         assert_eq!(cfg.cluster.initial_master_nodes.len(), 3);
         assert_eq!(cfg.http_addr.port(), 14200);
+        assert_eq!(cfg.psql_addr.port(), 15432);
+        assert_eq!(NodeConfig::default().psql_addr.port(), 5432);
         assert_eq!(cfg.cluster.gateway.expected_data_nodes, Some(4));
         assert!(NodeConfig::from_crate_args(["-Cnode.master=yes".to_owned()]).is_err());
     }

@@ -60,6 +60,13 @@ pub enum ServerError {
     },
     #[error("serving HTTP: {0}")]
     Serve(std::io::Error),
+    #[error("binding the PostgreSQL port {addr}: {source}")]
+    BindPsql {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("serving PostgreSQL: {0}")]
+    ServePsql(std::io::Error),
 }
 
 #[derive(Debug, Deserialize)]
@@ -172,18 +179,30 @@ async fn root(State(state): State<Shared>) -> Json<Value> {
 
 /// A running stand-in node.
 pub struct Running {
+    /// The HTTP endpoint's address.
     pub addr: SocketAddr,
+    /// The PostgreSQL wire protocol endpoint's address.
+    pub psql_addr: SocketAddr,
     pub state: Shared,
     pub task: tokio::task::JoinHandle<Result<(), ServerError>>,
 }
 
-/// Binds the HTTP port, starts the tick loop and serves in the background.
+/// Binds the HTTP and PostgreSQL ports, starts the tick loop and serves both in the
+/// background; the task ends when either server fails.
 pub async fn spawn(config: NodeConfig) -> Result<Running, ServerError> {
     let addr = config.http_addr;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| ServerError::Bind { addr, source })?;
     let addr = listener.local_addr().map_err(ServerError::Serve)?;
+    let psql_addr = config.psql_addr;
+    let psql_listener = tokio::net::TcpListener::bind(psql_addr)
+        .await
+        .map_err(|source| ServerError::BindPsql {
+            addr: psql_addr,
+            source,
+        })?;
+    let psql_addr = psql_listener.local_addr().map_err(ServerError::ServePsql)?;
     let interval = config.tick_interval;
     let state = Shared::new(config);
     let ticking = state.clone();
@@ -196,10 +215,20 @@ pub async fn spawn(config: NodeConfig) -> Result<Running, ServerError> {
         }
     });
     let app = router(state.clone());
-    tracing::info!(%addr, node = %state.config.node.name, "CrateDB stand-in listening (HTTP)");
-    let task =
-        tokio::spawn(async move { axum::serve(listener, app).await.map_err(ServerError::Serve) });
-    Ok(Running { addr, state, task })
+    tracing::info!(%addr, %psql_addr, node = %state.config.node.name, "CrateDB stand-in listening (HTTP, PostgreSQL)");
+    let psql = crate::pgwire::serve(psql_listener, state.clone());
+    let task = tokio::spawn(async move {
+        tokio::select! {
+            r = axum::serve(listener, app) => r.map_err(ServerError::Serve),
+            r = psql => r.map_err(ServerError::ServePsql),
+        }
+    });
+    Ok(Running {
+        addr,
+        psql_addr,
+        state,
+        task,
+    })
 }
 
 /// Runs a stand-in node until the server fails.

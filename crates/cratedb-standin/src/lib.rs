@@ -1,5 +1,6 @@
 //! A CrateDB stand-in: a small, deterministic model of a CrateDB cluster ([`model`]) behind
-//! CrateDB's SQL dialect ([`sql`]) and its HTTP `/_sql` endpoint ([`http`]).
+//! CrateDB's SQL dialect ([`sql`]), its HTTP `/_sql` endpoint ([`http`]) and its PostgreSQL wire
+//! protocol endpoint ([`mod@pgwire`]).
 //!
 //! It exists because CrateDB cannot run on Steward's machines; it is never CrateDB. What it
 //! models, what it does not, and the CrateDB documentation each rule follows are listed in
@@ -8,6 +9,7 @@
 pub mod config;
 pub mod http;
 pub mod model;
+pub mod pgwire;
 pub mod sql;
 
 pub use config::NodeConfig;
