@@ -166,8 +166,9 @@ fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> 
     }
 }
 
-/// Writes `text` to `path` readable by the owner only (the kubeconfig holds the admin token).
-fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+/// Writes `text` to `path` readable by the owner only (the kubeconfig holds the admin token;
+/// the CLI's settings a password or token).
+pub(crate) fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let mut file = std::fs::OpenOptions::new()

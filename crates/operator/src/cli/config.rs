@@ -442,26 +442,7 @@ pub fn store_token(path: &Path, token: &str, expires: &str) -> std::io::Result<(
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
-    write_private(path, &text)
-}
-
-#[cfg(unix)]
-fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    file.write_all(text.as_bytes())
-}
-
-#[cfg(not(unix))]
-fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
-    std::fs::write(path, text)
+    crate::dev::write_private(path, &text)
 }
 
 #[cfg(test)]

@@ -251,18 +251,7 @@ where
         + Sync
         + 'static,
 {
-    let api: Api<K> = ctx.watched_api();
-    let (store, writer) = reflector::store_shared::<K>(BUFFER);
-    let subscriber = writer.subscribe()?;
-    drive(
-        watcher(api, watcher::Config::default())
-            .default_backoff()
-            .modify(slim)
-            .reflect_shared(writer),
-        Arc::new(AtomicU64::new(0)),
-        stop,
-    );
-    Some((store, subscriber))
+    labelled_with(ctx, watcher::Config::default(), stop)
 }
 
 /// Starts a shared cache of the `K`s carrying `label` (a selector) in the watched namespaces,
@@ -283,11 +272,30 @@ where
         + Sync
         + 'static,
 {
+    labelled_with(ctx, watcher::Config::default().labels(label), stop)
+}
+
+/// [`watched`] and [`labelled`]: a shared, slimmed cache of the `K`s `config` selects in the
+/// watched namespaces, with a subscription.
+fn labelled_with<K>(
+    ctx: &Arc<Context>,
+    config: watcher::Config,
+    stop: CancellationToken,
+) -> Option<(Store<K>, ReflectHandle<K>)>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
     let api: Api<K> = ctx.watched_api();
     let (store, writer) = reflector::store_shared::<K>(BUFFER);
     let subscriber = writer.subscribe()?;
     drive(
-        watcher(api, watcher::Config::default().labels(label))
+        watcher(api, config)
             .default_backoff()
             .modify(slim)
             .reflect_shared(writer),
