@@ -20,26 +20,44 @@ use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::cluster::{Coordination, persist, transport};
 use crate::config::NodeConfig;
 use crate::model::Cluster;
-use crate::sql::{self, ErrorCode, SqlError};
+use crate::sql::{ErrorCode, SqlError};
 
-/// The state a stand-in process serves: its view of the cluster.
+/// The state a stand-in process serves: its copy of the cluster state and its coordination
+/// with the other nodes ([`crate::cluster`]).
 #[derive(Clone)]
 pub struct Shared {
+    /// The served cluster state: the latest published one, or, without a master, the blocked
+    /// view this node computed.
     pub cluster: Arc<Mutex<Cluster>>,
     pub config: Arc<NodeConfig>,
+    pub(crate) coordination: Arc<Coordination>,
 }
 
 impl Shared {
-    /// A new cluster that this node has joined.
-    pub fn new(config: NodeConfig) -> Self {
-        let mut cluster = Cluster::new(config.cluster.clone());
-        cluster.join(config.node.clone());
-        Self {
+    /// A node whose transport peers reach at `publish_addr`, with the cluster state found in
+    /// `path.data` (after a full restart: transient settings dropped) or a new cluster. It
+    /// joins (and elects) on its first coordination round.
+    pub fn new(config: NodeConfig, publish_addr: SocketAddr) -> Result<Self, ServerError> {
+        let found = match &config.data_path {
+            Some(dir) => persist::load(dir, &config.cluster.cluster_name)?,
+            None => None,
+        };
+        let (version, cluster) = match found {
+            Some((version, cluster)) => {
+                tracing::info!(version, "cluster state found in path.data");
+                (version, cluster.after_full_restart())
+            }
+            None => (0, Cluster::new(config.cluster.clone())),
+        };
+        let coordination = Coordination::new(&config, publish_addr, version, &cluster)?;
+        Ok(Self {
             cluster: Arc::new(Mutex::new(cluster)),
             config: Arc::new(config),
-        }
+            coordination: Arc::new(coordination),
+        })
     }
 
     /// The cluster, also after a panicking holder (the model keeps no half-done invariants
@@ -67,6 +85,17 @@ pub enum ServerError {
     },
     #[error("serving PostgreSQL: {0}")]
     ServePsql(std::io::Error),
+    #[error("binding the transport port {addr}: {source}")]
+    BindTransport {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("serving the transport: {0}")]
+    ServeTransport(std::io::Error),
+    #[error(transparent)]
+    Persist(#[from] persist::PersistError),
+    #[error(transparent)]
+    Transport(#[from] transport::TransportError),
 }
 
 #[derive(Debug, Deserialize)]
@@ -136,21 +165,20 @@ async fn sql_endpoint(
         Ok(None) => (state.config.http_default_user.clone(), None),
         Err(e) => return error_response(&e),
     };
-    let result = {
-        let mut cluster = state.lock();
-        match cluster.authenticate(&user, password.as_deref()) {
-            Err(e) => {
-                tracing::info!(user, "HTTP authentication failed");
-                let mut resp = error_response(&SqlError::from(e));
-                resp.headers_mut().insert(
-                    header::WWW_AUTHENTICATE,
-                    header::HeaderValue::from_static("Basic realm=\"CrateDB\""),
-                );
-                return resp;
-            }
-            Ok(_) => sql::execute(&mut cluster, &user, &request.stmt, &request.args),
-        }
-    };
+    let authenticated = state
+        .lock()
+        .authenticate(&user, password.as_deref())
+        .map(|_| ());
+    if let Err(e) = authenticated {
+        tracing::info!(user, "HTTP authentication failed");
+        let mut resp = error_response(&SqlError::from(e));
+        resp.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Basic realm=\"CrateDB\""),
+        );
+        return resp;
+    }
+    let result = state.execute(&user, &request.stmt, &request.args).await;
     match result {
         Ok(r) => Json(json!({
             "cols": r.cols,
@@ -183,55 +211,85 @@ pub struct Running {
     pub addr: SocketAddr,
     /// The PostgreSQL wire protocol endpoint's address.
     pub psql_addr: SocketAddr,
+    /// The transport's address (`transport.tcp.port`).
+    pub transport_addr: SocketAddr,
     pub state: Shared,
     pub task: tokio::task::JoinHandle<Result<(), ServerError>>,
 }
 
-/// Binds the HTTP and PostgreSQL ports, starts the tick loop and serves both in the
-/// background; the task ends when either server fails.
-pub async fn spawn(config: NodeConfig) -> Result<Running, ServerError> {
-    let addr = config.http_addr;
+impl Running {
+    /// Stops the node as a killed process would disappear: no more answers, every port
+    /// closed. Its `path.data` stays.
+    pub async fn stop(self) {
+        self.state.stop();
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), self.task).await;
+    }
+}
+
+async fn bind(
+    addr: SocketAddr,
+    err: fn(SocketAddr, std::io::Error) -> ServerError,
+) -> Result<(tokio::net::TcpListener, SocketAddr), ServerError> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|source| ServerError::Bind { addr, source })?;
-    let addr = listener.local_addr().map_err(ServerError::Serve)?;
-    let psql_addr = config.psql_addr;
-    let psql_listener = tokio::net::TcpListener::bind(psql_addr)
-        .await
-        .map_err(|source| ServerError::BindPsql {
-            addr: psql_addr,
-            source,
-        })?;
-    let psql_addr = psql_listener.local_addr().map_err(ServerError::ServePsql)?;
-    let interval = config.tick_interval;
-    let state = Shared::new(config);
-    let ticking = state.clone();
-    tokio::spawn(async move {
-        let mut timer = tokio::time::interval(interval);
-        timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            timer.tick().await;
-            ticking.lock().tick();
-        }
-    });
+        .map_err(|source| err(addr, source))?;
+    let bound = listener.local_addr().map_err(|source| err(addr, source))?;
+    Ok((listener, bound))
+}
+
+/// Binds the HTTP, PostgreSQL and transport ports, runs a first coordination round (a node
+/// without peers to wait for is master at once), starts the coordination and tick loops and
+/// serves in the background; the task ends when a server fails or the node is stopped.
+pub async fn spawn(config: NodeConfig) -> Result<Running, ServerError> {
+    let (listener, addr) = bind(config.http_addr, |addr, source| ServerError::Bind {
+        addr,
+        source,
+    })
+    .await?;
+    let (psql_listener, psql_addr) = bind(config.psql_addr, |addr, source| ServerError::BindPsql {
+        addr,
+        source,
+    })
+    .await?;
+    let (transport_listener, transport_addr) = bind(config.transport_addr, |addr, source| {
+        ServerError::BindTransport { addr, source }
+    })
+    .await?;
+    let publish_addr = config.transport_publish_addr(transport_addr);
+    let state = Shared::new(config, publish_addr)?;
+    state.coordinate().await;
+    let rounds = tokio::spawn(crate::cluster::run_rounds(state.clone()));
+    let ticks = tokio::spawn(crate::cluster::run_ticks(state.clone()));
     let app = router(state.clone());
-    tracing::info!(%addr, %psql_addr, node = %state.config.node.name, "CrateDB stand-in listening (HTTP, PostgreSQL)");
+    let transport_app = transport::router(state.clone());
+    tracing::info!(%addr, %psql_addr, %transport_addr, node = %state.config.node.name, "CrateDB stand-in listening (HTTP, PostgreSQL, stand-in transport)");
     let psql = crate::pgwire::serve(psql_listener, state.clone());
+    let stopping = state.clone();
+    let stop_http = state.clone();
+    let stop_transport = state.clone();
     let task = tokio::spawn(async move {
-        tokio::select! {
-            r = axum::serve(listener, app) => r.map_err(ServerError::Serve),
+        let result = tokio::select! {
+            r = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop_http.stopped().await }) => r.map_err(ServerError::Serve),
+            r = axum::serve(transport_listener, transport_app)
+                .with_graceful_shutdown(async move { stop_transport.stopped().await }) => r.map_err(ServerError::ServeTransport),
             r = psql => r.map_err(ServerError::ServePsql),
-        }
+        };
+        stopping.stop();
+        rounds.abort();
+        ticks.abort();
+        result
     });
     Ok(Running {
         addr,
         psql_addr,
+        transport_addr,
         state,
         task,
     })
 }
 
-/// Runs a stand-in node until the server fails.
+/// Runs a stand-in node until a server fails.
 pub async fn run(config: NodeConfig) -> Result<(), ServerError> {
     let running = spawn(config).await?;
     match running.task.await {

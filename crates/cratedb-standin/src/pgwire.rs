@@ -250,9 +250,8 @@ fn response(result: QueryResult, schema: Vec<FieldInfo>) -> Response {
 }
 
 impl Backend {
-    fn run(&self, user: &str, stmt: &str, args: &[Value]) -> Result<QueryResult, SqlError> {
-        let mut cluster = self.state.lock();
-        sql::execute(&mut cluster, user, stmt, args)
+    async fn run(&self, user: &str, stmt: &str, args: &[Value]) -> Result<QueryResult, SqlError> {
+        self.state.execute(user, stmt, args).await
     }
 }
 
@@ -268,7 +267,7 @@ impl SimpleQueryHandler for Backend {
         let user = user_of(client)?;
         let mut out = Vec::new();
         for stmt in split_statements(query) {
-            match self.run(&user, stmt, &[]) {
+            match self.run(&user, stmt, &[]).await {
                 Ok(r) => {
                     let schema = fields(&r.cols, None);
                     out.push(response(r, schema));
@@ -429,6 +428,7 @@ impl ExtendedQueryHandler for Backend {
         let stmt = &portal.statement.statement;
         let result = self
             .run(&user, &stmt.sql, &args)
+            .await
             .map_err(|e| sql_error(&e))?;
         let schema = fields(&result.cols, Some(&portal.result_column_format));
         Ok(response(result, schema))
@@ -506,16 +506,25 @@ fn handlers(state: Shared) -> Arc<Handlers> {
     })))
 }
 
-/// Accepts PostgreSQL connections on `listener` until it fails; each connection runs on its
-/// own task.
+/// Accepts PostgreSQL connections on `listener` until it fails or the node stops; each
+/// connection runs on its own task and ends when the node stops.
 pub async fn serve(listener: tokio::net::TcpListener, state: Shared) -> std::io::Result<()> {
-    let handlers = handlers(state);
+    let handlers = handlers(state.clone());
     loop {
-        let (socket, peer): (_, SocketAddr) = listener.accept().await?;
+        let (socket, peer): (_, SocketAddr) = tokio::select! {
+            accepted = listener.accept() => accepted?,
+            _ = state.stopped() => return Ok(()),
+        };
         let handlers = handlers.clone();
+        let state = state.clone();
         tokio::spawn(async move {
-            if let Err(e) = ::pgwire::tokio::process_socket(socket, None, handlers).await {
-                tracing::debug!(%peer, error = %e, "PostgreSQL connection ended");
+            tokio::select! {
+                r = ::pgwire::tokio::process_socket(socket, None, handlers) => {
+                    if let Err(e) = r {
+                        tracing::debug!(%peer, error = %e, "PostgreSQL connection ended");
+                    }
+                }
+                _ = state.stopped() => {}
             }
         });
     }

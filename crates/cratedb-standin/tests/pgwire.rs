@@ -14,6 +14,7 @@ async fn start() -> SocketAddr {
         node: NodeSpec::new("crate-0"),
         http_addr: "127.0.0.1:0".parse().unwrap(),
         psql_addr: "127.0.0.1:0".parse().unwrap(),
+        transport_addr: "127.0.0.1:0".parse().unwrap(),
         tick_interval: Duration::from_millis(5),
         ..NodeConfig::default()
     };

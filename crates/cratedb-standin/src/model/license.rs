@@ -13,6 +13,8 @@
 //! `standin:<issued_to>:<max_nodes>` with those values, and any other non-empty key of at most
 //! 4096 characters as an Enterprise license without a node limit.
 
+use serde::{Deserialize, Serialize};
+
 use super::{Cluster, ModelError};
 
 /// Nodes a cluster may run without an Enterprise license.
@@ -20,7 +22,7 @@ pub const COMMUNITY_NODE_LIMIT: usize = 3;
 const MAX_KEY_LEN: usize = 4096;
 
 /// The registered license (`sys.cluster.license`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum License {
     None,
     Enterprise { issued_to: String, max_nodes: usize },

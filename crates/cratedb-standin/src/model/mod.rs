@@ -27,6 +27,8 @@ pub use users::{Privilege, SUPERUSER, User};
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use serde::{Deserialize, Serialize};
+
 /// What a model operation refused, with CrateDB's meaning. The SQL front maps each variant to
 /// CrateDB's error code; messages never contain a password.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -63,7 +65,7 @@ pub enum ModelError {
 }
 
 /// How the cluster is configured at start: what CrateDB reads from `crate.yml` / `-C` flags.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterConfig {
     /// `cluster.name`.
     pub cluster_name: String,
@@ -90,12 +92,13 @@ impl Default for ClusterConfig {
 }
 
 /// One CrateDB cluster's state. See the module docs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Cluster {
     config: ClusterConfig,
     nodes: BTreeMap<String, Node>,
     voting: BTreeSet<String>,
     master: Option<String>,
+    #[serde(with = "tables::as_list")]
     tables: BTreeMap<TableName, Table>,
     shards: Vec<ShardCopy>,
     users: BTreeMap<String, User>,
@@ -161,6 +164,15 @@ impl Cluster {
         done(self)
     }
 
+    /// The state as a full cluster restart finds it on disk: transient settings and
+    /// node-check acknowledgements are gone (`sql/statements/set.html`: transient settings do
+    /// not survive a full cluster restart), persistent ones, users, tables and the license stay.
+    pub fn after_full_restart(mut self) -> Self {
+        self.settings.transient.clear();
+        self.acknowledged.clear();
+        self
+    }
+
     /// Refuses writes and DDL when no master is elected or the license is violated.
     pub fn ensure_writable(&self) -> Result<(), ModelError> {
         if self.master.is_none() {
@@ -196,6 +208,19 @@ mod tests {
         c.leave("a").ok();
         c.tick_until(5, |_| false);
         c
+    }
+
+    #[test]
+    fn state_round_trips_through_json() {
+        let x = scripted();
+        let json = serde_json::to_value(&x).unwrap();
+        let y: Cluster = serde_json::from_value(json).unwrap();
+        assert_eq!(x.shards(), y.shards());
+        assert_eq!(x.user("u"), y.user("u"));
+        assert_eq!(x.master(), y.master());
+        assert_eq!(x.voting_configuration(), y.voting_configuration());
+        assert_eq!(x.table_health(), y.table_health());
+        assert!(y.authenticate("u", Some("pw")).is_ok(), "the hash is kept");
     }
 
     #[test]

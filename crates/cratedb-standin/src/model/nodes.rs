@@ -10,11 +10,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use base64::Engine as _;
+use serde::{Deserialize, Serialize};
 
 use super::{Cluster, ModelError};
 
 /// A node as configured: `node.name`, `node.master`, `node.data`, `node.attr.*`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeSpec {
     pub name: String,
     pub master_eligible: bool,
@@ -59,7 +60,7 @@ impl NodeSpec {
 }
 
 /// A node that joined the cluster.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Node {
     pub spec: NodeSpec,
     /// `sys.nodes.id`: stable for a name, so a restarted node keeps it.

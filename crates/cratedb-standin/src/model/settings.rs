@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{Cluster, ModelError, Privilege};
@@ -30,7 +31,7 @@ const DYNAMIC_PREFIXES: &[&str] = &[
 ];
 
 /// Static gateway settings of the nodes (`gateway.expected_data_nodes`, …).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GatewaySettings {
     pub expected_data_nodes: Option<u32>,
     pub recover_after_data_nodes: Option<u32>,
@@ -39,7 +40,7 @@ pub struct GatewaySettings {
 }
 
 /// Persistent and transient cluster settings.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Settings {
     pub persistent: BTreeMap<String, Value>,
     pub transient: BTreeMap<String, Value>,

@@ -20,10 +20,12 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 use super::{Cluster, ModelError};
 
 /// `schema.name`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct TableName {
     pub schema: String,
     pub name: String,
@@ -45,7 +47,7 @@ impl fmt::Display for TableName {
 }
 
 /// `number_of_replicas`: a fixed count or an auto-expanding range.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Replicas {
     Fixed(u32),
     /// `min-max`; `max: None` is `all`.
@@ -101,7 +103,7 @@ impl fmt::Display for Replicas {
 }
 
 /// A user table.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Table {
     pub name: TableName,
     pub number_of_shards: u32,
@@ -113,7 +115,7 @@ pub struct Table {
 }
 
 /// `sys.shards.routing_state`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ShardState {
     Unassigned,
     Initializing,
@@ -138,7 +140,7 @@ impl ShardState {
 }
 
 /// One copy (primary or replica) of one shard.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardCopy {
     pub table: TableName,
     pub shard: u32,
@@ -187,6 +189,31 @@ pub struct TableHealth {
     pub health: Health,
     pub missing_shards: i64,
     pub underreplicated_shards: i64,
+}
+
+/// Serializes the tables as a list (JSON object keys must be strings, and a [`TableName`] is
+/// a pair): the published cluster state and `path.data` carry them this way.
+pub(crate) mod as_list {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::{Table, TableName};
+
+    pub fn serialize<S: Serializer>(
+        tables: &BTreeMap<TableName, Table>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let list: Vec<&Table> = tables.values().collect();
+        list.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<TableName, Table>, D::Error> {
+        let list = Vec::<Table>::deserialize(d)?;
+        Ok(list.into_iter().map(|t| (t.name.clone(), t)).collect())
+    }
 }
 
 impl Cluster {

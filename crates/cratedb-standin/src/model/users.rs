@@ -15,6 +15,8 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::{Algorithm, Argon2, Params, Version};
 
@@ -25,7 +27,7 @@ use super::{Cluster, ModelError};
 pub const SUPERUSER: &str = "crate";
 
 /// A cluster-level privilege type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Privilege {
     Dql,
     Dml,
@@ -64,7 +66,9 @@ impl fmt::Display for Privilege {
 }
 
 /// A database user. The password is only ever held as a hash.
-#[derive(Clone, PartialEq, Eq)]
+/// Serialized (with the hash) only into the published cluster state and `path.data`, as
+/// CrateDB keeps its users' hashes in its cluster state on disk.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct User {
     pub name: String,
     pub superuser: bool,

@@ -67,6 +67,29 @@ impl SqlError {
         )
     }
 
+    /// The code of a numeric `error.code` (as another node answered it); unknown codes are
+    /// 5000.
+    pub fn from_code_number(code: u32, message: impl Into<String>) -> Self {
+        let code = [
+            ErrorCode::InvalidSql,
+            ErrorCode::Unsupported,
+            ErrorCode::Unauthorized,
+            ErrorCode::MissingPrivilege,
+            ErrorCode::NotFound,
+            ErrorCode::UnknownRelation,
+            ErrorCode::UnknownColumn,
+            ErrorCode::UnknownUser,
+            ErrorCode::RelationExists,
+            ErrorCode::UserExists,
+            ErrorCode::Internal,
+            ErrorCode::ShardsUnavailable,
+        ]
+        .into_iter()
+        .find(|c| *c as u32 == code)
+        .unwrap_or(ErrorCode::Internal);
+        Self::new(code, message)
+    }
+
     /// The numeric `error.code`.
     pub fn code_number(&self) -> u32 {
         self.code as u32
@@ -119,5 +142,8 @@ mod tests {
             SqlError::new(ErrorCode::ShardsUnavailable, "").http_status(),
             500
         );
+        let e = SqlError::from_code_number(4099, "x");
+        assert_eq!(e.code, ErrorCode::UserExists);
+        assert_eq!(SqlError::from_code_number(1, "x").code, ErrorCode::Internal);
     }
 }

@@ -1,0 +1,542 @@
+//! Several stand-in processes forming one cluster: master-published state over the stand-in's
+//! own transport ([`transport`]).
+//!
+//! Follows the shape of CrateDB's clustering
+//! (<https://cratedb.com/docs/crate/reference/en/latest/concepts/clustering.html>): nodes find
+//! each other through `discovery.seed_hosts`, master-eligible nodes elect a master by a
+//! majority of the voting configuration, and the master alone changes the cluster state and
+//! publishes each new version to every node.
+//!
+//! - Every node pings every peer it knows (seeds, resolved anew each time, and nodes that
+//!   pinged it) every `standin.ping_ms`; a peer not heard from for `standin.liveness_timeout_ms`
+//!   is gone.
+//! - A node that sees no live master takes its copy of the latest published state, removes the
+//!   nodes it cannot reach, joins those it can ([`membership::election_view`]) and lets the
+//!   model elect. If the model elects this node, it becomes master (first adopting a newer
+//!   state a live peer holds); if the model elects nobody, the node serves that blocked view.
+//! - The master applies joins and leaves it observes, runs the ticks and every statement that
+//!   changes the state (other nodes forward those to it), and publishes a new version whenever
+//!   the state changed, before it answers the statement; nodes adopt only newer versions.
+//! - Reads (`SELECT`) are answered by any node from its latest published copy.
+//! - Every node writes each version it holds to `path.data` ([`persist`]).
+//!
+//! The model stays pure: everything here only feeds it joins, leaves and statements.
+
+pub mod membership;
+pub mod persist;
+pub mod transport;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{NodeConfig, seed_host_with_port};
+use crate::http::Shared;
+use crate::model::{Cluster, ModelError};
+use crate::sql::{self, QueryResult, SqlError, Statement};
+use transport::{Forward, Hello, Publication};
+
+/// A peer as last heard of.
+struct Peer {
+    hello: Hello,
+    last_seen: Instant,
+}
+
+/// The coordination state of one node, next to its served copy of the cluster state.
+struct Meta {
+    /// Version of the latest published state this node holds.
+    version: u64,
+    /// Whether this node acts as the elected master.
+    leader: bool,
+    /// The latest published state (the served state may be a blocked view of it).
+    published: Cluster,
+    /// `published` serialized without the tick counter: a tick that changes nothing else
+    /// publishes nothing.
+    compare: Value,
+    /// Incarnations of the nodes this master saw join: another one means a restart.
+    joined: BTreeMap<String, u64>,
+}
+
+/// The networking side of a node. See the module docs.
+pub struct Coordination {
+    meta: Mutex<Meta>,
+    peers: Mutex<BTreeMap<String, Peer>>,
+    persisted: Mutex<u64>,
+    client: reqwest::Client,
+    started: Instant,
+    incarnation: u64,
+    publish_addr: SocketAddr,
+    pub(crate) stop: CancellationToken,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn without_now(state: &Value) -> Value {
+    let mut v = state.clone();
+    if let Some(map) = v.as_object_mut() {
+        map.remove("now");
+    }
+    v
+}
+
+impl Coordination {
+    /// A node's coordination state: `published` is the state found in `path.data` (or a new
+    /// cluster) at `version`.
+    pub(crate) fn new(
+        config: &NodeConfig,
+        publish_addr: SocketAddr,
+        version: u64,
+        published: &Cluster,
+    ) -> Result<Self, transport::TransportError> {
+        let compare = serde_json::to_value(published)
+            .map(|v| without_now(&v))
+            .unwrap_or(Value::Null);
+        let timeout = (config.liveness_timeout / 2).max(Duration::from_millis(100));
+        let incarnation = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+            .unwrap_or_default();
+        Ok(Self {
+            meta: Mutex::new(Meta {
+                version,
+                leader: false,
+                published: published.clone(),
+                compare,
+                joined: BTreeMap::new(),
+            }),
+            peers: Mutex::new(BTreeMap::new()),
+            persisted: Mutex::new(version),
+            client: transport::client(timeout)?,
+            started: Instant::now(),
+            incarnation,
+            publish_addr,
+            stop: CancellationToken::new(),
+        })
+    }
+
+    fn meta(&self) -> MutexGuard<'_, Meta> {
+        lock(&self.meta)
+    }
+
+    fn peers(&self) -> MutexGuard<'_, BTreeMap<String, Peer>> {
+        lock(&self.peers)
+    }
+}
+
+impl Shared {
+    fn coord(&self) -> &Coordination {
+        &self.coordination
+    }
+
+    /// This node as its pings describe it.
+    pub fn hello(&self) -> Hello {
+        let meta = self.coord().meta();
+        Hello {
+            cluster_name: self.config.cluster.cluster_name.clone(),
+            spec: self.config.node.clone(),
+            incarnation: self.coord().incarnation,
+            version: meta.version,
+            leader: meta.leader,
+            transport: self.coord().publish_addr,
+        }
+    }
+
+    /// The version of the cluster state this node holds.
+    pub fn version(&self) -> u64 {
+        self.coord().meta().version
+    }
+
+    /// Whether this node acts as the elected master.
+    pub fn is_master(&self) -> bool {
+        self.coord().meta().leader
+    }
+
+    /// The latest published state this node holds.
+    pub(crate) fn publication(&self) -> Publication {
+        let meta = self.coord().meta();
+        Publication {
+            version: meta.version,
+            from: self.config.node.name.clone(),
+            state: serde_json::to_value(&meta.published).unwrap_or(Value::Null),
+        }
+    }
+
+    /// Notes that a peer of this cluster was heard from.
+    pub(crate) fn record(&self, hello: Hello) {
+        if hello.cluster_name != self.config.cluster.cluster_name
+            || hello.spec.name == self.config.node.name
+        {
+            return;
+        }
+        self.coord().peers().insert(
+            hello.spec.name.clone(),
+            Peer {
+                hello,
+                last_seen: Instant::now(),
+            },
+        );
+    }
+
+    /// Peers heard from within the liveness timeout, by name.
+    fn live(&self) -> Vec<Hello> {
+        let timeout = self.config.liveness_timeout;
+        self.coord()
+            .peers()
+            .values()
+            .filter(|p| p.last_seen.elapsed() <= timeout)
+            .map(|p| p.hello.clone())
+            .collect()
+    }
+
+    /// For the master: whether a node has left — not heard from for the liveness timeout (a
+    /// node never heard from counts from this process's start).
+    fn gone_nodes(&self) -> impl Fn(&str) -> bool + use<> {
+        let timeout = self.config.liveness_timeout;
+        let heard: BTreeMap<String, bool> = self
+            .coord()
+            .peers()
+            .iter()
+            .map(|(n, p)| (n.clone(), p.last_seen.elapsed() > timeout))
+            .collect();
+        let grace_over = self.coord().started.elapsed() > timeout;
+        move |name: &str| heard.get(name).copied().unwrap_or(grace_over)
+    }
+
+    /// Adopts a published state newer than the one held. Returns whether it was adopted.
+    pub(crate) fn adopt(&self, version: u64, from: &str, state: Value) -> bool {
+        let cluster: Cluster = match serde_json::from_value(state.clone()) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(from, error = %e, "ignoring an unreadable cluster state");
+                return false;
+            }
+        };
+        {
+            let mut served = self.lock();
+            let mut meta = self.coord().meta();
+            if version <= meta.version {
+                return false;
+            }
+            if meta.leader {
+                tracing::warn!(
+                    from,
+                    version,
+                    "a newer cluster state from another master: stepping down"
+                );
+                meta.leader = false;
+            }
+            meta.version = version;
+            meta.compare = without_now(&state);
+            meta.published = cluster.clone();
+            *served = cluster;
+        }
+        tracing::debug!(from, version, "adopted cluster state");
+        self.persist(version, &state);
+        true
+    }
+
+    fn persist(&self, version: u64, state: &Value) {
+        let Some(dir) = &self.config.data_path else {
+            return;
+        };
+        let mut persisted = lock(&self.coord().persisted);
+        if version <= *persisted {
+            return;
+        }
+        match persist::save(dir, &self.config.cluster.cluster_name, version, state) {
+            Ok(()) => *persisted = version,
+            Err(e) => tracing::warn!(error = %e, "could not persist the cluster state"),
+        }
+    }
+
+    /// Runs a statement as `user` (already authenticated): reads here, state changes on the
+    /// master (forwarded when this node is not it; code 5000 when there is none).
+    pub async fn execute(
+        &self,
+        user: &str,
+        stmt: &str,
+        args: &[Value],
+    ) -> Result<QueryResult, SqlError> {
+        let parsed = sql::parse(stmt, args)?;
+        if matches!(parsed, Statement::Query(_) | Statement::NoOp(_)) {
+            let mut cluster = self.lock();
+            return sql::execute(&mut cluster, user, stmt, args);
+        }
+        if self.is_master() {
+            return self.execute_as_master(user, stmt, args).await;
+        }
+        let no_master = || SqlError::from(ModelError::NoMaster);
+        let Some(master) = self.live().into_iter().find(|p| p.leader) else {
+            return Err(no_master());
+        };
+        let forward = Forward {
+            user: user.to_owned(),
+            stmt: stmt.to_owned(),
+            args: args.to_vec(),
+        };
+        transport::forward(
+            &self.coord().client,
+            master.transport,
+            &forward,
+            parsed.kind(),
+        )
+        .await
+        .unwrap_or_else(|e| {
+            tracing::info!(error = %e, "forwarding a statement to the master failed");
+            Err(no_master())
+        })
+    }
+
+    /// Runs a statement on this node as the master and publishes the result before answering.
+    pub(crate) async fn execute_as_master(
+        &self,
+        user: &str,
+        stmt: &str,
+        args: &[Value],
+    ) -> Result<QueryResult, SqlError> {
+        let result = {
+            let mut cluster = self.lock();
+            if self.is_master() {
+                sql::execute(&mut cluster, user, stmt, args)
+            } else {
+                Err(SqlError::from(ModelError::NoMaster))
+            }
+        };
+        self.publish(false).await;
+        result
+    }
+
+    /// One model tick, on the master only.
+    pub(crate) async fn tick(&self) {
+        if !self.is_master() {
+            return;
+        }
+        self.lock().tick();
+        self.publish(false).await;
+    }
+
+    /// Publishes the served state as a new version when it changed (or `force`), then sends
+    /// the latest version to every live peer that holds an older one.
+    async fn publish(&self, force: bool) {
+        let (version, state, changed) = {
+            let cluster = self.lock();
+            let Ok(state) = serde_json::to_value(&*cluster) else {
+                return;
+            };
+            let compare = without_now(&state);
+            let mut meta = self.coord().meta();
+            let changed = force || compare != meta.compare;
+            if changed {
+                meta.version += 1;
+                meta.compare = compare;
+                meta.published = cluster.clone();
+            }
+            (meta.version, state, changed)
+        };
+        if changed {
+            tracing::debug!(version, "publishing cluster state");
+            self.persist(version, &state);
+        }
+        let targets: Vec<Hello> = self
+            .live()
+            .into_iter()
+            .filter(|p| p.version < version)
+            .collect();
+        if targets.is_empty() {
+            return;
+        }
+        let publication = Publication {
+            version,
+            from: self.config.node.name.clone(),
+            state,
+        };
+        let client = &self.coord().client;
+        let sends = targets.iter().map(|p| async {
+            (
+                p.spec.name.clone(),
+                transport::publish(client, p.transport, &publication).await,
+            )
+        });
+        for (name, answer) in futures::future::join_all(sends).await {
+            match answer {
+                Ok(a) => {
+                    if let Some(peer) = self.coord().peers().get_mut(&name) {
+                        peer.hello.version = a.version;
+                    }
+                }
+                Err(e) => tracing::debug!(peer = name, error = %e, "publication failed"),
+            }
+        }
+    }
+
+    /// The transport addresses to ping: the seeds (resolved now) and every peer heard of.
+    async fn ping_targets(&self) -> BTreeSet<SocketAddr> {
+        let mut addrs: BTreeSet<SocketAddr> = self
+            .coord()
+            .peers()
+            .values()
+            .map(|p| p.hello.transport)
+            .collect();
+        for seed in &self.config.seed_hosts {
+            let target = seed_host_with_port(seed);
+            match tokio::net::lookup_host(target.as_str()).await {
+                Ok(found) => addrs.extend(found),
+                Err(e) => {
+                    tracing::debug!(seed = target, error = %e, "seed host does not resolve (yet)")
+                }
+            }
+        }
+        addrs.remove(&self.coord().publish_addr);
+        addrs
+    }
+
+    /// Pings every peer, then acts on what was seen: one round of the coordination loop.
+    pub(crate) async fn round(&self) {
+        let targets = self.ping_targets().await;
+        let hello = self.hello();
+        let client = &self.coord().client;
+        let pings = targets
+            .into_iter()
+            .map(|addr| transport::ping(client, addr, &hello));
+        for answer in futures::future::join_all(pings).await {
+            match answer {
+                Ok(h) => self.record(h),
+                Err(e) => tracing::trace!(error = %e, "ping failed"),
+            }
+        }
+        self.coordinate().await;
+    }
+
+    /// Leads (as master) or follows / elects, from what the pings saw.
+    pub(crate) async fn coordinate(&self) {
+        let live = self.live();
+        if self.is_master() {
+            self.lead(&live).await;
+        } else {
+            self.follow(&live).await;
+        }
+    }
+
+    async fn lead(&self, live: &[Hello]) {
+        let me = self.config.node.name.as_str();
+        let version = self.version();
+        if let Some(other) = live.iter().find(|p| {
+            p.leader && (p.version > version || (p.version == version && p.spec.name.as_str() < me))
+        }) {
+            tracing::warn!(other = %other.spec.name, "another node acts as master: stepping down");
+            self.coord().meta().leader = false;
+            return;
+        }
+        let restarted: BTreeSet<String> = {
+            let mut meta = self.coord().meta();
+            live.iter()
+                .filter(|p| {
+                    meta.joined
+                        .insert(p.spec.name.clone(), p.incarnation)
+                        .is_some_and(|old| old != p.incarnation)
+                })
+                .map(|p| p.spec.name.clone())
+                .collect()
+        };
+        let specs: Vec<_> = live.iter().map(|p| p.spec.clone()).collect();
+        let gone = self.gone_nodes();
+        let still_master = {
+            let mut cluster = self.lock();
+            if membership::reconcile(&mut cluster, &self.config.node, &specs, gone, &restarted) {
+                tracing::info!(nodes = cluster.nodes().count(), master = ?cluster.master(), "cluster membership changed");
+            }
+            cluster.master() == Some(me)
+        };
+        if !still_master {
+            tracing::warn!("no majority of the voting configuration: no master");
+            self.coord().meta().leader = false;
+        }
+        self.publish(false).await;
+    }
+
+    async fn follow(&self, live: &[Hello]) {
+        if live.iter().any(|p| p.leader) {
+            return;
+        }
+        let version = self.version();
+        if let Some(newest) = live
+            .iter()
+            .filter(|p| p.version > version)
+            .max_by_key(|p| p.version)
+        {
+            match transport::fetch_state(&self.coord().client, newest.transport).await {
+                Ok(p) => {
+                    self.adopt(p.version, &p.from, p.state);
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "fetching a newer cluster state failed");
+                    return;
+                }
+            }
+        }
+        let specs: Vec<_> = live.iter().map(|p| p.spec.clone()).collect();
+        let view = {
+            let meta = self.coord().meta();
+            membership::election_view(&meta.published, &self.config.node, &specs)
+        };
+        let me = self.config.node.name.as_str();
+        if view.master() == Some(me) {
+            let newest_seen = live.iter().map(|p| p.version).max().unwrap_or(0);
+            {
+                let mut cluster = self.lock();
+                *cluster = view;
+                let mut meta = self.coord().meta();
+                meta.leader = true;
+                meta.version = meta.version.max(newest_seen);
+                meta.joined = live
+                    .iter()
+                    .map(|p| (p.spec.name.clone(), p.incarnation))
+                    .collect();
+            }
+            tracing::info!(node = me, "elected master");
+            self.publish(true).await;
+        } else {
+            *self.lock() = view;
+        }
+    }
+
+    /// Resolves when the node is stopped.
+    pub(crate) async fn stopped(&self) {
+        self.coord().stop.cancelled().await;
+    }
+
+    /// Stops the node: its loops and servers end, its ports close.
+    pub fn stop(&self) {
+        self.coord().stop.cancel();
+    }
+}
+
+/// The coordination loop: a round every `ping_interval` until the node stops.
+pub(crate) async fn run_rounds(state: Shared) {
+    let mut timer = tokio::time::interval(state.config.ping_interval);
+    timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = timer.tick() => state.round().await,
+            _ = state.stopped() => return,
+        }
+    }
+}
+
+/// The tick loop: a model tick every `tick_interval` on the master until the node stops.
+pub(crate) async fn run_ticks(state: Shared) {
+    let mut timer = tokio::time::interval(state.config.tick_interval);
+    timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = timer.tick() => state.tick().await,
+            _ = state.stopped() => return,
+        }
+    }
+}
