@@ -9,6 +9,7 @@
 
 pub mod cluster;
 pub mod config;
+pub mod crash;
 pub mod http;
 pub mod model;
 pub mod pgwire;

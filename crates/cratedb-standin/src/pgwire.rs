@@ -167,7 +167,7 @@ impl StartupHandler for Backend {
 }
 
 /// Splits a simple query's text into statements at `;` outside quotes and comments.
-fn split_statements(sql: &str) -> Vec<&str> {
+pub(crate) fn split_statements(sql: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let bytes = sql.as_bytes();
     let (mut start, mut i) = (0, 0);
