@@ -345,3 +345,24 @@ pub struct PodOverrides {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
 }
+
+/// One database user of a cluster (PostgreSQL role, CrateDB user).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UserStatus {
+    /// Role name.
+    pub name: String,
+    /// The Secret holding its password.
+    pub secret: String,
+    /// The role exists and its password matches the Secret.
+    #[serde(default)]
+    pub ready: bool,
+    /// The Secret's `resourceVersion` last handled: its password is in the database (`ready`),
+    /// or applying it failed for the reason in `message` and is not retried until the Secret
+    /// changes again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_version: Option<String>,
+    /// Why the user is not ready.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod common;
+pub mod cratedb;
 pub mod etcd;
 pub mod pgbackrest;
 pub mod policy;
@@ -29,5 +30,6 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         pgbackrest::PostgresRestore::crd(),
         schedule::Schedule::crd(),
         policy::PostgresPolicy::crd(),
+        cratedb::CrateCluster::crd(),
     ]
 }

@@ -7,6 +7,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use crate::common::UserStatus;
 use crate::common::{CommonStatus, PodOverrides, StorageSpec, TimeoutOverrides};
 
 /// A PostgreSQL cluster managed by Steward: a primary, streaming replicas, Services that follow
@@ -706,25 +707,4 @@ pub struct InstanceStatus {
     /// Whether a replica is streaming from the primary.
     #[serde(default)]
     pub streaming: bool,
-}
-
-/// One user.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct UserStatus {
-    /// Role name.
-    pub name: String,
-    /// The Secret holding its password.
-    pub secret: String,
-    /// The role exists and its password matches the Secret.
-    #[serde(default)]
-    pub ready: bool,
-    /// The Secret's `resourceVersion` last handled: its password is in the database (`ready`),
-    /// or applying it failed for the reason in `message` and is not retried until the Secret
-    /// changes again.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub applied_version: Option<String>,
-    /// Why the user is not ready.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub message: String,
 }

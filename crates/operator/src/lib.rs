@@ -9,6 +9,7 @@ pub mod cli;
 pub mod clock;
 pub mod conditions;
 pub mod config;
+pub mod cratedb;
 pub mod crd;
 pub mod dev;
 pub mod dev_identity;

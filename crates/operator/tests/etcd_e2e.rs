@@ -680,6 +680,10 @@ async fn draining_each_node_in_turn_keeps_quorum_and_every_acknowledged_write() 
     plane.shutdown().await;
 }
 
+/// How long status may say "not quorate" without a break before the watcher counts the quorum
+/// as lost: longer than an election under load plus the pass that observes its end.
+const QUORUM_LOSS: Duration = Duration::from_secs(15);
+
 /// Puts one key after another until stopped, recording the acknowledged ones, while watching
 /// that the cluster stays quorate.
 struct Writer {
@@ -723,11 +727,22 @@ impl Writer {
                 cluster.to_owned(),
             );
             tokio::spawn(async move {
+                // Since when status has said "not quorate" without a break. One reading is an
+                // observation, not a loss: under CPU starvation etcd may hold a leader
+                // election (heartbeats missed) or a status call may time out, and status
+                // truthfully says "not quorate" until the next pass. A lost quorum does not
+                // come back by itself (it needs a restore), so it shows as a stretch.
+                let mut since: Option<std::time::Instant> = None;
                 while !stop.load(Ordering::Relaxed) {
-                    if let Ok(c) = api.get(&name).await
-                        && c.status.and_then(|s| s.quorate) == Some(false)
-                    {
-                        lost.store(true, Ordering::Relaxed);
+                    if let Ok(c) = api.get(&name).await {
+                        if c.status.and_then(|s| s.quorate) == Some(false) {
+                            let start = *since.get_or_insert_with(std::time::Instant::now);
+                            if start.elapsed() >= QUORUM_LOSS {
+                                lost.store(true, Ordering::Relaxed);
+                            }
+                        } else if let Some(start) = since.take() {
+                            eprintln!("status said not quorate for {:?}", start.elapsed());
+                        }
                     }
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }

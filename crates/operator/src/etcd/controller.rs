@@ -7,7 +7,6 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::ReflectHandle;
 use kube::{Api, ResourceExt};
 use steward_api::common::RetentionPolicy;
@@ -19,6 +18,7 @@ use super::{CONTROLLER, EtcdPass, EtcdStores, pipeline};
 use crate::error::Error;
 use crate::resources::{AppliedSet, Applier};
 use crate::runtime::context::{Context, error_policy};
+use crate::runtime::engine::{EngineState, reconcile};
 
 /// How often a converged cluster is looked at again (the database can change without an API
 /// event).
@@ -30,24 +30,21 @@ struct State {
     pipeline: crate::pipeline::Pipeline<EtcdPass>,
 }
 
-/// Steward's finalizer on cluster resources: deletion waits for [`cleanup`].
-pub const FINALIZER: &str = "steward.dev/cleanup";
+#[async_trait::async_trait]
+impl EngineState for State {
+    type Cluster = EtcdCluster;
 
-async fn reconcile(cluster: Arc<EtcdCluster>, state: Arc<State>) -> Result<Action, Error> {
-    let namespace = cluster.namespace().unwrap_or_default();
-    let object = format!("{namespace}/{}", cluster.name_any());
-    let Some(cluster) = state.ctx.fresh(cluster).await? else {
-        return Ok(Action::await_change());
-    };
-    let api: Api<EtcdCluster> = Api::namespaced(state.ctx.client.clone(), &namespace);
-    finalizer(&api, FINALIZER, cluster, |event| async {
-        match event {
-            FinalizerEvent::Apply(cluster) => apply(cluster, &state).await,
-            FinalizerEvent::Cleanup(cluster) => cleanup(cluster, &state).await,
-        }
-    })
-    .await
-    .map_err(|err| Error::from_finalizer(object, err))
+    fn ctx(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+
+    async fn apply(&self, cluster: Arc<EtcdCluster>) -> Result<Action, Error> {
+        apply(cluster, self).await
+    }
+
+    async fn cleanup(&self, cluster: Arc<EtcdCluster>) -> Result<Action, Error> {
+        cleanup(cluster, self).await
+    }
 }
 
 /// Runs before the cluster disappears. Children with owner references (Services, peers, Pods)
@@ -141,7 +138,7 @@ pub async fn run(
         .owns_shared_stream(peer_events)
         .graceful_shutdown_on(async move { stop.cancelled().await })
         .run(
-            reconcile,
+            reconcile::<State>,
             |obj, err, state: Arc<State>| error_policy(obj, err, state.ctx.clone()),
             state,
         )

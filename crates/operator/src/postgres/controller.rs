@@ -16,7 +16,6 @@ use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod, Secret, Service};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::{ObjectRef, ReflectHandle};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
@@ -33,12 +32,10 @@ use crate::error::Error;
 use crate::resources::nodes::{self, NodeState};
 use crate::resources::{AppliedSet, Applier, labels};
 use crate::runtime::context::{Context, error_policy};
+use crate::runtime::engine::{EngineState, reconcile};
 
 /// How often a converged cluster is looked at again (the database changes without API events).
 pub const RESYNC: Duration = Duration::from_secs(15);
-
-/// Steward's finalizer on cluster resources.
-pub const FINALIZER: &str = "steward.dev/cleanup";
 
 struct State {
     ctx: Arc<Context>,
@@ -46,21 +43,21 @@ struct State {
     pipeline: crate::pipeline::Pipeline<PostgresPass>,
 }
 
-async fn reconcile(cluster: Arc<PostgresCluster>, state: Arc<State>) -> Result<Action, Error> {
-    let namespace = cluster.namespace().unwrap_or_default();
-    let object = format!("{namespace}/{}", cluster.name_any());
-    let Some(cluster) = state.ctx.fresh(cluster).await? else {
-        return Ok(Action::await_change());
-    };
-    let api: Api<PostgresCluster> = Api::namespaced(state.ctx.client.clone(), &namespace);
-    finalizer(&api, FINALIZER, cluster, |event| async {
-        match event {
-            FinalizerEvent::Apply(cluster) => apply(cluster, &state).await,
-            FinalizerEvent::Cleanup(cluster) => cleanup(cluster, &state).await,
-        }
-    })
-    .await
-    .map_err(|err| Error::from_finalizer(object, err))
+#[async_trait::async_trait]
+impl EngineState for State {
+    type Cluster = PostgresCluster;
+
+    fn ctx(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+
+    async fn apply(&self, cluster: Arc<PostgresCluster>) -> Result<Action, Error> {
+        apply(cluster, self).await
+    }
+
+    async fn cleanup(&self, cluster: Arc<PostgresCluster>) -> Result<Action, Error> {
+        cleanup(cluster, self).await
+    }
 }
 
 /// Runs before the cluster disappears. Pods, Services, the ConfigMaps, the generated Secrets
@@ -287,7 +284,7 @@ pub async fn run(
         })
         .graceful_shutdown_on(async move { stop.cancelled().await })
         .run(
-            reconcile,
+            reconcile::<State>,
             |obj, err, state: Arc<State>| error_policy(obj, err, state.ctx.clone()),
             state,
         )

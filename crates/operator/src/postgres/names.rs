@@ -16,9 +16,7 @@ pub const INSTANCE_LABEL: &str = "steward.dev/instance";
 /// Label with the instance's role (`primary` or `replica`) on its Pod. The `-primary` Service
 /// selects `primary`; only the operator changes it (the fencing rule, docs/technical_design.md).
 pub const ROLE_LABEL: &str = "steward.dev/role";
-/// Label Steward puts on every Secret referenced by a user's `passwordSecret`; only Secrets
-/// carrying it are watched.
-pub const USER_PASSWORD_LABEL: &str = "steward.dev/user-password";
+pub use crate::resources::passwords::USER_PASSWORD_LABEL;
 /// PostgreSQL's port.
 pub const PORT: i32 = 5432;
 /// The operator's own superuser.

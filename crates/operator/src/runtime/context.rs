@@ -82,6 +82,8 @@ pub struct Context {
     /// Reads pgBackRest repositories (`pods/exec` into the repository host, or the model in
     /// tests).
     pub pgbackrest: Arc<dyn crate::postgres::repository::Repository>,
+    /// Reaches CrateDB nodes (HTTP, PostgreSQL wire, `crash` over exec; the model in tests).
+    pub cratedb: Arc<dyn crate::cratedb::admin::CrateChannels>,
     /// The newest `resourceVersion` this operator knows of each cluster object, by uid: what
     /// its last status write returned, or its last fresh read. See [`Self::fresh`].
     known_versions: Arc<Mutex<HashMap<String, String>>>,
@@ -120,6 +122,10 @@ impl Context {
             postgres: Arc::new(PgConnector),
             pgbackrest: Arc::new(crate::postgres::repository::exec::ExecRepository::new(
                 client.clone(),
+            )),
+            cratedb: Arc::new(crate::cratedb::admin::client::RealChannels::new(
+                client.clone(),
+                Duration::from_secs(10),
             )),
             known_versions: Arc::default(),
         }

@@ -4,6 +4,7 @@
 
 pub mod context;
 pub mod crds;
+pub mod engine;
 pub mod http;
 pub mod leader;
 pub mod stores;
@@ -316,6 +317,8 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     // Claims are read from the cache only: no controller watches them through it.
     let claims = stores::cached::<PersistentVolumeClaim>(ctx.watched_api(), stop.clone());
     let peers = stores::shared::<EtcdPeer>(&ctx, stop.clone());
+    let statefulsets =
+        stores::shared::<k8s_openapi::api::apps::v1::StatefulSet>(&ctx, stop.clone());
     // Kinds only applied, never read: their metadata, so unchanged applies can be skipped.
     let budgets = stores::metadata::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(
         ctx.watched_api(),
@@ -343,6 +346,7 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         Some(restores),
         Some(policies),
         Some(user_secrets),
+        Some(statefulsets),
     ) = (
         services,
         pods,
@@ -352,6 +356,7 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         restores,
         policies,
         user_secrets,
+        statefulsets,
     )
     else {
         tracing::error!("a shared cache has no subscriber; controllers not started");
@@ -364,6 +369,14 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         peers: peers.0,
         nodes: nodes.0.clone(),
         budgets: budgets.clone(),
+    };
+    let cratedb = crate::cratedb::CrateStores {
+        services: etcd.services.clone(),
+        pods: etcd.pods.clone(),
+        statefulsets: statefulsets.0,
+        budgets: budgets.clone(),
+        secrets: secrets.clone(),
+        user_secrets: user_secrets.0.clone(),
     };
     let postgres = crate::postgres::PostgresStores {
         services: etcd.services.clone(),
@@ -389,6 +402,17 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         crate::etcd::peer::run(ctx.clone(), etcd, pods.1.clone(), stop.clone()),
         crate::schedule::run(ctx.clone(), stop.clone()),
         crate::schedule::configmaps::run(ctx.clone(), ctx.own_namespace.clone(), stop.clone()),
+        crate::cratedb::controller::run(
+            ctx.clone(),
+            cratedb,
+            crate::cratedb::controller::Streams {
+                services: services.1.clone(),
+                statefulsets: statefulsets.1,
+                pods: pods.1.clone(),
+                user_secrets: user_secrets.1.clone(),
+            },
+            stop.clone()
+        ),
         crate::postgres::controller::run(
             ctx,
             postgres,

@@ -40,7 +40,7 @@ Plurals of Steward's custom resources: one per CRD in crds/steward.dev.yaml.
 .ci/check-deploy.sh fails when a CRD is missing here or in deploy/rbac.yaml.
 */}}
 {{- define "steward.customResources" -}}
-{{- list "etcdclusters" "etcdpeers" "postgresclusters" "postgresbackups" "postgresrestores" "schedules" "postgrespolicies" | toJson -}}
+{{- list "etcdclusters" "etcdpeers" "postgresclusters" "postgresbackups" "postgresrestores" "schedules" "postgrespolicies" "crateclusters" | toJson -}}
 {{- end -}}
 
 {{/*
@@ -79,7 +79,8 @@ Rules for Steward's resources and the children it manages. Rendered into a Clust
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
-# PostgreSQL backups: `pgbackrest info` in the repository host's container (a WebSocket
+# PostgreSQL backups: `pgbackrest info` in the repository host's container; CrateDB: `crash`
+# in a master's container for the license and the system user (a WebSocket
 # upgrade: API servers before 1.35 authorize it as `get`, 1.35+ as `create`).
 - apiGroups: [""]
   resources: ["pods/exec"]
@@ -103,6 +104,11 @@ Rules for Steward's resources and the children it manages. Rendered into a Clust
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "list", "watch", "create", "delete"]
+# CrateDB: one StatefulSet per node set, server-side applied and cached; scaling patches its
+# replicas.
+- apiGroups: ["apps"]
+  resources: ["statefulsets"]
+  verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]

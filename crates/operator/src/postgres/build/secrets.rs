@@ -103,15 +103,21 @@ impl fmt::Debug for CredentialSecret {
     }
 }
 
-fn credential_secret(
-    owner: &PostgresCluster,
-    cluster: &ValidatedPostgresCluster,
+/// A generated credential Secret of any engine's cluster `owner` (recommended labels of
+/// `engine`, component `component`), immutable. `None` when the owner was never stored.
+pub fn credential_secret<K: kube::Resource<DynamicType = ()>>(
+    owner: &K,
+    engine: &'static str,
     name: String,
     component: &str,
     username: &str,
     password: &Password,
 ) -> Option<CredentialSecret> {
-    let labels = Labels::new(ENGINE, &cluster.name, component);
+    let labels = Labels::new(
+        engine,
+        owner.meta().name.clone().unwrap_or_default(),
+        component,
+    );
     let metadata = child_meta(owner, name, &labels, &BTreeMap::new())?;
     Some(CredentialSecret(Secret {
         metadata,
@@ -139,7 +145,7 @@ pub fn superuser_secret(
     password: &Password,
 ) -> Option<CredentialSecret> {
     let name = cluster.names().superuser_secret();
-    credential_secret(owner, cluster, name, "superuser", SUPERUSER, password)
+    credential_secret(owner, ENGINE, name, "superuser", SUPERUSER, password)
 }
 
 /// The replication Secret `<cluster>-replication` (`username: replicator`). `None` when the
@@ -152,7 +158,7 @@ pub fn replication_secret(
     let name = cluster.names().replication_secret();
     credential_secret(
         owner,
-        cluster,
+        ENGINE,
         name,
         "replication",
         REPLICATION_USER,

@@ -27,21 +27,17 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::Api;
 use steward_api::postgres::{PostgresUser, UserStatus};
 
 use crate::error::Error;
 use crate::pipeline::{EventType, Outcome, SubReconciler};
 use crate::postgres::PostgresPass;
 use crate::postgres::admin::{PgAdminError, PostgresAdmin, RoleOptions};
-use crate::postgres::build::secrets::key_of;
-use crate::postgres::names::{REPLICATION_USER, USER_PASSWORD_LABEL};
+use crate::postgres::names::REPLICATION_USER;
 use crate::postgres::steps::{SOON, database, validated};
-use crate::resources::{Labels, child_meta};
-use crate::runtime::stores::cached_or_get;
+use crate::resources::passwords::{self, UserSecret, user_secret};
 
 /// See the module documentation.
 pub struct ReconcileUsers;
@@ -153,54 +149,32 @@ async fn reconcile_user(
         message: String::new(),
     };
     let api: Api<Secret> = pass.ctx.api(&pass.core.namespace);
-    let secret_object = format!("{}/{}", pass.core.namespace, user.password_secret.name);
-    let found = cached_or_get(
-        &pass.stores.user_secrets,
+    let found = user_secret(
         &api,
+        &pass.stores.user_secrets,
         &pass.core.namespace,
         &user.password_secret.name,
+        &user.password_secret.key,
     )
-    .await;
-    let secret = match found {
-        Ok(Some(s)) => s,
-        Ok(None) => {
-            status.message = format!("Secret {} not found", user.password_secret.name);
+    .await?;
+    let (version, new_password) = match found {
+        UserSecret::Found { version, password } => (version, password.expose().to_owned()),
+        UserSecret::Missing(message) => {
+            status.message = message;
             pass.core.degrade(
                 "UserSecretMissing",
                 format!("user {}: {}", user.name, status.message),
             );
             return Ok(status);
         }
-        Err(source) => return Err(Error::kube("get Secret", secret_object, source)),
-    };
-    let secret = if secret.labels().contains_key(USER_PASSWORD_LABEL) {
-        secret
-    } else {
-        let body = serde_json::json!({"metadata": {"labels": {USER_PASSWORD_LABEL: "true"}}});
-        // The label is a change too: keep the Secret as patched, so the version recorded below
-        // is the labelled one and the next pass does not see a new version.
-        api.patch(
-            &user.password_secret.name,
-            &PatchParams::default(),
-            &Patch::Merge(&body),
-        )
-        .await
-        .map_err(|source| Error::kube("label Secret", secret_object.clone(), source))?
-    };
-    let version = secret.resource_version();
-    let Some(new_password) = key_of(&secret, &user.password_secret.key)
-        .map(|p| p.expose().to_owned())
-        .filter(|p| !p.is_empty())
-    else {
-        status.message = format!(
-            "Secret {} has no non-empty UTF-8 key {:?}",
-            user.password_secret.name, user.password_secret.key
-        );
-        pass.core.degrade(
-            "UserSecretInvalid",
-            format!("user {}: {}", user.name, status.message),
-        );
-        return Ok(status);
+        UserSecret::Invalid(message) => {
+            status.message = message;
+            pass.core.degrade(
+                "UserSecretInvalid",
+                format!("user {}: {}", user.name, status.message),
+            );
+            return Ok(status);
+        }
     };
     let exists = admin
         .role_exists(&user.name)
@@ -389,65 +363,21 @@ async fn rotate(
 async fn read_applied(pass: &PostgresPass) -> Result<BTreeMap<String, String>, Error> {
     let api: Api<Secret> = pass.ctx.api(&pass.core.namespace);
     let name = pass.names.applied_passwords_secret();
-    let secret = cached_or_get(&pass.stores.secrets, &api, &pass.core.namespace, &name)
-        .await
-        .map_err(|source| {
-            Error::kube(
-                "get Secret",
-                format!("{}/{name}", pass.core.namespace),
-                source,
-            )
-        })?;
-    Ok(secret
-        .and_then(|s| s.data)
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|(k, v)| String::from_utf8(v.0).ok().map(|v| (k, v)))
-        .collect())
+    passwords::read_applied(&api, &pass.stores.secrets, &pass.core.namespace, &name).await
 }
 
 async fn write_applied(
     pass: &PostgresPass,
     applied: &BTreeMap<String, String>,
 ) -> Result<(), Error> {
-    let name = pass.names.applied_passwords_secret();
-    let labels = Labels::new(
-        crate::postgres::names::ENGINE,
-        &pass.core.name,
-        "applied-passwords",
-    );
-    let Some(metadata) = child_meta(
-        pass.cluster.as_ref(),
-        name.clone(),
-        &labels,
-        &BTreeMap::new(),
-    ) else {
-        return Err(Error::Internal {
-            message: "cluster has no UID or namespace".into(),
-        });
-    };
-    let secret = Secret {
-        metadata,
-        data: Some(
-            applied
-                .iter()
-                .map(|(k, v)| (k.clone(), ByteString(v.clone().into_bytes())))
-                .collect(),
-        ),
-        type_: Some("Opaque".into()),
-        ..Secret::default()
-    };
     let api: Api<Secret> = pass.ctx.api(&pass.core.namespace);
-    let object = format!("{}/{name}", pass.core.namespace);
-    match api.create(&PostParams::default(), &secret).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => {
-            let body = serde_json::json!({"data": secret.data});
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(&body))
-                .await
-                .map(|_| ())
-                .map_err(|source| Error::kube("update Secret", object, source))
-        }
-        Err(source) => Err(Error::kube("create Secret", object, source)),
-    }
+    let name = pass.names.applied_passwords_secret();
+    passwords::write_applied(
+        &api,
+        pass.cluster.as_ref(),
+        crate::postgres::names::ENGINE,
+        &name,
+        applied,
+    )
+    .await
 }
