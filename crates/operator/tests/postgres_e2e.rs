@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::e2e::{Plane, true_condition};
+use common::e2e::{Plane, connect, pod_ip, secret_value, true_condition};
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use kube::ResourceExt;
 use kube::api::{ListParams, Patch, PatchParams};
@@ -150,40 +150,9 @@ async fn handled(plane: &Plane, cluster: &str, primary: &str, id: &str) -> Postg
         .await
 }
 
-async fn secret_value(plane: &Plane, name: &str, key: &str) -> String {
-    let s = plane.api::<Secret>().get(name).await.unwrap();
-    String::from_utf8(s.data.unwrap()[key].0.clone()).unwrap()
-}
-
 async fn service_ip(plane: &Plane, name: &str) -> String {
     let svc = plane.api::<Service>().get(name).await.unwrap();
     svc.spec.unwrap().cluster_ip.unwrap()
-}
-
-async fn pod_ip(plane: &Plane, name: &str) -> String {
-    let pod = plane.api::<Pod>().get(name).await.unwrap();
-    pod.status.unwrap().pod_ip.unwrap()
-}
-
-async fn connect(
-    host: &str,
-    user: &str,
-    password: &str,
-    db: &str,
-) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
-    let mut config = tokio_postgres::Config::new();
-    config
-        .host(host)
-        .port(5432)
-        .user(user)
-        .password(password)
-        .dbname(db)
-        .connect_timeout(Duration::from_secs(2));
-    let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Ok(client)
 }
 
 /// A superuser session through the `-primary` Service, once it routes to a writable primary.

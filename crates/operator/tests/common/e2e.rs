@@ -12,7 +12,7 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
 use kube::api::{Api, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, Resource};
@@ -143,6 +143,19 @@ impl Plane {
     /// Runs `kubectl` (`$KUBECTL`, else from `PATH`) against this plane; panics with its output
     /// when it fails. Blocks the calling worker thread (multi-threaded runtimes only).
     pub fn kubectl(&self, args: &[&str]) -> String {
+        let (ok, text) = self.run_kubectl(args);
+        assert!(ok, "kubectl {args:?}: {text}");
+        text
+    }
+
+    /// Runs `kubectl` as [`Plane::kubectl`] does, expecting it to fail; returns its output.
+    pub fn kubectl_refused(&self, args: &[&str]) -> String {
+        let (ok, text) = self.run_kubectl(args);
+        assert!(!ok, "kubectl {args:?} should have failed: {text}");
+        text
+    }
+
+    fn run_kubectl(&self, args: &[&str]) -> (bool, String) {
         let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
         let kubeconfig = self.kubeconfig();
         tokio::task::block_in_place(|| {
@@ -157,8 +170,7 @@ impl Plane {
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
             );
-            assert!(out.status.success(), "kubectl {args:?}: {text}");
-            text
+            (out.status.success(), text)
         })
     }
 
@@ -502,4 +514,38 @@ pub fn true_condition<'a>(
         .conditions
         .iter()
         .find(|c| c.type_ == type_ && c.status == "True")
+}
+
+/// The value of `key` in Secret `name` of the test namespace.
+pub async fn secret_value(plane: &Plane, name: &str, key: &str) -> String {
+    let s = plane.api::<Secret>().get(name).await.unwrap();
+    String::from_utf8(s.data.unwrap()[key].0.clone()).unwrap()
+}
+
+/// Pod `name`'s IP.
+pub async fn pod_ip(plane: &Plane, name: &str) -> String {
+    let pod = plane.api::<Pod>().get(name).await.unwrap();
+    pod.status.unwrap().pod_ip.unwrap()
+}
+
+/// A PostgreSQL-protocol session to `host:5432` (PostgreSQL, or a CrateDB node).
+pub async fn connect(
+    host: &str,
+    user: &str,
+    password: &str,
+    db: &str,
+) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
+    let mut config = tokio_postgres::Config::new();
+    config
+        .host(host)
+        .port(5432)
+        .user(user)
+        .password(password)
+        .dbname(db)
+        .connect_timeout(Duration::from_secs(2));
+    let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
 }

@@ -12,6 +12,9 @@ pub mod scale_nodes;
 pub mod update_status;
 pub mod validate_spec;
 
+#[cfg(test)]
+mod tests;
+
 use std::time::Duration;
 
 use crate::cratedb::CratePass;
