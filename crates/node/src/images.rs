@@ -22,6 +22,24 @@ const POSTGRES_EXPORTER_IMAGES: [&str; 3] = [
     "wrouesnel/postgres_exporter",
 ];
 
+/// The environment variable naming the CrateDB stand-in's binary (`cratedb-standin`, package
+/// `steward-cratedb-standin`), which runs CrateDB's images.
+pub const CRATEDB_STANDIN_ENV: &str = "STEWARD_CRATEDB_STANDIN";
+
+/// The CrateDB stand-in's binary name.
+pub const CRATEDB_STANDIN_BIN: &str = "cratedb-standin";
+
+/// CrateDB's images (`crate`, `crate/crate`, and through the lookup rules `docker.io/crate`,
+/// `docker.io/crate/crate`, `crate.io/crate`, …) map to a directory with the stand-in as
+/// `crate` (the server, CrateDB's start command) and `crash` (the shell).
+const CRATEDB_IMAGES: [&str; 2] = ["crate", "crate/crate"];
+
+/// The names the stand-in answers to (it dispatches on argv[0]'s file name).
+const CRATEDB_COMMANDS: [&str; 2] = ["crate", "crash"];
+
+/// The directory of `crate` and `crash` symlinks, made next to the stand-in binary.
+const CRATEDB_DIR: &str = "cratedb-standin-image";
+
 /// Maps image repositories (`quay.io/coreos/etcd`, `postgres`, ...) to a host executable or
 /// a directory of executables.
 ///
@@ -60,18 +78,22 @@ pub struct ResolveError(pub String);
 impl ImageMap {
     /// The defaults: etcd → `/usr/bin/etcd` (Debian etcd-server), postgres → the newest
     /// `/usr/lib/postgresql/*/bin`, the PostgreSQL exporter images →
-    /// [`POSTGRES_EXPORTER`] (Debian prometheus-postgres-exporter). The PostgreSQL entries
-    /// exist only when those are installed.
+    /// [`POSTGRES_EXPORTER`] (Debian prometheus-postgres-exporter), CrateDB's images → a
+    /// directory of `crate` and `crash` symlinks to the CrateDB stand-in
+    /// ([`find_cratedb_standin`], [`cratedb_standin_dir`]; made here, once). The PostgreSQL
+    /// and CrateDB entries exist only when those are installed or built.
     pub fn with_defaults() -> Self {
+        let cratedb = find_cratedb_standin().and_then(|s| cratedb_standin_dir(&s));
         Self::defaults_from(
             Path::new("/usr/lib/postgresql"),
             Path::new(POSTGRES_EXPORTER),
+            cratedb.as_deref(),
         )
     }
 
-    /// The defaults with PostgreSQL installations under `postgres_root` and the exporter at
-    /// `exporter`.
-    fn defaults_from(postgres_root: &Path, exporter: &Path) -> Self {
+    /// The defaults with PostgreSQL installations under `postgres_root`, the exporter at
+    /// `exporter` and the CrateDB stand-in's directory `cratedb` (`crate` and `crash`).
+    fn defaults_from(postgres_root: &Path, exporter: &Path, cratedb: Option<&Path>) -> Self {
         let mut map = Self::empty()
             .with("etcd", "/usr/bin/etcd")
             .with("quay.io/coreos/etcd", "/usr/bin/etcd")
@@ -82,6 +104,13 @@ impl ImageMap {
         if is_executable(exporter) {
             for repo in POSTGRES_EXPORTER_IMAGES {
                 map = map.with(repo, exporter);
+            }
+        }
+        if let Some(dir) =
+            cratedb.filter(|d| CRATEDB_COMMANDS.iter().all(|c| is_executable(&d.join(c))))
+        {
+            for repo in CRATEDB_IMAGES {
+                map = map.with(repo, dir);
             }
         }
         map
@@ -174,6 +203,72 @@ impl ImageMap {
             image_id,
         })
     }
+}
+
+/// The CrateDB stand-in's binary: `$STEWARD_CRATEDB_STANDIN` when set (and nothing when that
+/// is not an executable), else `cratedb-standin` next to the running executable or in its
+/// parent directory (a test binary runs from `target/<profile>/deps/`, `steward` from
+/// `target/<profile>/`).
+pub fn find_cratedb_standin() -> Option<PathBuf> {
+    find_cratedb_standin_from(
+        std::env::var_os(CRATEDB_STANDIN_ENV).map(PathBuf::from),
+        std::env::current_exe().ok().as_deref(),
+    )
+}
+
+fn find_cratedb_standin_from(env: Option<PathBuf>, exe: Option<&Path>) -> Option<PathBuf> {
+    if let Some(explicit) = env.filter(|p| !p.as_os_str().is_empty()) {
+        return is_executable(&explicit).then_some(explicit);
+    }
+    let dir = exe?.parent()?;
+    std::iter::once(dir)
+        .chain(dir.parent())
+        .map(|d| d.join(CRATEDB_STANDIN_BIN))
+        .find(|p| is_executable(p))
+}
+
+/// A directory with `crate` and `crash` symlinks to `standin` (which dispatches on its
+/// argv[0]): `cratedb-standin-image/` next to it, or, where that cannot be written, a directory
+/// under the temp dir named after the binary's path. Made idempotently (also by several
+/// agents at once); `None` when neither can be made.
+pub fn cratedb_standin_dir(standin: &Path) -> Option<PathBuf> {
+    let target = std::fs::canonicalize(standin).ok()?;
+    let tag = target
+        .to_string_lossy()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    let candidates = [
+        target.parent().map(|p| p.join(CRATEDB_DIR)),
+        Some(std::env::temp_dir().join(format!("steward-{CRATEDB_DIR}-{tag:016x}"))),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|dir| link_commands(dir, &target).is_ok())
+}
+
+fn link_commands(dir: &Path, target: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for name in CRATEDB_COMMANDS {
+        let link = dir.join(name);
+        if std::fs::read_link(&link).is_ok_and(|t| t == target) {
+            continue;
+        }
+        match std::fs::remove_file(&link) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        if let Err(e) = std::os::unix::fs::symlink(target, &link) {
+            // Another agent made it meanwhile.
+            if !std::fs::read_link(&link).is_ok_and(|t| t == target) {
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The repository without tag or digest.
@@ -391,7 +486,7 @@ mod tests {
         touch_executable(&exporter);
         let pg_root = dir.path().join("postgresql");
         touch_executable(&pg_root.join("15/bin/postgres"));
-        let map = ImageMap::defaults_from(&pg_root, &exporter);
+        let map = ImageMap::defaults_from(&pg_root, &exporter, None);
         for image in [
             "quay.io/prometheuscommunity/postgres-exporter:v0.15.0",
             "prometheuscommunity/postgres-exporter:v0.15.0",
@@ -437,7 +532,7 @@ mod tests {
         let not_executable = dir.path().join("prometheus-postgres-exporter");
         std::fs::write(&not_executable, "").unwrap();
         for exporter in [dir.path().join("missing"), not_executable] {
-            let map = ImageMap::defaults_from(&pg_root, &exporter);
+            let map = ImageMap::defaults_from(&pg_root, &exporter, None);
             let image = "quay.io/prometheuscommunity/postgres-exporter:v0.15.0";
             // Not even through the `postgres` entry: the last segment is `postgres-exporter`.
             assert_eq!(map.lookup(image), None);
@@ -455,13 +550,131 @@ mod tests {
         touch_executable(&pg_root.join("9.6/bin/postgres"));
         std::fs::create_dir_all(pg_root.join("16/bin")).unwrap();
         std::fs::create_dir_all(pg_root.join("common/bin")).unwrap();
-        let map = ImageMap::defaults_from(&pg_root, &dir.path().join("missing"));
+        let map = ImageMap::defaults_from(&pg_root, &dir.path().join("missing"), None);
         let bin = pg_root.join("15/bin");
         assert_eq!(map.lookup("postgres:15"), Some(bin.as_path()));
         assert_eq!(map.lookup("postgresql"), Some(bin.as_path()));
         assert_eq!(map.lookup("etcd"), Some(Path::new("/usr/bin/etcd")));
-        let empty = ImageMap::defaults_from(&dir.path().join("none"), &dir.path().join("missing"));
+        let empty =
+            ImageMap::defaults_from(&dir.path().join("none"), &dir.path().join("missing"), None);
         assert_eq!(empty.lookup("postgres"), None);
+    }
+
+    #[test]
+    fn cratedb_images_map_to_the_standin_as_crate_and_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let standin = dir.path().join("target/debug").join(CRATEDB_STANDIN_BIN);
+        touch_executable(&standin);
+        let image_dir = cratedb_standin_dir(&standin).unwrap();
+        assert_eq!(image_dir, standin.parent().unwrap().join(CRATEDB_DIR));
+        let canonical = std::fs::canonicalize(&standin).unwrap();
+        for c in CRATEDB_COMMANDS {
+            assert_eq!(std::fs::read_link(image_dir.join(c)).unwrap(), canonical);
+        }
+        // Idempotent: a second agent finds the links in place.
+        assert_eq!(cratedb_standin_dir(&standin), Some(image_dir.clone()));
+
+        let map = ImageMap::defaults_from(
+            &dir.path().join("none"),
+            &dir.path().join("missing"),
+            Some(&image_dir),
+        );
+        for image in [
+            "crate",
+            "crate:5.10.1",
+            "crate/crate:5.10",
+            "docker.io/crate",
+            "docker.io/crate:4.8.4",
+            "docker.io/crate/crate:5.10",
+            "docker.io/library/crate:5.10",
+            "crate.io/crate:5.10",
+        ] {
+            let r = map
+                .resolve(
+                    image,
+                    &s(&["crate"]),
+                    &s(&["-Cnode.name=crate-0", "-Cnetwork.host=127.1.0.7"]),
+                    DEFAULT_PATH,
+                )
+                .unwrap();
+            assert_eq!(r.program, image_dir.join("crate"), "{image}");
+            assert_eq!(
+                r.argv,
+                s(&["crate", "-Cnode.name=crate-0", "-Cnetwork.host=127.1.0.7"]),
+                "{image}"
+            );
+            assert_eq!(
+                r.path_prefix.as_deref(),
+                Some(image_dir.as_path()),
+                "{image}"
+            );
+            // Without a command the image's entrypoint is the server.
+            let r = map.resolve(image, &[], &[], DEFAULT_PATH).unwrap();
+            assert_eq!(r.program, image_dir.join("crate"), "{image}");
+        }
+        // `kubectl exec … crash` finds the shell on the container's PATH.
+        let path = format!("{}:{DEFAULT_PATH}", image_dir.display());
+        assert_eq!(search("crash", &path), Some(image_dir.join("crash")));
+        assert_eq!(map.lookup("cratedb/other"), None);
+    }
+
+    #[test]
+    fn without_the_standin_crate_images_do_not_resolve() {
+        let dir = tempfile::tempdir().unwrap();
+        let map =
+            ImageMap::defaults_from(&dir.path().join("none"), &dir.path().join("missing"), None);
+        assert_eq!(map.lookup("crate:5.10"), None);
+        let e = map
+            .resolve("crate:5.10", &[], &[], DEFAULT_PATH)
+            .unwrap_err();
+        assert!(e.0.contains("crate:5.10"), "{e}");
+        // A directory without both commands is not used.
+        let half = dir.path().join("half");
+        touch_executable(&half.join("crate"));
+        let map = ImageMap::defaults_from(
+            &dir.path().join("none"),
+            &dir.path().join("missing"),
+            Some(&half),
+        );
+        assert_eq!(map.lookup("crate"), None);
+    }
+
+    #[test]
+    fn the_standin_is_found_by_env_or_next_to_the_executable() {
+        let dir = tempfile::tempdir().unwrap();
+        let debug = dir.path().join("target/debug");
+        let standin = debug.join(CRATEDB_STANDIN_BIN);
+        touch_executable(&standin);
+        // `steward` in target/debug, an integration test in target/debug/deps.
+        let steward = debug.join("steward");
+        let test = debug.join("deps/e2e-0123abcd");
+        assert_eq!(
+            find_cratedb_standin_from(None, Some(&steward)),
+            Some(standin.clone())
+        );
+        assert_eq!(
+            find_cratedb_standin_from(None, Some(&test)),
+            Some(standin.clone())
+        );
+        assert_eq!(
+            find_cratedb_standin_from(None, Some(&dir.path().join("elsewhere/bin/x"))),
+            None
+        );
+        // The variable wins, and a wrong one finds nothing rather than something else.
+        let other = dir.path().join("opt/standin");
+        touch_executable(&other);
+        assert_eq!(
+            find_cratedb_standin_from(Some(other.clone()), Some(&steward)),
+            Some(other)
+        );
+        assert_eq!(
+            find_cratedb_standin_from(Some(dir.path().join("nope")), Some(&steward)),
+            None
+        );
+        assert_eq!(
+            find_cratedb_standin_from(Some(PathBuf::new()), Some(&steward)),
+            Some(standin)
+        );
     }
 
     #[test]

@@ -25,5 +25,8 @@ mod shim;
 pub use agent::{NodeHandle, start};
 pub use config::NodeConfig;
 pub use error::NodeError;
-pub use images::{ImageMap, ResolveError, newest_postgres_bin};
+pub use images::{
+    CRATEDB_STANDIN_ENV, ImageMap, ResolveError, cratedb_standin_dir, find_cratedb_standin,
+    newest_postgres_bin,
+};
 pub use shim::shim_main;

@@ -316,3 +316,77 @@ async fn postgres_pod_runs_as_postgres_and_keeps_its_data() {
     }
     env.shutdown().await;
 }
+
+fn crate_pod() -> Value {
+    json!({
+        "metadata": {"name": "crate-0", "labels": {"app": "crate"}},
+        "spec": {
+            "hostname": "crate-0",
+            "containers": [{
+                "name": "crate",
+                "image": "crate/crate:5.10.1",
+                "command": ["crate"],
+                "args": [
+                    "-Ccluster.name=t",
+                    "-Cnode.name=crate-0",
+                    "-Cnetwork.host=$(POD_IP)",
+                    "-Cpath.data=/data/data0",
+                    "-Cdiscovery.seed_hosts=crate-0.t.svc.cluster.local"
+                ],
+                "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+                "ports": [{"name": "http", "containerPort": 4200}, {"name": "psql", "containerPort": 5432}],
+                "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 1},
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}]
+            }],
+            "volumes": [{"name": "data", "emptyDir": {}}]
+        }
+    })
+}
+
+/// A CrateDB image runs the CrateDB stand-in (`crate`), and `kubectl exec … crash` reaches it,
+/// as the CrateDB engine's Pods and bootstrap do. Needs the stand-in built next to the test
+/// binary (`cargo build -p steward-cratedb-standin`; `cargo test --workspace` builds it).
+#[tokio::test]
+async fn crate_pod_runs_the_standin_and_crash_execs_into_it() {
+    assert!(
+        steward_node::find_cratedb_standin().is_some(),
+        "the CrateDB stand-in is not built: cargo build -p steward-cratedb-standin (or set {})",
+        steward_node::CRATEDB_STANDIN_ENV
+    );
+    let env = start(22).await;
+    env.create::<Pod>(crate_pod()).await;
+    let pod = env.wait_ready("crate-0", T).await;
+    let ip = pod_ip(&pod);
+    let (status, root) = http(SocketAddr::from((ip, 4200)), "GET", "/", None).await;
+    assert_eq!(status, 200, "{root}");
+    assert!(root.contains("\"name\":\"crate-0\""), "{root}");
+    let host = format!("http://{ip}:4200");
+    let r = env
+        .exec(
+            "crate-0",
+            "crate",
+            &["crash", "--hosts", &host, "--verify-ssl", "false", "--format", "json", "-c", "CREATE USER system WITH (password = 'pw'); SELECT name FROM sys.users WHERE name = 'system'"],
+        )
+        .await;
+    assert_eq!(r.exit_code(), 0, "{r:?}");
+    assert!(r.stdout.contains("\"name\": \"system\""), "{r:?}");
+    let r = env
+        .exec(
+            "crate-0",
+            "crate",
+            &["crash", "--hosts", &host, "-c", "CREATE USER system"],
+        )
+        .await;
+    assert_eq!(r.exit_code(), 1, "{r:?}");
+    assert!(r.stderr.contains("RoleAlreadyExistsException"), "{r:?}");
+    // The cluster state is kept in path.data on the Pod's volume.
+    let kept = env
+        .exec(
+            "crate-0",
+            "crate",
+            &["cat", "/data/data0/standin-cluster-state.json"],
+        )
+        .await;
+    assert!(kept.stdout.contains("\"system\""), "{kept:?}");
+    env.shutdown().await;
+}
