@@ -172,7 +172,11 @@ impl SubReconciler<CratePass> for RollingRestart {
                 pass.core.finish_operation(
                     kind,
                     OperationPhase::Succeeded,
-                    format!("restarted {} nodes, running {image}", order.len()),
+                    format!(
+                        "restarted {} nodes in order ({}), running {image}",
+                        progress.restarted.len(),
+                        progress.restarted.join(", ")
+                    ),
                 );
                 return Ok(Outcome::Continue);
             }

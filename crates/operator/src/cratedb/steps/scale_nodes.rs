@@ -182,8 +182,15 @@ impl SubReconciler<CratePass> for ScaleNodes {
                         )
                     })?;
                 let note = format!("step {step}: node set {set} to {replicas} nodes");
+                // One reason per step: Events of one reason and action are aggregated into a
+                // series that keeps the first note.
+                let reason = match step {
+                    1 => "ScaleMasters",
+                    2 => "ScaleUpDataNodes",
+                    _ => "ScaleDownDataNodes",
+                };
                 pass.core
-                    .event(EventType::Normal, "ScaleStep", "Scale", note.clone());
+                    .event(EventType::Normal, reason, "Scale", note.clone());
                 pass.core.advance_operation(
                     OperationKind::Scale,
                     step_name(step),
@@ -236,7 +243,7 @@ impl SubReconciler<CratePass> for ScaleNodes {
                     leaving.join(", ")
                 );
                 pass.core
-                    .event(EventType::Normal, "ScaleStep", "Scale", note.clone());
+                    .event(EventType::Normal, "DrainNodes", "Scale", note.clone());
                 pass.core.advance_operation(
                     OperationKind::Scale,
                     "ShrinkDataSets",
@@ -254,7 +261,7 @@ impl SubReconciler<CratePass> for ScaleNodes {
                 }
                 pass.core.event(
                     EventType::Normal,
-                    "ScaleStep",
+                    "ResetAllocation",
                     "Scale",
                     "step 4: reset the allocation exclusion and acknowledged node check 1 \
                      (gateway.expected_data_nodes)",
