@@ -271,7 +271,7 @@ async fn status(dir: &Path) -> anyhow::Result<()> {
             s.quorate
         );
     }
-    let clusters: Api<PostgresCluster> = Api::all(client);
+    let clusters: Api<PostgresCluster> = Api::all(client.clone());
     for c in clusters.list(&ListParams::default()).await?.items {
         let s = c.status.unwrap_or_default();
         println!(
@@ -281,6 +281,20 @@ async fn status(dir: &Path) -> anyhow::Result<()> {
             s.ready_instances,
             c.spec.instances,
             s.current_primary.as_deref().unwrap_or("none")
+        );
+    }
+    let clusters: Api<steward_api::cratedb::CrateCluster> = Api::all(client);
+    for c in clusters.list(&ListParams::default()).await?.items {
+        let s = c.status.unwrap_or_default();
+        let wanted = c.spec.nodes.master.replicas
+            + c.spec.nodes.data.iter().map(|d| d.replicas).sum::<i32>();
+        println!(
+            "CrateCluster {}/{}: {}/{wanted} nodes in the cluster, health={}, bootstrapped={}",
+            c.metadata.namespace.unwrap_or_default(),
+            c.metadata.name.unwrap_or_default(),
+            s.ready_nodes,
+            s.health.as_deref().unwrap_or("unknown"),
+            s.bootstrap.done
         );
     }
     Ok(())

@@ -61,6 +61,29 @@ fn the_example_manifest_parses_as_an_etcd_cluster() {
 }
 
 #[test]
+fn the_example_manifest_holds_a_valid_cratedb_cluster() {
+    let docs =
+        steward_operator::dev::parse_manifests(&repo_file("examples/cratedb-cluster.yaml")).unwrap();
+    let cluster = docs
+        .iter()
+        .find(|d| d["kind"] == "CrateCluster")
+        .expect("a CrateCluster document");
+    let mut cluster: steward_api::cratedb::CrateCluster =
+        serde_json::from_value(cluster.clone()).unwrap();
+    cluster.metadata.uid = Some("uid".into());
+    let valid = steward_operator::cratedb::validate::validate(&cluster).unwrap();
+    assert_eq!(valid.masters().replicas, 3);
+    assert_eq!(valid.data_nodes(), 4);
+    // Its two Secrets: the user's password and the license (7 nodes need one on CrateDB 4.x).
+    let secrets: Vec<&str> = docs
+        .iter()
+        .filter(|d| d["kind"] == "Secret")
+        .filter_map(|d| d["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(secrets, ["crate-app-password", "crate-license"]);
+}
+
+#[test]
 fn the_example_manifest_holds_a_valid_postgres_cluster() {
     let text = repo_file("examples/postgres-cluster.yaml");
     let docs = steward_operator::dev::parse_manifests(&text).unwrap();
