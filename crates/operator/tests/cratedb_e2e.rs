@@ -9,7 +9,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::e2e::{Plane, connect, pod_ip, secret_value, true_condition};
+use common::e2e::{Plane, connect, pod_ip, secret_value, true_condition, with_webhooks};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::ListParams;
@@ -156,7 +156,8 @@ async fn bootstrap_sets_the_license_first_and_users_follow_their_secrets() {
 /// with a condition and removes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn scaling_follows_the_seed_order_and_refuses_to_under_replicate() {
-    let plane = Plane::start().await;
+    let (hook_url, hooks) = common::hooks::receiver(axum::http::StatusCode::OK).await;
+    let plane = with_webhooks(&hook_url).await;
     plane
         .apply(&manifest("cs", &[("hot", 1), ("cold", 2)], (1, 1)))
         .await;
@@ -230,6 +231,24 @@ async fn scaling_follows_the_seed_order_and_refuses_to_under_replicate() {
     assert!(steps[1].1.contains("hot to 2"), "{steps:?}");
     assert!(steps[2].1.contains("crate-data-cold-cs-1"), "{steps:?}");
     assert!(steps[3].1.contains("cold to 1"), "{steps:?}");
+    // The seed's `scale` webhook, byte for byte.
+    let ns = plane.namespace.clone();
+    let want = format!(
+        "{{\"cluster\":\"cs\",\"event\":\"scale\",\"namespace\":\"{ns}\",\"scale_data\":{{\"new_data_replicas\":[{{\"name\":\"hot\",\"replicas\":2}},{{\"name\":\"cold\",\"replicas\":1}}],\"new_master_replicas\":4,\"old_data_replicas\":[{{\"name\":\"hot\",\"replicas\":1}},{{\"name\":\"cold\",\"replicas\":2}}],\"old_master_replicas\":3}},\"status\":\"success\",\"upgrade_data\":null}}"
+    );
+    plane
+        .eventually("the scale webhook", BOOT, || {
+            let hooks = hooks.clone();
+            let want = want.clone();
+            async move {
+                hooks
+                    .all()
+                    .iter()
+                    .any(|(_, body)| *body == want)
+                    .then_some(())
+            }
+        })
+        .await;
     // Nothing lost: every shard copy started, on the remaining nodes.
     let body = sql(
         &plane,
@@ -265,7 +284,7 @@ async fn scaling_follows_the_seed_order_and_refuses_to_under_replicate() {
             json!({"nodes": {"master": {"replicas": 4}, "data": [
                 {"name": "hot", "replicas": 1, "disk": {"size": "1Gi"}},
                 {"name": "cold", "replicas": 1, "disk": {"size": "1Gi"}}
-            ]}}),
+            ]}, "timeouts": {"scalingSeconds": 8}}),
         )
         .await;
     plane
@@ -279,7 +298,34 @@ async fn scaling_follows_the_seed_order_and_refuses_to_under_replicate() {
             })
         })
         .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The refused scale waits; at its deadline it fails, with the `scale` failure webhook.
+    plane
+        .eventually("the scale failure webhook", BOOT, || {
+            let hooks = hooks.clone();
+            async move {
+                hooks
+                    .all()
+                    .iter()
+                    .any(|(_, b)| {
+                        b.contains("\"event\":\"scale\"") && b.contains("\"status\":\"failure\"")
+                    })
+                    .then_some(())
+            }
+        })
+        .await;
+    let c = plane.api::<CrateCluster>().get("cs").await.unwrap();
+    let op = c.status.unwrap().common.last_operation.unwrap();
+    assert_eq!(
+        (op.kind, op.phase),
+        (OperationKind::Scale, OperationPhase::Failed),
+        "{op:?}"
+    );
+    let pods = plane
+        .api::<k8s_openapi::api::core::v1::Pod>()
+        .list(&ListParams::default().labels("steward.dev/node-set=hot"))
+        .await
+        .unwrap();
+    assert_eq!(pods.items.len(), 2, "nothing was removed");
     let hot = plane
         .api::<StatefulSet>()
         .get("crate-data-hot-cs")

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::e2e::{Plane, connect, pod_ip, secret_value, true_condition};
+use common::e2e::{Plane, connect, pod_ip, secret_value, true_condition, with_webhooks};
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use kube::ResourceExt;
 use kube::api::{ListParams, Patch, PatchParams};
@@ -1460,23 +1460,6 @@ async fn with_stanza(plane: &Plane, cluster: &str) {
                 .is_some_and(|b| b.stanza.is_some())
         })
         .await;
-}
-
-/// A plane whose operator sends webhooks to `url` (user `steward`, password `hook-pass`).
-async fn with_webhooks(url: &str) -> Plane {
-    Plane::start_with_flags(
-        [
-            "--webhook-url",
-            url,
-            "--webhook-username",
-            "steward",
-            "--webhook-password",
-            "hook-pass",
-        ]
-        .map(str::to_owned)
-        .to_vec(),
-    )
-    .await
 }
 
 /// Ends the primary's WAL segment and waits until it is archived.

@@ -549,3 +549,20 @@ pub async fn connect(
     });
     Ok(client)
 }
+
+/// A plane whose operator POSTs webhooks to `url` as `steward` / `hook-pass`.
+pub async fn with_webhooks(url: &str) -> Plane {
+    Plane::start_with_flags(
+        [
+            "--webhook-url",
+            url,
+            "--webhook-username",
+            "steward",
+            "--webhook-password",
+            "hook-pass",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    )
+    .await
+}
