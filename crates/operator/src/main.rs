@@ -59,8 +59,9 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    // The client commands (boxed: their flags make them the largest variant).
     #[command(flatten)]
-    Client(steward_operator::cli::ClientCommand),
+    Client(Box<steward_operator::cli::ClientCommand>),
 }
 
 /// `steward node` flags.
@@ -189,7 +190,7 @@ async fn async_main() -> ExitCode {
             clap_complete::generate(shell, &mut Cli::command(), "steward", &mut script);
             write_stdout(&String::from_utf8_lossy(&script))
         }
-        Command::Client(command) => run_client(command).await,
+        Command::Client(command) => run_client(*command).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -43,6 +43,16 @@ async fn schemathesis_finds_no_server_error_and_no_answer_outside_the_openapi_do
         steward_api::postgres::PostgresClusterSpec::new(2, "15"),
     );
     pgs.create(&Default::default(), &demo).await.unwrap();
+    // A CrateDB cluster of the same name: the engine enum's `cratedb` reaches a real one too.
+    let crates: kube::Api<steward_api::cratedb::CrateCluster> =
+        kube::Api::namespaced(plane.client.clone(), "team");
+    let spec: steward_api::cratedb::CrateClusterSpec = serde_json::from_value(serde_json::json!({
+        "cluster": {"name": "demo", "version": "4.8.4"},
+        "nodes": {"master": {"replicas": 3}, "data": [{"name": "hot", "replicas": 1}]},
+    }))
+    .unwrap();
+    let demo = steward_api::cratedb::CrateCluster::new("demo", spec);
+    crates.create(&Default::default(), &demo).await.unwrap();
     let password = "fuzz-Admin-Password-9";
     let data = BTreeMap::from([
         ("username".to_owned(), b"admin".to_vec()),

@@ -4,6 +4,9 @@
 //! with progress, scale, query the fail-over candidates and fail over to a named replica,
 //! create a database user and log in to PostgreSQL with it (`psql`), rotate its password, show
 //! status as JSON, delete a cluster — and no password in any output or in the plane's log.
+//! A second plane runs a small CrateDB cluster (stand-in Pods: `cargo build -p
+//! steward-cratedb-standin` first) through the CLI: create with a license, show, scale the
+//! data set 1→2 and restart with `--wait`, fail-over refused, delete.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -271,4 +274,144 @@ fn the_cli_creates_waits_scales_fails_over_and_manages_a_user_on_the_dev_plane()
         log.contains("steward::audit"),
         "mutating calls are audited in the log"
     );
+}
+
+/// `steward dev up` in a temporary directory; the guard that takes it down, the state directory.
+fn dev_up(dir: &Path) -> (Down, std::path::PathBuf) {
+    let state = dir.join("dev");
+    let state_arg = state.to_str().unwrap().to_owned();
+    let down = Down(state_arg.clone());
+    let up = Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(["dev", "up", "--state-dir", &state_arg])
+        .output()
+        .unwrap();
+    assert!(up.status.success(), "{}", text(&up));
+    (down, state)
+}
+
+#[test]
+fn the_cli_creates_scales_a_node_set_and_restarts_a_cratedb_cluster() {
+    let standin = Path::new(env!("CARGO_BIN_EXE_steward")).with_file_name("cratedb-standin");
+    assert!(
+        standin.exists(),
+        "{} is missing: cargo build -p steward-cratedb-standin",
+        standin.display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (_down, state) = dev_up(dir.path());
+    let config = state.join("cli.yaml");
+    let cwd = dir.path();
+    let run = |args: &[&str]| -> String {
+        let out = steward(&config, cwd, args, None);
+        assert!(
+            out.status.success(),
+            "steward {args:?} failed:\n{}",
+            text(&out)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let json =
+        |s: String| -> Value { serde_json::from_str(&s).unwrap_or_else(|e| panic!("{e}: {s}")) };
+    // 4 nodes: over the 3 CrateDB 4.x allows without a license (the stand-in's key format).
+    kubectl(
+        &state.join("kubeconfig"),
+        &[
+            "create",
+            "secret",
+            "generic",
+            "cc-license",
+            "--from-literal=license=standin:e2e:16",
+        ],
+    );
+    // 3 masters and the data set "hot" of 1; the health gate shortened for the test.
+    let created = run(&[
+        "create",
+        "cluster",
+        "cc",
+        "--engine",
+        "cratedb",
+        "--replicas",
+        "1",
+        "--node-set",
+        "hot",
+        "--storage",
+        "1Gi",
+        "--set-string",
+        "cluster.license.secretKeyRef.name=cc-license",
+        "--set-string",
+        "cluster.license.secretKeyRef.key=license",
+        "--set",
+        "restart.greenReadings=1",
+        "--set",
+        "restart.greenIntervalSeconds=1",
+        "--wait",
+    ]);
+    assert!(created.contains("NODE SET"), "{created}");
+    let table = run(&["show", "cluster", "cc"]);
+    assert!(
+        table.contains("Engine:") && table.contains("cratedb") && table.contains("4/4 ready"),
+        "{table}"
+    );
+    let list = run(&["show", "cluster"]);
+    assert!(list.contains("cratedb") && list.contains("cc"), "{list}");
+    let cc = json(run(&["show", "cluster", "cc", "-o", "json"]));
+    assert_eq!(cc["status"]["readyNodes"], 4, "{cc}");
+    assert_eq!(cc["status"]["health"], "GREEN", "{cc}");
+
+    // Scale needs the node set; then the data set grows 1 -> 2.
+    let out = steward(&config, cwd, &["scale", "cc", "--replicas", "2"], None);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("master, hot"), "{}", text(&out));
+    run(&[
+        "scale",
+        "cc",
+        "--replicas",
+        "2",
+        "--node-set",
+        "hot",
+        "--wait",
+    ]);
+    let cc = json(run(&["show", "cluster", "cc", "-o", "json"]));
+    let hot = cc["status"]["nodeSets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "hot")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (hot["replicas"].as_i64(), hot["ready"].as_i64()),
+        (Some(2), Some(2)),
+        "{cc}"
+    );
+    assert_eq!(cc["status"]["readyNodes"], 5, "{cc}");
+
+    // A rolling restart, waited for: every node restarted, the annotation rolled out.
+    run(&["restart", "cc", "--wait"]);
+    let cc = json(run(&["show", "cluster", "cc", "-o", "json"]));
+    let last = &cc["status"]["lastOperation"];
+    assert_eq!(
+        (last["kind"].as_str(), last["phase"].as_str()),
+        (Some("Restart"), Some("Succeeded")),
+        "{cc}"
+    );
+    assert_eq!(
+        cc["status"]["restartedAt"],
+        cc["spec"]["podTemplate"]["annotations"]["steward.dev/restarted-at"],
+        "{cc}"
+    );
+    assert_eq!(cc["status"]["readyNodes"], 5, "{cc}");
+
+    // Fail-over does not apply to CrateDB.
+    let out = steward(&config, cwd, &["failover", "cc"], None);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("CrateDB has no primary"),
+        "{}",
+        text(&out)
+    );
+
+    run(&["delete", "cluster", "cc", "--wait"]);
+    let list = run(&["show", "cluster"]);
+    assert!(!list.contains("cc"), "{list}");
 }

@@ -2,6 +2,7 @@
 //! actions — scale, restart, fail-over. Every write is one Kubernetes API call on the
 //! engine's custom resource (the operator's controllers do the work), so the API needs no
 //! leader and its answers are what the Kubernetes API said, validation errors included.
+//! CrateDB's node sets (create, scale, update) are handled in `cratedb.rs`.
 
 use std::sync::Arc;
 
@@ -12,9 +13,11 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use steward_api::cratedb::CrateCluster;
 use steward_api::etcd::{EtcdCluster, EtcdClusterSpec};
 use steward_api::postgres::{PostgresCluster, PostgresClusterSpec};
 
+use super::cratedb;
 use super::server::{ApiError, ApiJson, ApiState, Caller};
 use crate::clock::format_time;
 
@@ -30,7 +33,12 @@ pub enum Engine {
     Etcd,
     /// `PostgresCluster`.
     Postgres,
+    /// `CrateCluster`.
+    Cratedb,
 }
+
+/// The engines' names, for messages.
+pub const ENGINES: &str = "etcd, postgres or cratedb";
 
 impl Engine {
     /// The engine named in a path or body.
@@ -38,9 +46,10 @@ impl Engine {
         match name {
             "etcd" => Ok(Self::Etcd),
             "postgres" => Ok(Self::Postgres),
+            "cratedb" => Ok(Self::Cratedb),
             other => Err(ApiError::new(
                 StatusCode::NOT_FOUND,
-                format!("unknown engine {other:?}: etcd or postgres"),
+                format!("unknown engine {other:?}: {ENGINES}"),
             )),
         }
     }
@@ -50,14 +59,16 @@ impl Engine {
         match self {
             Self::Etcd => "etcd",
             Self::Postgres => "postgres",
+            Self::Cratedb => "cratedb",
         }
     }
 
-    /// The spec field that holds the size.
-    fn size_field(self) -> &'static str {
+    /// The spec field that holds the size (a CrateDB cluster has one per node set).
+    fn size_field(self) -> Option<&'static str> {
         match self {
-            Self::Etcd => "replicas",
-            Self::Postgres => "instances",
+            Self::Etcd => Some("replicas"),
+            Self::Postgres => Some("instances"),
+            Self::Cratedb => None,
         }
     }
 
@@ -65,6 +76,7 @@ impl Engine {
         match self {
             Self::Etcd => "EtcdCluster",
             Self::Postgres => "PostgresCluster",
+            Self::Cratedb => "CrateCluster",
         }
     }
 }
@@ -123,6 +135,7 @@ pub async fn clusters_in(
     let lp = ListParams::default();
     let etcd: Api<EtcdCluster> = apis(client, namespace);
     let postgres: Api<PostgresCluster> = apis(client, namespace);
+    let crates: Api<CrateCluster> = apis(client, namespace);
     let mut out: Vec<ClusterSummary> = etcd
         .list(&lp)
         .await
@@ -139,6 +152,15 @@ pub async fn clusters_in(
             .items
             .iter()
             .map(|c| summary(Engine::Postgres, c, c.status.as_ref().map(|s| &s.common))),
+    );
+    out.extend(
+        crates
+            .list(&lp)
+            .await
+            .map_err(|e| ApiError::kube("list CrateClusters", &e))?
+            .items
+            .iter()
+            .map(|c| summary(Engine::Cratedb, c, c.status.as_ref().map(|s| &s.common))),
     );
     out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     Ok(out)
@@ -180,7 +202,7 @@ pub async fn list_namespace(
 /// One cluster.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct ClusterDetail {
-    /// `etcd` or `postgres`.
+    /// `etcd`, `postgres` or `cratedb`.
     engine: String,
     /// Its namespace.
     namespace: String,
@@ -238,6 +260,10 @@ pub async fn get_detail(
             let c = postgres(client, namespace, name).await?;
             detail(engine, &c, &c.spec, c.status.as_ref())
         }
+        Engine::Cratedb => {
+            let c = cratedb::get(client, namespace, name).await?;
+            detail(engine, &c, &c.spec, c.status.as_ref())
+        }
     })
 }
 
@@ -258,7 +284,7 @@ pub async fn postgres(
 #[utoipa::path(get, path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}",
     tag = "clusters",
     params(("namespace" = String, Path, description = "The namespace"),
-        ("engine" = String, Path, description = "`etcd` or `postgres`"),
+        ("engine" = String, Path, description = "`etcd`, `postgres` or `cratedb`"),
         ("name" = String, Path, description = "The cluster")),
     responses((status = 200, body = ClusterDetail), (status = 401, body = super::server::ErrorBody),
         (status = 403, body = super::server::ErrorBody), (status = 404, body = super::server::ErrorBody)))]
@@ -276,18 +302,22 @@ pub async fn show(
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateCluster {
-    /// `etcd` or `postgres`.
+    /// `etcd`, `postgres` or `cratedb`.
     engine: String,
-    /// The cluster's name.
+    /// The cluster's name (for CrateDB also `spec.cluster.name`).
     name: String,
-    /// PostgreSQL instances or etcd members.
+    /// PostgreSQL instances, etcd members, or the nodes of a CrateDB cluster's data set (it
+    /// also gets 3 masters).
     instances: i32,
-    /// The version; default PostgreSQL `15`, etcd `3.4.23`.
+    /// The version; default PostgreSQL `15`, etcd `3.4.23`, CrateDB `4.8.4`.
     #[serde(default)]
     version: Option<String>,
-    /// Each member's volume size, e.g. `1Gi`.
+    /// Each member's volume size, e.g. `1Gi` (CrateDB: each data node's disk).
     #[serde(default)]
     storage: Option<String>,
+    /// CrateDB only: the data set's name (default `data`).
+    #[serde(default)]
+    node_set: Option<String>,
     /// More spec fields of the engine's resource (as in its YAML), merged over the above.
     #[serde(default)]
     #[schema(value_type = Object)]
@@ -325,10 +355,26 @@ fn spec_of(request: &CreateCluster, engine: Engine) -> Result<Value, ApiError> {
             request.instances,
             request.version.clone().unwrap_or_else(|| "15".into()),
         )),
+        Engine::Cratedb => Ok(cratedb::create_spec(&cratedb::CreateRequest {
+            name: &request.name,
+            replicas: request.instances,
+            version: request.version.as_deref(),
+            storage: request.storage.as_deref(),
+            node_set: request.node_set.as_deref(),
+            extra: request.spec.as_ref(),
+        })?),
     }
     .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    if let Some(size) = &request.storage {
-        merge(&mut spec, &json!({"storage": {"size": size}}));
+    if engine != Engine::Cratedb {
+        if request.node_set.is_some() {
+            return Err(bad_request(format!(
+                "nodeSet is for cratedb clusters: a {} cluster has one size (instances)",
+                engine.as_str()
+            )));
+        }
+        if let Some(size) = &request.storage {
+            merge(&mut spec, &json!({"storage": {"size": size}}));
+        }
     }
     if let Some(extra) = &request.spec {
         if !extra.is_object() {
@@ -351,12 +397,8 @@ pub async fn create(
     Path(namespace): Path<String>,
     ApiJson(request): ApiJson<CreateCluster>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let engine = Engine::parse(&request.engine).map_err(|_| {
-        bad_request(format!(
-            "unknown engine {:?}: etcd or postgres",
-            request.engine
-        ))
-    })?;
+    let engine = Engine::parse(&request.engine)
+        .map_err(|_| bad_request(format!("unknown engine {:?}: {ENGINES}", request.engine)))?;
     let spec = spec_of(&request, engine)?;
     let invalid = |e: serde_json::Error| bad_request(format!("spec: {e}"));
     let pp = PostParams::default();
@@ -383,6 +425,18 @@ pub async fn create(
                 .create(&pp, &c)
                 .await
                 .map_err(|e| ApiError::kube("create PostgresCluster", &e))?;
+            detail(engine, &made, &made.spec, made.status.as_ref())
+        }
+        Engine::Cratedb => {
+            let mut c = CrateCluster::new(
+                &request.name,
+                serde_json::from_value(spec).map_err(invalid)?,
+            );
+            c.metadata.namespace = Some(namespace.clone());
+            let made = Api::<CrateCluster>::namespaced(state.client.clone(), &namespace)
+                .create(&pp, &c)
+                .await
+                .map_err(|e| ApiError::kube("create CrateCluster", &e))?;
             detail(engine, &made, &made.spec, made.status.as_ref())
         }
     };
@@ -428,6 +482,13 @@ async fn patch_spec(
                 .map_err(missing)?;
             detail(engine, &c, &c.spec, c.status.as_ref())
         }
+        Engine::Cratedb => {
+            let c = Api::<CrateCluster>::namespaced(client.clone(), namespace)
+                .patch(name, &pp, &patch)
+                .await
+                .map_err(missing)?;
+            detail(engine, &c, &c.spec, c.status.as_ref())
+        }
     })
 }
 
@@ -435,7 +496,7 @@ async fn patch_spec(
 #[utoipa::path(patch, path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}",
     tag = "clusters",
     params(("namespace" = String, Path, description = "The namespace"),
-        ("engine" = String, Path, description = "`etcd` or `postgres`"),
+        ("engine" = String, Path, description = "`etcd`, `postgres` or `cratedb`"),
         ("name" = String, Path, description = "The cluster")),
     request_body = UpdateCluster,
     responses((status = 200, body = ClusterDetail), (status = 400, body = super::server::ErrorBody),
@@ -450,11 +511,17 @@ pub async fn update(
     let Some(fields) = request.spec.as_object() else {
         return Err(bad_request("spec must be an object (a JSON merge patch)"));
     };
-    if fields.contains_key(engine.size_field()) {
-        return Err(bad_request(format!(
-            "spec.{} is changed with POST …/{name}/scale (permission ScaleCluster)",
-            engine.size_field()
-        )));
+    match engine.size_field() {
+        Some(size) if fields.contains_key(size) => {
+            return Err(bad_request(format!(
+                "spec.{size} is changed with POST …/{name}/scale (permission ScaleCluster)"
+            )));
+        }
+        Some(_) => {}
+        None => {
+            let current = cratedb::get(&state.client, &namespace, &name).await?;
+            cratedb::check_update(&current.spec, &request.spec)?;
+        }
     }
     Ok(Json(
         patch_spec(&state.client, engine, &namespace, &name, &request.spec).await?,
@@ -503,7 +570,7 @@ fn accepted(
 #[utoipa::path(delete, path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}",
     tag = "clusters",
     params(("namespace" = String, Path, description = "The namespace"),
-        ("engine" = String, Path, description = "`etcd` or `postgres`"),
+        ("engine" = String, Path, description = "`etcd`, `postgres` or `cratedb`"),
         ("name" = String, Path, description = "The cluster")),
     responses((status = 202, body = Accepted), (status = 401, body = super::server::ErrorBody),
         (status = 403, body = super::server::ErrorBody), (status = 404, body = super::server::ErrorBody)))]
@@ -531,6 +598,12 @@ pub async fn delete(
                 .await
                 .map_err(missing)?;
         }
+        Engine::Cratedb => {
+            Api::<CrateCluster>::namespaced(state.client.clone(), &namespace)
+                .delete(&name, &dp)
+                .await
+                .map_err(missing)?;
+        }
     }
     let d = json!({"engine": engine.as_str(), "namespace": namespace, "name": name, "generation": null});
     Ok(accepted(
@@ -543,31 +616,54 @@ pub async fn delete(
 
 /// `POST …/scale`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ScaleRequest {
-    /// The new number of instances (PostgreSQL) or members (etcd).
+    /// The new number of instances (PostgreSQL), members (etcd) or nodes of the node set
+    /// (CrateDB); `replicas` is accepted for it too.
+    #[serde(alias = "replicas")]
     instances: i32,
+    /// CrateDB only, and needed there: the node set to scale, `master` (at least 3) or a data
+    /// set's name.
+    #[serde(default)]
+    node_set: Option<String>,
 }
 
 /// Scales a cluster: the operator adds or removes members one at a time, safely.
 #[utoipa::path(post, path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/scale",
     tag = "actions",
     params(("namespace" = String, Path, description = "The namespace"),
-        ("engine" = String, Path, description = "`etcd` or `postgres`"),
+        ("engine" = String, Path, description = "`etcd`, `postgres` or `cratedb`"),
         ("name" = String, Path, description = "The cluster")),
     request_body = ScaleRequest,
     responses((status = 202, body = Accepted), (status = 400, body = super::server::ErrorBody),
         (status = 401, body = super::server::ErrorBody), (status = 403, body = super::server::ErrorBody),
-        (status = 404, body = super::server::ErrorBody), (status = 422, body = super::server::ErrorBody)))]
+        (status = 404, body = super::server::ErrorBody), (status = 409, body = super::server::ErrorBody),
+        (status = 422, body = super::server::ErrorBody)))]
 pub async fn scale(
     State(state): State<Arc<ApiState>>,
     Path((namespace, engine, name)): Path<(String, String, String)>,
     ApiJson(request): ApiJson<ScaleRequest>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let engine = Engine::parse(&engine)?;
-    let spec = json!({engine.size_field(): request.instances});
+    let replicas = request.instances;
+    let Some(size) = engine.size_field() else {
+        let mut c = cratedb::get(&state.client, &namespace, &name).await?;
+        let set = request.node_set.as_deref();
+        cratedb::scale_spec(&mut c.spec, &name, set, replicas)?;
+        let c = cratedb::replace(&state.client, c).await?;
+        let d = detail(engine, &c, &c.spec, c.status.as_ref());
+        let message = format!("scaling node set {} to {replicas}", set.unwrap_or_default());
+        return Ok(accepted(&d, "scale", None, message));
+    };
+    if request.node_set.is_some() {
+        return Err(bad_request(format!(
+            "nodeSet is for cratedb clusters: a {} cluster has one size",
+            engine.as_str()
+        )));
+    }
+    let spec = json!({size: replicas});
     let d = patch_spec(&state.client, engine, &namespace, &name, &spec).await?;
-    let message = format!("scaling to {}", request.instances);
+    let message = format!("scaling to {replicas}");
     Ok(accepted(&d, "scale", None, message))
 }
 
@@ -575,7 +671,7 @@ pub async fn scale(
 #[utoipa::path(post, path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/restart",
     tag = "actions",
     params(("namespace" = String, Path, description = "The namespace"),
-        ("engine" = String, Path, description = "`etcd` or `postgres`"),
+        ("engine" = String, Path, description = "`etcd`, `postgres` or `cratedb`"),
         ("name" = String, Path, description = "The cluster")),
     responses((status = 202, body = Accepted), (status = 401, body = super::server::ErrorBody),
         (status = 403, body = super::server::ErrorBody), (status = 404, body = super::server::ErrorBody)))]
@@ -621,6 +717,9 @@ fn postgres_only(engine: Engine, what: &str) -> Result<(), ApiError> {
         Engine::Etcd => Err(bad_request(format!(
             "{what} is for PostgreSQL clusters: etcd elects its leader itself"
         ))),
+        Engine::Cratedb => Err(bad_request(format!(
+            "{what} is for PostgreSQL clusters: CrateDB has no primary (every node takes reads and writes, and the masters elect the cluster's master themselves)"
+        ))),
     }
 }
 
@@ -628,7 +727,7 @@ fn postgres_only(engine: Engine, what: &str) -> Result<(), ApiError> {
 #[utoipa::path(get, path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/failover",
     tag = "actions",
     params(("namespace" = String, Path, description = "The namespace"),
-        ("engine" = String, Path, description = "`postgres`"),
+        ("engine" = String, Path, description = "`postgres` (`etcd` and `cratedb`: 400)"),
         ("name" = String, Path, description = "The cluster")),
     responses((status = 200, body = Candidates), (status = 400, body = super::server::ErrorBody),
         (status = 401, body = super::server::ErrorBody), (status = 403, body = super::server::ErrorBody),
@@ -672,7 +771,7 @@ pub struct FailoverRequest {
 #[utoipa::path(post, path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/failover",
     tag = "actions",
     params(("namespace" = String, Path, description = "The namespace"),
-        ("engine" = String, Path, description = "`postgres`"),
+        ("engine" = String, Path, description = "`postgres` (`etcd` and `cratedb`: 400)"),
         ("name" = String, Path, description = "The cluster")),
     request_body = FailoverRequest,
     responses((status = 202, body = Accepted), (status = 400, body = super::server::ErrorBody),

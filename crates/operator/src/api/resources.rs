@@ -2,7 +2,8 @@
 //! labelled Secrets and `spec.users`), backups (`PostgresBackup`), restores
 //! (`PostgresRestore`), schedules (`Schedule`) and SQL policies (`PostgresPolicy`). Each is
 //! one or two Kubernetes API calls; the controllers do the work. Passwords go into Secrets and
-//! never into an answer.
+//! never into an answer. CrateDB clusters have users (`spec.users`, in `cratedb.rs`) but no
+//! backups, restores, schedules or policies: those answer `400` saying so.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,6 +26,7 @@ use steward_api::postgres::{PostgresCluster, PostgresUser, SecretKeyRef, UserOpt
 use steward_api::schedule::Schedule;
 
 use super::clusters::{Engine, postgres};
+use super::cratedb;
 use super::server::{ApiError, ApiJson, ApiState};
 use crate::clock::format_time;
 use crate::postgres::build::secrets::generate_password;
@@ -42,6 +44,23 @@ fn postgres_engine(engine: &str, what: &str) -> Result<(), ApiError> {
         Engine::Etcd => Err(bad_request(format!(
             "{what} are for PostgreSQL clusters: Steward's etcd clusters have none"
         ))),
+        Engine::Cratedb => Err(not_for_cratedb(what)),
+    }
+}
+
+fn not_for_cratedb(what: &str) -> ApiError {
+    bad_request(format!(
+        "{what} are not supported for cratedb clusters: Steward has them for PostgreSQL clusters only"
+    ))
+}
+
+/// Whether the users routes serve `engine`: PostgreSQL's or CrateDB's, never etcd's.
+fn users_engine(engine: &str) -> Result<Engine, ApiError> {
+    match Engine::parse(engine)? {
+        Engine::Etcd => Err(bad_request(
+            "users are for PostgreSQL and CrateDB clusters: Steward's etcd clusters have none",
+        )),
+        other => Ok(other),
     }
 }
 
@@ -50,6 +69,7 @@ fn postgres_engine(engine: &str, what: &str) -> Result<(), ApiError> {
 #[serde(rename_all = "camelCase")]
 pub struct UserInfo {
     name: String,
+    /// Databases it owns (PostgreSQL; always empty for CrateDB).
     databases: Vec<String>,
     superuser: bool,
     createdb: bool,
@@ -59,6 +79,9 @@ pub struct UserInfo {
     secret_key: String,
     /// Whether the operator has applied the current password (`status.users`).
     ready: Option<bool>,
+    /// CrateDB: `ALL` (every CrateDB user gets them); absent for PostgreSQL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    privileges: Option<String>,
 }
 
 fn user_info(cluster: &PostgresCluster, u: &PostgresUser) -> UserInfo {
@@ -75,6 +98,7 @@ fn user_info(cluster: &PostgresCluster, u: &PostgresUser) -> UserInfo {
         secret: u.password_secret.name.clone(),
         secret_key: u.password_secret.key.clone(),
         ready,
+        privileges: None,
     }
 }
 
@@ -88,7 +112,7 @@ pub struct UserList {
 #[utoipa::path(get, path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/users",
     tag = "users",
     params(("namespace" = String, Path, description = "The namespace"),
-        ("engine" = String, Path, description = "`postgres`"),
+        ("engine" = String, Path, description = "`postgres` or `cratedb` (`etcd`: 400)"),
         ("name" = String, Path, description = "The cluster")),
     responses((status = 200, body = UserList), (status = 400, body = super::server::ErrorBody),
         (status = 401, body = super::server::ErrorBody), (status = 403, body = super::server::ErrorBody),
@@ -97,7 +121,16 @@ pub async fn list_users(
     State(state): State<Arc<ApiState>>,
     Path((namespace, engine, name)): Path<(String, String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    postgres_engine(&engine, "users")?;
+    if users_engine(&engine)? == Engine::Cratedb {
+        let c = cratedb::get(&state.client, &namespace, &name).await?;
+        let users: Vec<Value> = c
+            .spec
+            .users
+            .iter()
+            .map(|u| cratedb::user_info(&c, u))
+            .collect();
+        return Ok(Json(json!({"users": users})));
+    }
     let c = postgres(&state.client, &namespace, &name).await?;
     let users: Vec<UserInfo> = c.spec.users.iter().map(|u| user_info(&c, u)).collect();
     Ok(Json(json!({"users": users})))
@@ -129,9 +162,9 @@ impl CreateUser {
     }
 }
 
-/// (pure) The Secret name for a user of a cluster (DNS-1123: `_` becomes `-`).
+/// (pure) The Secret name for a user of a cluster (DNS-1123: `_` becomes `-`, lower case).
 fn secret_name(cluster: &str, user: &str) -> String {
-    format!("{cluster}-user-{}", user.replace('_', "-"))
+    format!("{cluster}-user-{}", user.replace('_', "-").to_lowercase())
 }
 
 fn password_secret(namespace: &str, name: &str, key: &str, password: &str) -> Secret {
@@ -183,7 +216,7 @@ async fn replace_users(
 #[utoipa::path(post, path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/users",
     tag = "users",
     params(("namespace" = String, Path, description = "The namespace"),
-        ("engine" = String, Path, description = "`postgres`"),
+        ("engine" = String, Path, description = "`postgres` or `cratedb` (`etcd`: 400)"),
         ("name" = String, Path, description = "The cluster")),
     request_body = CreateUser,
     responses((status = 201, body = UserInfo), (status = 400, body = super::server::ErrorBody),
@@ -194,7 +227,9 @@ pub async fn create_user(
     Path((namespace, engine, name)): Path<(String, String, String)>,
     ApiJson(request): ApiJson<CreateUser>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    postgres_engine(&engine, "users")?;
+    if users_engine(&engine)? == Engine::Cratedb {
+        return create_crate_user(&state.client, &namespace, &name, &request).await;
+    }
     if !valid_role_name(&request.name) {
         return Err(bad_request(format!(
             "{} is not a valid role name: lower case letters, digits and _, starting with a letter or _",
@@ -243,6 +278,41 @@ pub async fn create_user(
     }
 }
 
+/// `POST …/users` on a CrateDB cluster: its password Secret, then the `spec.users` entry; the
+/// operator creates the user (`ALL` privileges) over the PostgreSQL protocol.
+async fn create_crate_user(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    request: &CreateUser,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    cratedb::check_new_user(
+        &request.name,
+        &request.databases,
+        request.superuser,
+        request.createdb,
+    )?;
+    let cluster = cratedb::get(client, namespace, name).await?;
+    if cluster.spec.users.iter().any(|u| u.name == request.name) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("{name} already has a user {}", request.name),
+        ));
+    }
+    let secret = secret_name(name, &request.name);
+    let password = request.password.clone().unwrap_or_else(generate_password);
+    Api::<Secret>::namespaced(client.clone(), namespace)
+        .create(
+            &PostParams::default(),
+            &password_secret(namespace, &secret, "password", &password),
+        )
+        .await
+        .map_err(|e| ApiError::kube(&format!("create Secret {secret}"), &e))?;
+    let user = cratedb::new_user(&request.name, &secret);
+    let info = cratedb::add_user(client, cluster, user, &secret).await?;
+    Ok((StatusCode::CREATED, Json(info)))
+}
+
 /// `PUT …/users/{user}/password`.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -258,7 +328,7 @@ pub struct RotatePassword {
     path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/users/{user}/password",
     tag = "users",
     params(("namespace" = String, Path, description = "The namespace"),
-        ("engine" = String, Path, description = "`postgres`"),
+        ("engine" = String, Path, description = "`postgres` or `cratedb` (`etcd`: 400)"),
         ("name" = String, Path, description = "The cluster"),
         ("user" = String, Path, description = "The user")),
     request_body = RotatePassword,
@@ -270,7 +340,13 @@ pub async fn rotate_password(
     Path((namespace, engine, name, user)): Path<(String, String, String, String)>,
     ApiJson(request): ApiJson<RotatePassword>,
 ) -> Result<Json<Value>, ApiError> {
-    postgres_engine(&engine, "users")?;
+    if users_engine(&engine)? == Engine::Cratedb {
+        let cluster = cratedb::get(&state.client, &namespace, &name).await?;
+        let password = request.password.unwrap_or_else(generate_password);
+        return Ok(Json(
+            cratedb::rotate(&state.client, &cluster, &user, password).await?,
+        ));
+    }
     let cluster = postgres(&state.client, &namespace, &name).await?;
     let Some(entry) = cluster.spec.users.iter().find(|u| u.name == user) else {
         return Err(ApiError::new(
@@ -296,7 +372,7 @@ pub async fn rotate_password(
     path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/users/{user}",
     tag = "users",
     params(("namespace" = String, Path, description = "The namespace"),
-        ("engine" = String, Path, description = "`postgres`"),
+        ("engine" = String, Path, description = "`postgres` or `cratedb` (`etcd`: 400)"),
         ("name" = String, Path, description = "The cluster"),
         ("user" = String, Path, description = "The user")),
     responses((status = 200, body = Message), (status = 400, body = super::server::ErrorBody),
@@ -306,24 +382,38 @@ pub async fn delete_user(
     State(state): State<Arc<ApiState>>,
     Path((namespace, engine, name, user)): Path<(String, String, String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    postgres_engine(&engine, "users")?;
-    let cluster = postgres(&state.client, &namespace, &name).await?;
-    let Some(entry) = cluster.spec.users.iter().find(|u| u.name == user).cloned() else {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("{name} has no user {user}"),
-        ));
+    let (secret, note) = if users_engine(&engine)? == Engine::Cratedb {
+        let mut cluster = cratedb::get(&state.client, &namespace, &name).await?;
+        let Some(entry) = cluster.spec.users.iter().find(|u| u.name == user).cloned() else {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("{name} has no user {user}"),
+            ));
+        };
+        cluster.spec.users.retain(|u| u.name != user);
+        cratedb::replace(&state.client, cluster).await?;
+        let note = "; CrateDB keeps the user itself (Steward never drops users: applications may use them)";
+        (entry.password.secret_key_ref.name, note)
+    } else {
+        let cluster = postgres(&state.client, &namespace, &name).await?;
+        let Some(entry) = cluster.spec.users.iter().find(|u| u.name == user).cloned() else {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("{name} has no user {user}"),
+            ));
+        };
+        let users = cluster
+            .spec
+            .users
+            .iter()
+            .filter(|u| u.name != user)
+            .cloned()
+            .collect();
+        replace_users(&state.client, cluster, users).await?;
+        (entry.password_secret.name, "")
     };
-    let users = cluster
-        .spec
-        .users
-        .iter()
-        .filter(|u| u.name != user)
-        .cloned()
-        .collect();
-    replace_users(&state.client, cluster, users).await?;
     let secrets: Api<Secret> = Api::namespaced(state.client.clone(), &namespace);
-    let secret = &entry.password_secret.name;
+    let secret = &secret;
     let ours = secrets
         .get_opt(secret)
         .await
@@ -345,7 +435,7 @@ pub async fn delete_user(
         " (its Secret was not made by the API and is kept)"
     };
     Ok(Json(
-        json!({"message": format!("user {user} removed from {name}{kept}")}),
+        json!({"message": format!("user {user} removed from {name}{kept}{note}")}),
     ))
 }
 
@@ -399,7 +489,7 @@ pub struct BackupList {
 #[utoipa::path(get, path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/backups",
     tag = "backups",
     params(("namespace" = String, Path, description = "The namespace"),
-        ("engine" = String, Path, description = "`postgres`"),
+        ("engine" = String, Path, description = "`postgres` (`etcd` and `cratedb`: 400)"),
         ("name" = String, Path, description = "The cluster")),
     responses((status = 200, body = BackupList), (status = 400, body = super::server::ErrorBody),
         (status = 401, body = super::server::ErrorBody), (status = 403, body = super::server::ErrorBody)))]
@@ -441,7 +531,7 @@ fn stamped(cluster: &str, what: &str, now: &str) -> String {
 #[utoipa::path(post, path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/backups",
     tag = "backups",
     params(("namespace" = String, Path, description = "The namespace"),
-        ("engine" = String, Path, description = "`postgres`"),
+        ("engine" = String, Path, description = "`postgres` (`etcd` and `cratedb`: 400)"),
         ("name" = String, Path, description = "The cluster")),
     request_body = CreateBackup,
     responses((status = 202, body = BackupInfo), (status = 400, body = super::server::ErrorBody),
@@ -533,7 +623,7 @@ pub struct RestoreInfo {
 #[utoipa::path(post, path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/restore",
     tag = "backups",
     params(("namespace" = String, Path, description = "The namespace"),
-        ("engine" = String, Path, description = "`postgres`"),
+        ("engine" = String, Path, description = "`postgres` (`etcd` and `cratedb`: 400)"),
         ("name" = String, Path, description = "The cluster")),
     request_body = RestoreRequest,
     responses((status = 202, body = RestoreInfo), (status = 400, body = super::server::ErrorBody),
@@ -667,7 +757,44 @@ pub async fn create_schedule(
     Path(namespace): Path<String>,
     ApiJson(request): ApiJson<NamedSpec>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
+    if let Some(cluster) = request.spec.get("cluster").and_then(Value::as_str) {
+        refuse_cratedb_schedule(&state.client, &namespace, cluster).await?;
+    }
     create_named::<Schedule>(&state.client, &namespace, request).await
+}
+
+/// A `400` when a schedule's cluster is a CrateDB cluster (and no PostgreSQL cluster has the
+/// name): every schedule type (pgBackRest, policy, verify) is PostgreSQL's.
+async fn refuse_cratedb_schedule(
+    client: &Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<(), ApiError> {
+    let valid = !cluster.is_empty()
+        && cluster.len() <= 253
+        && cluster
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+    if !valid {
+        // Not a name: the API server's validation says what is wrong.
+        return Ok(());
+    }
+    let crate_cluster =
+        Api::<steward_api::cratedb::CrateCluster>::namespaced(client.clone(), namespace)
+            .get_opt(cluster)
+            .await
+            .map_err(|e| ApiError::kube("get CrateCluster", &e))?;
+    if crate_cluster.is_none() {
+        return Ok(());
+    }
+    let pg = Api::<PostgresCluster>::namespaced(client.clone(), namespace)
+        .get_opt(cluster)
+        .await
+        .map_err(|e| ApiError::kube("get PostgresCluster", &e))?;
+    match pg {
+        Some(_) => Ok(()),
+        None => Err(not_for_cratedb("schedules")),
+    }
 }
 
 async fn delete_named<K: Named>(

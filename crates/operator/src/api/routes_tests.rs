@@ -14,6 +14,7 @@ use base64::Engine as _;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use serde_json::{Value, json};
+use steward_api::cratedb::CrateCluster;
 use steward_api::pgbackrest::{PostgresBackup, PostgresRestore};
 use steward_api::postgres::PostgresCluster;
 use tower::ServiceExt;
@@ -450,4 +451,306 @@ async fn the_write_routes_create_scale_restart_fail_over_and_manage_users_backup
         !log.contains(password) && !log.contains(rotated),
         "a password reached the log"
     );
+}
+
+#[tokio::test]
+async fn cratedb_clusters_are_created_scaled_by_node_set_restarted_and_refuse_what_does_not_apply()
+{
+    let plane = crate::embedded::Embedded::start(&["team"]).await.unwrap();
+    let state = Arc::new(ApiState {
+        client: plane.client.clone(),
+        access: RwLock::new(AccessTable::new(vec![user("ann", "admin")], Vec::new())),
+        limiter: Mutex::new(LoginLimiter::default()),
+        tokens: TokenKey::new(&[3; 32]).unwrap(),
+        clock: Arc::new(ManualClock::new("2026-11-26T10:00:00Z".parse().unwrap())),
+    });
+    let app = router(state);
+    let base = "/api/v1/namespaces/team/clusters";
+    let crates: Api<CrateCluster> = Api::namespaced(plane.client.clone(), "team");
+    let message = |body: &Value| body["message"].as_str().unwrap_or_default().to_owned();
+
+    // Create: cluster name = resource name, the version, 3 masters and the request's data set;
+    // extra spec fields merged in.
+    let (status, body) = call(
+        &app,
+        "POST",
+        base,
+        Some(
+            json!({"engine": "cratedb", "name": "cc", "instances": 1, "nodeSet": "hot",
+            "storage": "2Gi",
+            "spec": {"cluster": {"license": {"secretKeyRef": {"name": "lic", "key": "license"}}}}}),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["engine"], "cratedb");
+    let c = crates.get("cc").await.unwrap();
+    assert_eq!(
+        (
+            c.spec.cluster.name.as_str(),
+            c.spec.cluster.version.as_str()
+        ),
+        ("cc", "4.8.4")
+    );
+    assert_eq!(c.spec.nodes.master.replicas, 3);
+    assert_eq!(
+        (
+            c.spec.nodes.data[0].name.as_str(),
+            c.spec.nodes.data[0].replicas,
+            c.spec.nodes.data[0].disk.size.as_str()
+        ),
+        ("hot", 1, "2Gi")
+    );
+    assert_eq!(c.spec.cluster.license.unwrap().secret_key_ref.name, "lic");
+    // What a create request cannot express is a 400 naming it.
+    let (status, body) = call(
+        &app,
+        "POST",
+        base,
+        Some(json!({"engine": "cratedb", "name": "m", "instances": 1, "nodeSet": "master"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, body) = call(
+        &app,
+        "POST",
+        base,
+        Some(json!({"engine": "postgres", "name": "p", "instances": 1, "nodeSet": "hot"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(message(&body).contains("nodeSet is for cratedb"), "{body}");
+    // The API server's schema still speaks (a version that is no x.y.z).
+    let (status, body) = call(
+        &app,
+        "POST",
+        base,
+        Some(json!({"engine": "cratedb", "name": "v", "instances": 1, "version": "latest"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+
+    // Listed and shown with the other engines.
+    let (status, body) = call(&app, "GET", base, None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["clusters"][0]["engine"], "cratedb", "{body}");
+    let (status, body) = call(&app, "GET", &format!("{base}/cratedb/cc"), None).await;
+    assert_eq!(
+        (status, body["spec"]["nodes"]["data"][0]["name"].clone()),
+        (StatusCode::OK, json!("hot"))
+    );
+
+    // Scale names the node set; without one (or an unknown one) the answer names the sets.
+    let (status, body) = call(
+        &app,
+        "POST",
+        &format!("{base}/cratedb/cc/scale"),
+        Some(json!({"replicas": 2})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(message(&body).contains("master, hot"), "{body}");
+    let (status, body) = call(
+        &app,
+        "POST",
+        &format!("{base}/cratedb/cc/scale"),
+        Some(json!({"replicas": 2, "nodeSet": "cold"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(message(&body).contains("master, hot"), "{body}");
+    let (status, body) = call(
+        &app,
+        "POST",
+        &format!("{base}/cratedb/cc/scale"),
+        Some(json!({"replicas": 2, "nodeSet": "master"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, body) = call(
+        &app,
+        "POST",
+        &format!("{base}/cratedb/cc/scale"),
+        Some(json!({"replicas": 2, "nodeSet": "hot"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(
+        (body["action"].as_str(), body["generation"].as_i64()),
+        (Some("scale"), Some(2))
+    );
+    let (status, body) = call(
+        &app,
+        "POST",
+        &format!("{base}/cratedb/cc/scale"),
+        Some(json!({"instances": 4, "nodeSet": "master"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let c = crates.get("cc").await.unwrap();
+    assert_eq!(
+        (c.spec.nodes.master.replicas, c.spec.nodes.data[0].replicas),
+        (4, 2)
+    );
+
+    // Update: a merge patch, but not of the node sets' sizes.
+    let (status, body) = call(
+        &app,
+        "PATCH",
+        &format!("{base}/cratedb/cc"),
+        Some(json!({"spec": {"restart": {"greenReadings": 1, "greenIntervalSeconds": 1}}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["spec"]["restart"]["greenReadings"], 1);
+    for patch in [
+        json!({"nodes": {"master": {"replicas": 5}}}),
+        json!({"nodes": {"data": [{"name": "hot", "replicas": 3}]}}),
+    ] {
+        let (status, body) = call(
+            &app,
+            "PATCH",
+            &format!("{base}/cratedb/cc"),
+            Some(json!({ "spec": patch })),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{patch}: {body}");
+        assert!(message(&body).contains("scale"), "{body}");
+    }
+
+    // Restart: the annotation, as for the other engines.
+    let (status, body) = call(&app, "POST", &format!("{base}/cratedb/cc/restart"), None).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(
+        crates
+            .get("cc")
+            .await
+            .unwrap()
+            .spec
+            .pod_template
+            .annotations[super::clusters::RESTARTED_AT],
+        "2026-11-26T10:00:00Z"
+    );
+
+    // Fail-over does not apply: a 400 saying why, for the candidates and the action.
+    for method in ["GET", "POST"] {
+        let (status, body) = call(
+            &app,
+            method,
+            &format!("{base}/cratedb/cc/failover"),
+            (method == "POST").then(|| json!({})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{method}: {body}");
+        assert!(message(&body).contains("CrateDB has no primary"), "{body}");
+    }
+
+    // Users: a Secret and a `spec.users` entry; no PostgreSQL options; rotation; deletion.
+    let (status, body) = call(
+        &app,
+        "POST",
+        &format!("{base}/cratedb/cc/users"),
+        Some(json!({"name": "app", "password": "Crate-Password-1"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(
+        (body["secret"].clone(), body["privileges"].clone()),
+        (json!("cc-user-app"), json!("ALL"))
+    );
+    let secrets: Api<Secret> = Api::namespaced(plane.client.clone(), "team");
+    let stored = |s: Secret| s.data.unwrap()["password"].0.clone();
+    assert_eq!(
+        stored(secrets.get("cc-user-app").await.unwrap()),
+        b"Crate-Password-1"
+    );
+    let c = crates.get("cc").await.unwrap();
+    assert_eq!(
+        (
+            c.spec.users[0].name.as_str(),
+            c.spec.users[0].password.secret_key_ref.name.as_str()
+        ),
+        ("app", "cc-user-app")
+    );
+    for bad in [
+        json!({"name": "app2", "databases": ["x"]}),
+        json!({"name": "app2", "superuser": true}),
+        json!({"name": "system"}),
+    ] {
+        let (status, body) =
+            call(&app, "POST", &format!("{base}/cratedb/cc/users"), Some(bad)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    }
+    let (status, _) = call(
+        &app,
+        "POST",
+        &format!("{base}/cratedb/cc/users"),
+        Some(json!({"name": "app"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let (status, body) = call(&app, "GET", &format!("{base}/cratedb/cc/users"), None).await;
+    assert_eq!(
+        (status, body["users"][0]["name"].clone()),
+        (StatusCode::OK, json!("app"))
+    );
+    let (status, body) = call(
+        &app,
+        "PUT",
+        &format!("{base}/cratedb/cc/users/app/password"),
+        Some(json!({"password": "Crate-Password-2"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        stored(secrets.get("cc-user-app").await.unwrap()),
+        b"Crate-Password-2"
+    );
+    let (status, body) = call(
+        &app,
+        "DELETE",
+        &format!("{base}/cratedb/cc/users/app"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(message(&body).contains("CrateDB keeps the user"), "{body}");
+    assert!(secrets.get_opt("cc-user-app").await.unwrap().is_none());
+    assert!(crates.get("cc").await.unwrap().spec.users.is_empty());
+
+    // Backups, restores and schedules: not supported, said plainly.
+    for (method, path, body) in [
+        ("GET", format!("{base}/cratedb/cc/backups"), None),
+        (
+            "POST",
+            format!("{base}/cratedb/cc/backups"),
+            Some(json!({})),
+        ),
+        (
+            "POST",
+            format!("{base}/cratedb/cc/restore"),
+            Some(json!({})),
+        ),
+        (
+            "POST",
+            "/api/v1/namespaces/team/schedules".to_owned(),
+            Some(
+                json!({"name": "nightly", "spec": {"cluster": "cc", "schedule": "0 0 1 * * *",
+                "type": "pgbackrest", "pgbackrest": {"type": "full"}}}),
+            ),
+        ),
+    ] {
+        let (status, answer) = call(&app, method, &path, body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{method} {path}: {answer}");
+        assert!(
+            message(&answer).contains("not supported for cratedb"),
+            "{answer}"
+        );
+    }
+
+    // Delete.
+    let (status, _) = call(&app, "DELETE", &format!("{base}/cratedb/cc"), None).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let (status, _) = call(&app, "DELETE", &format!("{base}/cratedb/cc"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
 }

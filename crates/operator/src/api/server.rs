@@ -493,7 +493,7 @@ fn path_parameter(name: &str) -> utoipa::openapi::RefOr<utoipa::openapi::schema:
     use utoipa::openapi::schema::{ObjectBuilder, Type};
     let builder = ObjectBuilder::new().schema_type(Type::String);
     let builder = match name {
-        "engine" => builder.enum_values(Some(["etcd", "postgres"])),
+        "engine" => builder.enum_values(Some(["etcd", "postgres", "cratedb"])),
         _ => {
             let example = match name {
                 "namespace" => "team",

@@ -69,6 +69,8 @@ pub enum Engine {
     Postgres,
     /// etcd (`EtcdCluster`).
     Etcd,
+    /// CrateDB (`CrateCluster`: masters and named data node sets).
+    Cratedb,
 }
 
 impl Engine {
@@ -76,6 +78,7 @@ impl Engine {
         match self {
             Self::Postgres => "postgres",
             Self::Etcd => "etcd",
+            Self::Cratedb => "cratedb",
         }
     }
 }
@@ -95,7 +98,8 @@ pub enum ClientCommand {
     /// Delete a cluster or a database user.
     #[command(subcommand)]
     Delete(DeleteCommand),
-    /// Change a cluster's number of instances (PostgreSQL) or members (etcd).
+    /// Change a cluster's number of instances (PostgreSQL), members (etcd) or the nodes of one
+    /// node set (CrateDB: --node-set).
     Scale(ScaleArgs),
     /// Restart a cluster's instances one at a time.
     Restart(RestartArgs),
@@ -116,7 +120,7 @@ pub enum ClientCommand {
 pub enum CreateCommand {
     /// Create a cluster.
     Cluster(CreateClusterArgs),
-    /// Create a database user (PostgreSQL).
+    /// Create a database user (PostgreSQL or CrateDB).
     User(CreateUserArgs),
 }
 
@@ -157,15 +161,26 @@ pub struct CreateClusterArgs {
     /// Engine.
     #[arg(long, value_enum)]
     pub engine: Engine,
-    /// Instances (PostgreSQL) or members (etcd).
-    #[arg(long, default_value_t = 1)]
+    /// Instances (PostgreSQL), members (etcd), or the data set's nodes (CrateDB, which also
+    /// gets 3 masters).
+    #[arg(long, visible_alias = "replicas", default_value_t = 1)]
     pub instances: u32,
-    /// Database version (default: the server's, PostgreSQL 15 or etcd 3.4.23).
+    /// Database version (default: the server's, PostgreSQL 15, etcd 3.4.23 or CrateDB 4.8.4).
     #[arg(long)]
     pub version: Option<String>,
-    /// Storage per instance, e.g. 1Gi.
+    /// Storage per instance, e.g. 1Gi (CrateDB: per data node).
     #[arg(long)]
     pub storage: Option<String>,
+    /// CrateDB: the data set's name (default: data).
+    #[arg(long, value_name = "NAME")]
+    pub node_set: Option<String>,
+    /// More spec fields, `path.to.field=value` (as `update cluster --set`), e.g.
+    /// `cluster.license.secretKeyRef.name=crate-license`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// `path.to.field=value`, the value always a string.
+    #[arg(long = "set-string", value_name = "KEY=VALUE")]
+    pub set_string: Vec<String>,
     #[command(flatten)]
     pub wait: WaitOpts,
     #[command(flatten)]
@@ -242,9 +257,12 @@ pub struct DeleteClusterArgs {
 pub struct ScaleArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    /// The new number of instances (members).
-    #[arg(long)]
+    /// The new number of instances (members; CrateDB: nodes of the node set).
+    #[arg(long, visible_alias = "replicas")]
     pub instances: u32,
+    /// CrateDB (needed there): the node set, `master` or a data set's name.
+    #[arg(long, value_name = "NAME")]
+    pub node_set: Option<String>,
     #[command(flatten)]
     pub wait: WaitOpts,
 }

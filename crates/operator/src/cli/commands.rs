@@ -173,7 +173,10 @@ pub async fn run(command: ClientCommand, env: &Env, cwd: &Path) -> Result<String
             s.render(&answer, Shape::Message)
         }
         ClientCommand::Scale(a) => {
-            let body = json!({ "instances": a.instances });
+            let mut body = json!({ "instances": a.instances });
+            if let Some(set) = &a.node_set {
+                body["nodeSet"] = json!(set);
+            }
             action(&a.cluster, "scale", body, None, &a.wait, env, cwd).await
         }
         ClientCommand::Restart(a) => {
@@ -209,6 +212,13 @@ async fn action(
 }
 
 async fn create_cluster(a: CreateClusterArgs, env: &Env, cwd: &Path) -> Result<String, CliError> {
+    let mut spec = Value::Object(Map::new());
+    for item in &a.set {
+        set_path(&mut spec, item, true)?;
+    }
+    for item in &a.set_string {
+        set_path(&mut spec, item, false)?;
+    }
     let s = Session::open(&a.opts, a.api_user.username.as_deref(), env, cwd)?;
     let mut body = json!({
         "engine": a.engine.as_str(),
@@ -220,6 +230,12 @@ async fn create_cluster(a: CreateClusterArgs, env: &Env, cwd: &Path) -> Result<S
     }
     if let Some(v) = &a.storage {
         body["storage"] = json!(v);
+    }
+    if let Some(v) = &a.node_set {
+        body["nodeSet"] = json!(v);
+    }
+    if !a.set.is_empty() || !a.set_string.is_empty() {
+        body["spec"] = spec;
     }
     let answer = s
         .client

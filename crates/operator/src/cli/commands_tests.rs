@@ -106,3 +106,57 @@ fn set_builds_a_merge_patch() {
     assert!(set_path(&mut patch, "novalue", true).is_err());
     assert!(set_path(&mut patch, "=1", true).is_err());
 }
+
+#[test]
+fn cratedb_commands_name_the_node_set_and_take_extra_spec_fields() {
+    let parse =
+        |args: &[&str]| Top::try_parse_from(std::iter::once("steward").chain(args.iter().copied()));
+    let top = parse(&[
+        "scale",
+        "cc",
+        "--replicas",
+        "2",
+        "--node-set",
+        "hot",
+        "--wait",
+    ])
+    .unwrap();
+    let ClientCommand::Scale(a) = top.command else {
+        panic!("not scale");
+    };
+    assert_eq!(
+        (a.instances, a.node_set.as_deref(), a.wait.wait),
+        (2, Some("hot"), true)
+    );
+    let top = parse(&[
+        "create",
+        "cluster",
+        "cc",
+        "--engine",
+        "cratedb",
+        "--replicas",
+        "1",
+        "--node-set",
+        "hot",
+        "--set-string",
+        "cluster.license.secretKeyRef.name=lic",
+        "--set",
+        "restart.greenReadings=1",
+    ])
+    .unwrap();
+    let ClientCommand::Create(CreateCommand::Cluster(a)) = top.command else {
+        panic!("not create cluster");
+    };
+    assert_eq!(
+        (a.engine, a.instances, a.node_set.as_deref()),
+        (Engine::Cratedb, 1, Some("hot"))
+    );
+    assert_eq!(
+        (a.set.as_slice(), a.set_string.as_slice()),
+        (
+            ["restart.greenReadings=1".to_owned()].as_slice(),
+            ["cluster.license.secretKeyRef.name=lic".to_owned()].as_slice()
+        )
+    );
+    assert!(parse(&["show", "cluster", "cc", "--engine", "cratedb"]).is_ok());
+}

@@ -170,6 +170,9 @@ fn backup_rows(backups: &[Value]) -> String {
 /// `Key: value` lines, then the members or instances as columns.
 fn cluster_detail(c: &Value) -> String {
     let engine = text(c, "/engine");
+    if engine == "cratedb" {
+        return crate_detail(c);
+    }
     let instances = if engine == "etcd" {
         text(c, "/spec/replicas")
     } else {
@@ -250,6 +253,75 @@ fn cluster_detail(c: &Value) -> String {
                 "",
             ));
         }
+    }
+    out
+}
+
+/// The generation line and the operation lines every engine's detail shows.
+fn progress_pairs(c: &Value) -> Vec<(&'static str, String)> {
+    let mut pairs = vec![(
+        "Generation",
+        format!(
+            "{} (observed {})",
+            text(c, "/generation"),
+            text(c, "/status/observedGeneration")
+        ),
+    )];
+    let operation = match c.pointer("/status/operation").filter(|o| !o.is_null()) {
+        Some(op) => describe_operation(op),
+        None => "-".to_string(),
+    };
+    pairs.push(("Operation", operation));
+    if let Some(last) = c.pointer("/status/lastOperation").filter(|o| !o.is_null()) {
+        pairs.push(("Last operation", describe_operation(last)));
+    }
+    pairs
+}
+
+/// A CrateDB cluster: nodes, health and the elected master, then its node sets as columns
+/// (wanted by the spec, the StatefulSet's replicas, ready).
+fn crate_detail(c: &Value) -> String {
+    let mut sets: Vec<(String, String)> = Vec::new();
+    if let Some(n) = c.pointer("/spec/nodes/master/replicas") {
+        sets.push(("master".into(), scalar(n)));
+    }
+    for d in items(c.pointer("/spec/nodes").unwrap_or(&Value::Null), "data") {
+        sets.push((text(&d, "/name"), text(&d, "/replicas")));
+    }
+    let wanted: i64 = sets.iter().filter_map(|(_, n)| n.parse::<i64>().ok()).sum();
+    let mut pairs = vec![
+        ("Name", text(c, "/name")),
+        ("Namespace", text(c, "/namespace")),
+        ("Engine", text(c, "/engine")),
+        ("Version", text(c, "/spec/cluster/version")),
+        (
+            "Nodes",
+            format!("{}/{wanted} ready", text(c, "/status/readyNodes")),
+        ),
+        ("Health", text(c, "/status/health")),
+        ("Master", text(c, "/status/masterNode")),
+        ("Available", condition(c, "Available")),
+    ];
+    pairs.extend(progress_pairs(c));
+    let mut out = key_values(&pairs);
+    let observed = items(c.get("status").unwrap_or(&Value::Null), "nodeSets");
+    let rows: Vec<Vec<String>> = sets
+        .into_iter()
+        .map(|(name, n)| {
+            let seen = observed
+                .iter()
+                .find(|s| s.get("name").and_then(Value::as_str) == Some(name.as_str()));
+            let field = |p: &str| seen.map(|s| text(s, p)).unwrap_or_else(|| "-".into());
+            vec![name.clone(), n, field("/replicas"), field("/ready")]
+        })
+        .collect();
+    if !rows.is_empty() {
+        out.push('\n');
+        out.push_str(&columns(
+            &["NODE SET", "WANTED", "REPLICAS", "READY"],
+            rows,
+            "",
+        ));
     }
     out
 }

@@ -116,3 +116,35 @@ fn candidates_users_backups_and_version() {
         "steward 0.1.0\n"
     );
 }
+
+#[test]
+fn a_cratedb_cluster_detail_shows_its_node_sets() {
+    let c = json!({
+        "engine": "cratedb", "namespace": "default", "name": "cc", "generation": 3,
+        "spec": {"cluster": {"name": "cc", "version": "4.8.4"},
+                 "nodes": {"master": {"replicas": 3}, "data": [{"name": "hot", "replicas": 2}]}},
+        "status": {
+            "observedGeneration": 3, "health": "GREEN", "masterNode": "crate-master-cc-0",
+            "readyNodes": 4,
+            "conditions": [{"type": "Available", "status": "True"}],
+            "nodeSets": [{"name": "master", "replicas": 3, "ready": 3},
+                         {"name": "hot", "replicas": 2, "ready": 1}],
+        },
+    });
+    let text = render(&c, Shape::ClusterDetail, Format::Table).unwrap();
+    for line in [
+        "Engine:     cratedb\n",
+        "Version:    4.8.4\n",
+        "Nodes:      4/5 ready\n",
+        "Health:     GREEN\n",
+        "Master:     crate-master-cc-0\n",
+        "Available:  True\n",
+        "Generation: 3 (observed 3)\n",
+        "Operation:  -\n",
+        "NODE SET   WANTED   REPLICAS   READY\n",
+        "master     3        3          3\n",
+        "hot        2        2          1\n",
+    ] {
+        assert!(text.contains(line), "{line:?} missing in:\n{text}");
+    }
+}

@@ -9,6 +9,13 @@
 //!
 //! A restore's answer names no generation: it is finished once an operation was seen running
 //! since the request and none runs any more, with `Available=True`.
+//!
+//! Every member the spec asks for must be ready too: `readyInstances` (PostgreSQL),
+//! `readyMembers` (etcd), and for a CrateDB cluster each node set of `spec.nodes` (`master`,
+//! then the data sets) with as many ready nodes as it asks for in `status.nodeSets`; a CrateDB
+//! cluster also has to be bootstrapped and run the spec's image (`status.image`) with the
+//! spec's restart annotation rolled out (`status.restartedAt`), which the engine records only
+//! once a rolling restart or upgrade is over.
 
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
@@ -147,6 +154,9 @@ pub fn judge(exp: &Expectation, current: Option<&Value>, seen_running: bool) -> 
     }
     // Done means every member the spec asks for is ready, not only a quorum (`Available`):
     // a scale's new member, a restarted or demoted instance, back in service.
+    if let Some(line) = unready_node_set(cluster).or_else(|| crate_rollout_pending(cluster)) {
+        return WaitState::Running(Progress::waiting(line));
+    }
     let wanted = cluster
         .pointer("/spec/instances")
         .or_else(|| cluster.pointer("/spec/replicas"))
@@ -180,6 +190,80 @@ pub fn judge(exp: &Expectation, current: Option<&Value>, seen_running: bool) -> 
         ))),
         None => WaitState::Running(Progress::waiting("waiting for Available=True")),
     }
+}
+
+/// (CrateDB) The first node set of `spec.nodes` whose StatefulSet does not have the nodes it
+/// asks for, all ready (`status.nodeSets`), as a progress line; `None` when every set does,
+/// or the cluster has no node sets.
+fn unready_node_set(cluster: &Value) -> Option<String> {
+    let nodes = cluster.pointer("/spec/nodes")?;
+    let mut wanted: Vec<(&str, i64)> = Vec::new();
+    if let Some(n) = nodes.pointer("/master/replicas").and_then(Value::as_i64) {
+        wanted.push(("master", n));
+    }
+    for d in nodes
+        .get("data")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let (Some(name), Some(n)) = (
+            d.get("name").and_then(Value::as_str),
+            d.get("replicas").and_then(Value::as_i64),
+        ) {
+            wanted.push((name, n));
+        }
+    }
+    let status = cluster
+        .pointer("/status/nodeSets")
+        .and_then(Value::as_array);
+    for (name, n) in wanted {
+        let set = status
+            .into_iter()
+            .flatten()
+            .find(|s| s.get("name").and_then(Value::as_str) == Some(name));
+        let count = |key: &str| set.and_then(|s| s.get(key)).and_then(Value::as_i64);
+        let (replicas, ready) = (count("replicas").unwrap_or(0), count("ready").unwrap_or(0));
+        if replicas != n || ready < n {
+            return Some(format!(
+                "waiting for every node of node set {name} to be ready ({ready}/{n})"
+            ));
+        }
+    }
+    None
+}
+
+/// (CrateDB) What the engine has not rolled out yet: bootstrap (no `status.image`), the spec's
+/// image, or the spec's restart annotation; `None` when all is rolled out or the cluster is
+/// not a CrateDB cluster.
+fn crate_rollout_pending(cluster: &Value) -> Option<String> {
+    let config = cluster.pointer("/spec/cluster")?;
+    let field = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_string);
+    let image = format!(
+        "{}:{}",
+        field(config, "imageRegistry").unwrap_or_else(|| "crate".into()),
+        field(config, "version").unwrap_or_default()
+    );
+    let status = cluster.get("status").unwrap_or(&Value::Null);
+    match field(status, "image") {
+        None => return Some("waiting for bootstrap (license, system user, users)".into()),
+        Some(running) if running != image => {
+            return Some(format!(
+                "waiting for the nodes to run {image} (running {running})"
+            ));
+        }
+        Some(_) => {}
+    }
+    let wanted = cluster
+        .pointer("/spec/podTemplate/annotations")
+        .and_then(|a| field(a, "steward.dev/restarted-at"));
+    if wanted.is_some() && wanted != field(status, "restartedAt") {
+        return Some(format!(
+            "waiting for the rolling restart requested at {}",
+            wanted.unwrap_or_default()
+        ));
+    }
+    None
 }
 
 /// The operation in status with phase Running, if any.

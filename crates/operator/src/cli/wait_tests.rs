@@ -179,3 +179,68 @@ fn a_backup_is_followed_by_its_phase() {
         WaitState::Failed("backup failed: m".into())
     );
 }
+
+#[test]
+fn a_cratedb_scale_is_done_when_every_node_set_has_its_ready_nodes() {
+    let exp = Expectation::from_answer(&accepted("scale", 4, None), None);
+    let crate_cluster = |sets: Value, available: &str| {
+        json!({"engine": "cratedb", "namespace": "default", "name": "cc", "generation": 4,
+               "spec": {"cluster": {"name": "cc", "version": "4.8.4"},
+                        "nodes": {"master": {"replicas": 3}, "data": [{"name": "hot", "replicas": 2}]}},
+               "status": {"observedGeneration": 4, "readyNodes": 4, "image": "crate:4.8.4",
+                          "conditions": [{"type": "Available", "status": available}],
+                          "nodeSets": sets}})
+    };
+    // The StatefulSet has grown but the new node is not ready.
+    let s = judge(
+        &exp,
+        Some(&crate_cluster(
+            json!([{"name": "master", "replicas": 3, "ready": 3},
+                   {"name": "hot", "replicas": 2, "ready": 1}]),
+            "True",
+        )),
+        true,
+    );
+    assert!(running(&s).line.contains("node set hot"), "{s:?}");
+    // Not grown yet (a shrink's StatefulSet still larger is the same: replicas must match).
+    let s = judge(
+        &exp,
+        Some(&crate_cluster(
+            json!([{"name": "master", "replicas": 3, "ready": 3},
+                   {"name": "hot", "replicas": 1, "ready": 1}]),
+            "True",
+        )),
+        true,
+    );
+    assert!(running(&s).line.contains("(1/2)"), "{s:?}");
+    // A node set missing from status is not ready.
+    let s = judge(
+        &exp,
+        Some(&crate_cluster(
+            json!([{"name": "master", "replicas": 3, "ready": 3}]),
+            "True",
+        )),
+        true,
+    );
+    assert!(running(&s).line.contains("node set hot"), "{s:?}");
+    let all = json!([{"name": "master", "replicas": 3, "ready": 3},
+                     {"name": "hot", "replicas": 2, "ready": 2}]);
+    let s = judge(&exp, Some(&crate_cluster(all.clone(), "False")), true);
+    assert!(running(&s).line.contains("Available=True"), "{s:?}");
+    let mut done = crate_cluster(all, "True");
+    assert_eq!(judge(&exp, Some(&done), true), WaitState::Done);
+    // A restart is done once the engine has rolled out the annotation.
+    done["spec"]["podTemplate"] =
+        json!({"annotations": {"steward.dev/restarted-at": "2026-11-26T10:00:00Z"}});
+    let s = judge(&exp, Some(&done), true);
+    assert!(running(&s).line.contains("rolling restart"), "{s:?}");
+    done["status"]["restartedAt"] = json!("2026-11-26T10:00:00Z");
+    assert_eq!(judge(&exp, Some(&done), true), WaitState::Done);
+    // Bootstrap and an upgrade: the image the nodes run.
+    done["spec"]["cluster"]["version"] = json!("4.8.5");
+    let s = judge(&exp, Some(&done), true);
+    assert!(running(&s).line.contains("crate:4.8.5"), "{s:?}");
+    done["status"]["image"] = Value::Null;
+    let s = judge(&exp, Some(&done), true);
+    assert!(running(&s).line.contains("bootstrap"), "{s:?}");
+}
