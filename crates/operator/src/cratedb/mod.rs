@@ -12,6 +12,9 @@ pub mod plan;
 pub mod steps;
 pub mod validate;
 
+#[cfg(test)]
+mod sim;
+
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::StatefulSet;

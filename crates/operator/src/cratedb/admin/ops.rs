@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::{CrateChannels, CrateError, Endpoint, Login, Rows};
+use crate::cratedb::plan::scale::CopyView;
 use crate::postgres::build::secrets::Password;
 
 /// A CrateDB string literal: `'` doubled.
@@ -193,6 +194,8 @@ pub struct Observed {
     pub health: String,
     /// Shard copies by node name.
     pub shards_by_node: BTreeMap<String, u32>,
+    /// Every assigned shard copy.
+    pub copies: Vec<CopyView>,
     /// The most replicas any table wants.
     pub max_table_replicas: u32,
     /// Nodes excluded from allocation.
@@ -260,30 +263,52 @@ pub async fn observe(
         .first()
         .and_then(|r| r.first())
         .and_then(Value::as_i64);
-    let shards = q("SELECT node['name'], count(*) FROM sys.shards GROUP BY node['name']").await?;
-    let shards_by_node = shards
-        .iter()
-        .filter_map(|r| {
-            let node = text(r.first()?)?;
-            let n = u32::try_from(r.get(1)?.as_i64()?).ok()?;
-            Some((node, n))
-        })
-        .collect();
     let tables = q(
-        "SELECT number_of_replicas FROM information_schema.tables WHERE table_schema NOT IN ('sys', 'information_schema', 'pg_catalog', 'blob')",
+        "SELECT table_schema, table_name, number_of_replicas FROM information_schema.tables WHERE table_schema NOT IN ('sys', 'information_schema', 'pg_catalog', 'blob')",
     )
     .await?;
-    let max_table_replicas = tables
+    let mut max_table_replicas = 0;
+    let mut expanding = std::collections::BTreeSet::new();
+    for r in &tables {
+        let (Some(schema), Some(name), Some(replicas)) = (
+            r.first().and_then(text),
+            r.get(1).and_then(text),
+            r.get(2).and_then(text),
+        ) else {
+            continue;
+        };
+        max_table_replicas = max_table_replicas.max(replicas_upper_bound(&replicas));
+        if replicas.trim().to_lowercase().ends_with("-all") {
+            expanding.insert(format!("{schema}.{name}"));
+        }
+    }
+    let shards =
+        q("SELECT schema_name, table_name, id, node['name'], routing_state FROM sys.shards")
+            .await?;
+    let copies: Vec<CopyView> = shards
         .iter()
-        .filter_map(|r| text(r.first()?))
-        .map(|v| replicas_upper_bound(&v))
-        .max()
-        .unwrap_or(0);
+        .filter_map(|r| {
+            let table = format!("{}.{}", text(r.first()?)?, text(r.get(1)?)?);
+            let state = text(r.get(4)?)?;
+            Some(CopyView {
+                shard: u32::try_from(r.get(2)?.as_i64()?).ok()?,
+                node: text(r.get(3)?)?,
+                active: state == "STARTED" || state == "RELOCATING",
+                expanding: expanding.contains(&table),
+                table,
+            })
+        })
+        .collect();
+    let mut shards_by_node = BTreeMap::new();
+    for c in &copies {
+        *shards_by_node.entry(c.node.clone()).or_insert(0) += 1;
+    }
     Ok(Observed {
         nodes: ids.into_values().collect(),
         master,
         health: health_of(severity).to_owned(),
         shards_by_node,
+        copies,
         max_table_replicas,
         excluded,
     })

@@ -80,6 +80,17 @@ pub fn plan(
         let Some(next) = order.iter().find(|p| !progress.restarted.contains(p)) else {
             return RestartAction::Done;
         };
+        // Restart a node only while every other one is up and in the cluster: deleting a
+        // master while another is down would leave no majority of the voting configuration.
+        let up = |name: &String| find(name).is_some_and(|p| p.ready && p.joined && !p.terminating);
+        if let Some(down) = order.iter().find(|n| *n != next && !up(n)) {
+            return RestartAction::Wait {
+                reason: format!(
+                    "waiting for {down} to be ready and in the cluster before restarting {next}"
+                ),
+                after: Duration::from_secs(2),
+            };
+        }
         return match find(next) {
             Some(p) if !p.terminating => RestartAction::Delete {
                 pod: p.name.clone(),
@@ -220,6 +231,36 @@ mod tests {
         // Two intervals per Pod between the first and third reading.
         assert!(now.duration_since(t0) >= jiff::SignedDuration::from_secs(180));
         assert_eq!(progress.restarted, order);
+    }
+
+    /// Found by the simulation (seed 5): with `crate-master-2` killed and not back yet, the
+    /// restart deleted `crate-master-0`, leaving one master of three (no majority).
+    #[test]
+    fn no_node_is_restarted_while_another_is_down() {
+        let order: Vec<String> = ["m-0", "m-1", "m-2"].map(String::from).to_vec();
+        let gate = Gate {
+            readings: 1,
+            interval: Duration::from_secs(0),
+        };
+        let now: Timestamp = "2026-11-26T10:00:00Z".parse().unwrap();
+        let mut pods = vec![pod("m-0", "a"), pod("m-1", "b"), pod("m-2", "c")];
+        pods[2].joined = false;
+        let progress = RestartProgress::default();
+        match plan(&order, &pods, &progress, gate, Some("GREEN"), now) {
+            RestartAction::Wait { reason, .. } => assert!(reason.contains("m-2"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+        pods[2].joined = true;
+        pods[1].terminating = true;
+        assert!(matches!(
+            plan(&order, &pods, &progress, gate, Some("GREEN"), now),
+            RestartAction::Wait { .. }
+        ));
+        pods[1].terminating = false;
+        assert!(matches!(
+            plan(&order, &pods, &progress, gate, Some("GREEN"), now),
+            RestartAction::Delete { .. }
+        ));
     }
 
     #[test]

@@ -33,11 +33,32 @@ pub struct SetReplicas {
     pub joined: i32,
 }
 
+/// One shard copy on a node, as `sys.shards` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CopyView {
+    /// `schema.table`.
+    pub table: String,
+    /// Shard id.
+    pub shard: u32,
+    /// The node holding it.
+    pub node: String,
+    /// STARTED or RELOCATING: it holds the data.
+    pub active: bool,
+    /// Its table's `number_of_replicas` is a range up to `all`: it has a copy on every data
+    /// node, so an allocation exclusion cannot move it (no other node may take a second copy).
+    pub expanding: bool,
+}
+
 /// What the database says, for the planner.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DbView {
+    /// Node names in the cluster.
+    pub nodes: Vec<String>,
     /// Shard copies by node name.
     pub shards_by_node: BTreeMap<String, u32>,
+    /// Every assigned shard copy (the drain lets a departing node keep copies of `…-all`
+    /// tables that have an active copy on a node that stays).
+    pub copies: Vec<CopyView>,
     /// The most replicas any table wants (the upper bound of a range; `all` counts as 0, it
     /// follows the nodes).
     pub max_table_replicas: u32,
@@ -169,10 +190,47 @@ pub fn plan(
         if !leaving.iter().all(|n| db.excluded.contains(n)) {
             return ScaleAction::Exclude { nodes: leaving };
         }
+        // A copy of a `…-all` table stays on an excluded node (every other data node already
+        // holds one); it is no shard's last copy once a node that stays has an active one.
+        let safe_elsewhere = |c: &CopyView| {
+            c.expanding
+                && db.copies.iter().any(|o| {
+                    o.table == c.table
+                        && o.shard == c.shard
+                        && o.active
+                        && !leaving.contains(&o.node)
+                })
+        };
+        // A departing node that is down shows no shard in `sys.shards`, yet a primary without
+        // replica waits for its data there: remove it only once it is back and drained.
+        let down: Vec<&String> = leaving.iter().filter(|n| !db.nodes.contains(n)).collect();
+        if !down.is_empty() {
+            return ScaleAction::Wait {
+                step: 3,
+                reason: format!(
+                    "waiting for {} to be back in the cluster: a node that is down may hold the \
+                     only copy of a shard",
+                    down.iter()
+                        .map(|n| n.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+        }
         let holding: Vec<String> = leaving
             .iter()
             .filter_map(|n| {
-                let shards = db.shards_by_node.get(n).copied().unwrap_or(0);
+                let expanding = db
+                    .copies
+                    .iter()
+                    .filter(|c| &c.node == n && safe_elsewhere(c))
+                    .count();
+                let shards = db
+                    .shards_by_node
+                    .get(n)
+                    .copied()
+                    .unwrap_or(0)
+                    .saturating_sub(u32::try_from(expanding).unwrap_or(u32::MAX));
                 (shards > 0).then(|| format!("{n} ({shards})"))
             })
             .collect();
@@ -231,6 +289,7 @@ mod tests {
         // One edit: masters 3→5, hot 2→3, cold 2→1.
         let mut sets = vec![set("master", 5, 3), set("hot", 3, 2), set("cold", 1, 2)];
         let mut db = DbView {
+            nodes: vec!["cold-1".into()],
             max_table_replicas: 1,
             shards_by_node: BTreeMap::from([("cold-1".into(), 4)]),
             ..Default::default()
@@ -322,6 +381,74 @@ mod tests {
             plan(&sets, &db, false, pod),
             ScaleAction::Exclude {
                 nodes: vec!["hot-1".into()]
+            }
+        );
+    }
+
+    /// Found by the simulation (seed 7): a `0-all` table has a copy on every data node, so the
+    /// exclusion never moves the departing node's copy and the drain waited forever.
+    #[test]
+    fn copies_of_all_expanding_tables_do_not_hold_up_the_drain_once_safe_elsewhere() {
+        let sets = vec![set("master", 3, 3), set("hot", 1, 2)];
+        let copy = |node: &str, active: bool| CopyView {
+            table: "doc.t".into(),
+            shard: 0,
+            node: node.into(),
+            active,
+            expanding: true,
+        };
+        let mut db = DbView {
+            nodes: vec!["hot-0".into(), "hot-1".into()],
+            shards_by_node: BTreeMap::from([("hot-0".into(), 1), ("hot-1".into(), 1)]),
+            copies: vec![copy("hot-0", true), copy("hot-1", true)],
+            excluded: vec!["hot-1".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            plan(&sets, &db, true, pod),
+            ScaleAction::SetReplicas {
+                step: 3,
+                set: "hot".into(),
+                replicas: 1
+            }
+        );
+        // The copy that stays is still recovering: hot-1 holds the only data.
+        db.copies[0].active = false;
+        assert!(matches!(
+            plan(&sets, &db, true, pod),
+            ScaleAction::Wait { step: 3, .. }
+        ));
+        // A table with a fixed replica count must move off.
+        db.copies[0].active = true;
+        db.copies[1].expanding = false;
+        assert!(matches!(
+            plan(&sets, &db, true, pod),
+            ScaleAction::Wait { step: 3, .. }
+        ));
+    }
+
+    /// Found by the simulation (seed 84): `cold-2` crashed after it was excluded; `sys.shards`
+    /// showed nothing on it, yet the only copy of a shard without replicas waited for it there
+    /// (an unassigned primary), and lowering the replicas removed it for good.
+    #[test]
+    fn a_departing_node_that_is_down_is_not_removed_until_it_is_back() {
+        let sets = vec![set("master", 3, 3), set("cold", 1, 3)];
+        let mut db = DbView {
+            nodes: vec!["cold-0".into(), "cold-1".into()],
+            excluded: vec!["cold-1".into(), "cold-2".into()],
+            ..Default::default()
+        };
+        match plan(&sets, &db, true, pod) {
+            ScaleAction::Wait { step: 3, reason } => assert!(reason.contains("cold-2"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+        db.nodes.push("cold-2".into());
+        assert_eq!(
+            plan(&sets, &db, true, pod),
+            ScaleAction::SetReplicas {
+                step: 3,
+                set: "cold".into(),
+                replicas: 1
             }
         );
     }

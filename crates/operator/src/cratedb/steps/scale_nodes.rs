@@ -143,7 +143,9 @@ impl SubReconciler<CratePass> for ScaleNodes {
             }
         }
         let db = DbView {
+            nodes: observed.nodes.clone(),
             shards_by_node: observed.shards_by_node.clone(),
+            copies: observed.copies.clone(),
             max_table_replicas: observed.max_table_replicas,
             excluded: observed.excluded.clone(),
         };
