@@ -365,4 +365,11 @@ pub struct RestartProgress {
     /// When the last GREEN reading was taken (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reading: Option<String>,
+    /// The image this restart rolls out (recorded when it started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// The `steward.dev/restarted-at` request this restart carries out (recorded when it
+    /// started); a newer request made meanwhile gets a restart of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarted_at: Option<String>,
 }

@@ -20,7 +20,9 @@
 //! `clusters=N operator_rss_mib=X operator_cpu_pct=Y api_writes_per_min=Z last_first_child_s=W`.
 //!
 //! `cargo bench -p steward-operator --bench scale` (add `-- --clusters 10,100,1000 --steady S`;
-//! each point starts a fresh API server and operator).
+//! each point starts a fresh API server and operator). With `--engine cratedb` every cluster is
+//! a `CrateCluster` from `examples/cratedb-cluster.yaml` (3 masters, two data sets of 2, a
+//! user, a license): the per-cluster cost to set beside the stock CrateDB operator's.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -77,6 +79,14 @@ async fn written_kinds(client: &Client, since: u64) -> String {
             written_since::<PostgresCluster>(client, since).await,
         ),
         (
+            "CrateCluster",
+            written_since::<steward_api::cratedb::CrateCluster>(client, since).await,
+        ),
+        (
+            "StatefulSet",
+            written_since::<k8s_openapi::api::apps::v1::StatefulSet>(client, since).await,
+        ),
+        (
             "EtcdPeer",
             written_since::<steward_api::etcd::EtcdPeer>(client, since).await,
         ),
@@ -128,6 +138,32 @@ fn etcd(name: &str) -> EtcdCluster {
             .replace("namespace: default", &format!("namespace: {NS}")),
     )
     .unwrap()
+}
+
+/// The CrateDB example's Secrets and cluster, named `name`.
+fn cratedb(name: &str) -> (Vec<Secret>, steward_api::cratedb::CrateCluster) {
+    let text = include_str!("../../../examples/cratedb-cluster.yaml")
+        .replace("name: demo-crate", &format!("name: {name}"))
+        .replace("namespace: default", &format!("namespace: {NS}"));
+    let docs = steward_operator::dev::parse_manifests(&text).unwrap();
+    let secrets = docs
+        .iter()
+        .filter(|d| d["kind"] == "Secret")
+        .map(|d| serde_json::from_value(d.clone()).unwrap())
+        .collect();
+    let cluster = docs
+        .iter()
+        .find(|d| d["kind"] == "CrateCluster")
+        .map(|d| serde_json::from_value(d.clone()).unwrap())
+        .unwrap();
+    (secrets, cluster)
+}
+
+/// Whether the clusters are all CrateDB (`--engine cratedb`) rather than etcd + PostgreSQL.
+fn cratedb_only() -> bool {
+    let args: Vec<String> = std::env::args().collect();
+    args.windows(2)
+        .any(|w| w[0] == "--engine" && w[1] == "cratedb")
 }
 
 fn postgres(name: &str) -> (Secret, PostgresCluster) {
@@ -205,18 +241,26 @@ async fn main() {
 async fn point(n: u64, steady: u64) -> String {
     let plane = Embedded::start(&[NS, "steward-system"]).await.unwrap();
     let client = plane.client.clone();
-    println!(
-        "scale: {n} clusters ({} etcd, {} PostgreSQL)",
-        n / 2,
-        n - n / 2
-    );
+    let crate_only = cratedb_only();
+    if crate_only {
+        println!("scale: {n} clusters (CrateDB: 3 masters + 2 + 2 data nodes each)");
+    } else {
+        println!(
+            "scale: {n} clusters ({} etcd, {} PostgreSQL)",
+            n / 2,
+            n - n / 2
+        );
+    }
 
-    // The password Secret of every PostgreSQL cluster's user.
-    let (secret, _) = postgres("pg");
-    Api::<Secret>::namespaced(client.clone(), NS)
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    // The password Secret of every PostgreSQL cluster's user; CrateDB's user and license.
+    let mut secrets = vec![postgres("pg").0];
+    secrets.extend(cratedb("crate").0);
+    for secret in secrets {
+        Api::<Secret>::namespaced(client.clone(), NS)
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+    }
 
     // 1. Create, while a prober measures /readyz.
     let slowest = Arc::new(AtomicU64::new(0));
@@ -240,7 +284,12 @@ async fn point(n: u64, steady: u64) -> String {
         .for_each_concurrent(16, |(is_etcd, name)| {
             let client = client.clone();
             async move {
-                if is_etcd {
+                if crate_only {
+                    Api::<steward_api::cratedb::CrateCluster>::namespaced(client, NS)
+                        .create(&PostParams::default(), &cratedb(&name).1)
+                        .await
+                        .unwrap();
+                } else if is_etcd {
                     Api::<EtcdCluster>::namespaced(client, NS)
                         .create(&PostParams::default(), &etcd(&name))
                         .await
@@ -279,8 +328,13 @@ async fn point(n: u64, steady: u64) -> String {
             .await
             .unwrap();
         for s in list.items {
-            // Services are `<cluster>`, `<cluster>-client`, `<cluster>-primary`, `-replicas`.
+            // Services are `<cluster>`, `<cluster>-client`, `<cluster>-primary`, `-replicas`;
+            // CrateDB's `crate-discovery-<cluster>` and `crate-<cluster>`.
             let name = s.name_any();
+            let name = name
+                .strip_prefix("crate-discovery-")
+                .or_else(|| name.strip_prefix("crate-"))
+                .unwrap_or(&name);
             let cluster = name.split('-').next().unwrap_or_default();
             if wanted.contains(cluster) {
                 first_child

@@ -157,7 +157,7 @@ async fn bootstrap_sets_the_license_first_and_users_follow_their_secrets() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn scaling_follows_the_seed_order_and_refuses_to_under_replicate() {
     let (hook_url, hooks) = common::hooks::receiver(axum::http::StatusCode::OK).await;
-    let plane = with_webhooks(&hook_url).await;
+    let mut plane = with_webhooks(&hook_url).await;
     plane
         .apply(&manifest("cs", &[("hot", 1), ("cold", 2)], (1, 1)))
         .await;
@@ -183,6 +183,19 @@ async fn scaling_follows_the_seed_order_and_refuses_to_under_replicate() {
             ]}}),
         )
         .await;
+    // The operator stops mid-scale (past the masters) and continues where status says.
+    plane
+        .wait_for::<CrateCluster, _>("scale step 2", "cs", BOOT, |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.scale.as_ref().is_some_and(|p| p.step >= 2)
+                    || s.common
+                        .last_operation
+                        .as_ref()
+                        .is_some_and(|o| o.kind == OperationKind::Scale)
+            })
+        })
+        .await;
+    plane.restart_operator().await;
     let c = plane
         .wait_for::<CrateCluster, _>("the scale operation", "cs", BOOT, |c| {
             c.status.as_ref().is_some_and(|s| {
@@ -340,7 +353,8 @@ async fn scaling_follows_the_seed_order_and_refuses_to_under_replicate() {
 /// operator restarted in the middle continues with the next node, restarting none twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_rolling_restart_follows_the_seed_order_behind_the_health_gate() {
-    let mut plane = Plane::start().await;
+    let (hook_url, hooks) = common::hooks::receiver(axum::http::StatusCode::OK).await;
+    let mut plane = with_webhooks(&hook_url).await;
     plane
         .apply(&manifest("cr", &[("hot", 1), ("cold", 1)], (3, 1)))
         .await;
@@ -386,6 +400,51 @@ async fn a_rolling_restart_follows_the_seed_order_behind_the_health_gate() {
         back.iter().all(|(_, n)| n.contains("3 GREEN readings")),
         "{back:?}"
     );
+
+    // A new version is an upgrade: the same order, and the seed's `upgrade` webhook.
+    plane
+        .patch_spec::<CrateCluster>("cr", json!({"cluster": {"version": "4.8.5"}}))
+        .await;
+    let c = plane
+        .wait_for::<CrateCluster, _>("the upgrade", "cr", BOOT, |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.common
+                    .last_operation
+                    .as_ref()
+                    .is_some_and(|o| o.kind == OperationKind::Upgrade)
+            })
+        })
+        .await;
+    let status = c.status.unwrap();
+    let op = status.common.last_operation.unwrap();
+    assert_eq!(op.phase, OperationPhase::Succeeded, "{op:?}");
+    assert_eq!(status.image.as_deref(), Some("crate:4.8.5"));
+    let pod = plane
+        .api::<k8s_openapi::api::core::v1::Pod>()
+        .get("crate-data-cold-cr-0")
+        .await
+        .unwrap();
+    assert_eq!(
+        pod.spec.unwrap().containers[0].image.as_deref(),
+        Some("crate:4.8.5")
+    );
+    let ns = plane.namespace.clone();
+    let want = format!(
+        "{{\"cluster\":\"cr\",\"event\":\"upgrade\",\"namespace\":\"{ns}\",\"scale_data\":null,\"status\":\"success\",\"upgrade_data\":{{\"new_registry\":\"crate\",\"new_version\":\"4.8.5\",\"old_registry\":\"crate\",\"old_version\":\"4.8.4\"}}}}"
+    );
+    plane
+        .eventually("the upgrade webhook", BOOT, || {
+            let hooks = hooks.clone();
+            let want = want.clone();
+            async move {
+                hooks
+                    .all()
+                    .iter()
+                    .any(|(_, body)| *body == want)
+                    .then_some(())
+            }
+        })
+        .await;
     plane.shutdown().await;
 }
 

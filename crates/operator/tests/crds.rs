@@ -62,8 +62,8 @@ fn the_example_manifest_parses_as_an_etcd_cluster() {
 
 #[test]
 fn the_example_manifest_holds_a_valid_cratedb_cluster() {
-    let docs =
-        steward_operator::dev::parse_manifests(&repo_file("examples/cratedb-cluster.yaml")).unwrap();
+    let docs = steward_operator::dev::parse_manifests(&repo_file("examples/cratedb-cluster.yaml"))
+        .unwrap();
     let cluster = docs
         .iter()
         .find(|d| d["kind"] == "CrateCluster")

@@ -80,6 +80,7 @@ impl EngineState for State {
             observed: None,
             observe_error: None,
             observe_done: false,
+            unschedulable: None,
             applier: Applier::new(ctx.client.clone(), CONTROLLER).with_memo(ctx.applied.clone()),
             applied: AppliedSet::default(),
             ctx: ctx.clone(),

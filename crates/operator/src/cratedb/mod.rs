@@ -77,6 +77,8 @@ pub struct CratePass {
     pub observe_error: Option<String>,
     /// Whether `ObserveCluster` ran on this pass.
     pub observe_done: bool,
+    /// The scheduler's message for node Pods it cannot place, when no node is ready.
+    pub unschedulable: Option<String>,
     /// Applies children.
     pub applier: Applier,
     /// What this pass applied.

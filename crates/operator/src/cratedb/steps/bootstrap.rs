@@ -74,7 +74,11 @@ impl SubReconciler<CratePass> for Bootstrap {
                 0,
                 "waiting for a ready master node",
             );
-            return Ok(Outcome::requeue(SOON, "waiting for a ready master node"));
+            // A master's Pod becoming ready wakes the cluster (its Pod events are watched).
+            return Ok(Outcome::requeue(
+                SOON * 15,
+                "waiting for a ready master node",
+            ));
         }
         let channels = pass.channels();
         let masters = pass.masters.clone();

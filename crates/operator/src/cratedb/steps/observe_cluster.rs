@@ -13,7 +13,7 @@ use crate::cratedb::names::{ENGINE, MASTER_COMPONENT};
 use crate::error::Error;
 use crate::pipeline::{Outcome, SubReconciler};
 use crate::resources::labels::{COMPONENT, NAME};
-use crate::resources::pods::is_ready;
+use crate::resources::pods::{is_ready, unschedulable};
 
 /// See the module documentation.
 pub struct ObserveCluster;
@@ -61,7 +61,15 @@ impl SubReconciler<CratePass> for ObserveCluster {
         pass.nodes = masters.iter().chain(data.iter()).cloned().collect();
         pass.masters = masters;
         if pass.nodes.is_empty() {
-            pass.observe_error = Some("no node Pod is ready yet".into());
+            let unplaced: Vec<String> = node_pods(pass)
+                .iter()
+                .filter_map(|p| Some(format!("{}: {}", p.name_any(), unschedulable(p)?)))
+                .collect();
+            pass.unschedulable = (!unplaced.is_empty()).then(|| unplaced.join("; "));
+            pass.observe_error = Some(match &pass.unschedulable {
+                Some(why) => format!("no node Pod can be scheduled: {why}"),
+                None => "no node Pod is ready yet".into(),
+            });
             return Ok(Outcome::Continue);
         }
         if !pass.status.bootstrap.system_user {

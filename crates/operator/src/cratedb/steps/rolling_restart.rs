@@ -19,6 +19,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Preconditions};
 use steward_api::common::{OperationChange, OperationKind, OperationPhase};
+use steward_api::cratedb::RestartProgress;
 
 use crate::cratedb::CratePass;
 use crate::cratedb::build::statefulset::RESTARTED_AT;
@@ -122,7 +123,15 @@ impl SubReconciler<CratePass> for RollingRestart {
                 Started::Blocked(why) => return Ok(Outcome::stop(SOON * 30, why)),
             }
         }
-        let mut progress = pass.status.restart.clone().unwrap_or_default();
+        let mut progress = pass
+            .status
+            .restart
+            .clone()
+            .unwrap_or_else(|| RestartProgress {
+                image: Some(image.clone()),
+                restarted_at: restarted_at.clone(),
+                ..RestartProgress::default()
+            });
         let kind = pass
             .core
             .status
@@ -166,8 +175,10 @@ impl SubReconciler<CratePass> for RollingRestart {
         let done = u32::try_from(progress.restarted.len()).unwrap_or(0);
         let outcome = match &action {
             RestartAction::Done => {
-                pass.status.image = Some(image.clone());
-                pass.status.restarted_at = restarted_at;
+                // What this restart was started for: a request or an image that came later
+                // (and reached only some nodes) gets a restart of its own.
+                pass.status.image = progress.image.clone().or(Some(image.clone()));
+                pass.status.restarted_at = progress.restarted_at.clone();
                 pass.status.restart = None;
                 pass.core.finish_operation(
                     kind,

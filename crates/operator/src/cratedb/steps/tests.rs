@@ -162,6 +162,7 @@ impl Harness {
             observed: None,
             observe_error: None,
             observe_done: true,
+            unschedulable: None,
             applier: Applier::new(client, "cratedb"),
             applied: AppliedSet::default(),
             ctx: Arc::new(ctx),

@@ -88,7 +88,15 @@ impl SubReconciler<CratePass> for UpdateStatus {
                     .unwrap_or_else(|| "the cluster did not answer".into());
                 pass.status.health = None;
                 pass.status.master_node = None;
-                let reason = if pass.status.bootstrap.system_user {
+                // `Unschedulable` also backs the resync off (runtime::context): nothing
+                // changes until the scheduler can place a Pod, and a Pod event wakes it then.
+                let reason = if let Some(why) = pass.unschedulable.clone() {
+                    pass.core.degrade(
+                        "Unschedulable",
+                        format!("node Pods cannot be scheduled: {why}"),
+                    );
+                    "Unschedulable"
+                } else if pass.status.bootstrap.system_user {
                     "Unreachable"
                 } else {
                     "Bootstrapping"
