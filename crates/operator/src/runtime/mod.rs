@@ -299,12 +299,52 @@ async fn supervise(
     Ok(())
 }
 
+/// How long the controllers get to finish their passes once told to stop; then they are
+/// aborted, so a shutdown (and the Lease's release) never waits on one stuck controller.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
 async fn stop_term(term: Option<(CancellationToken, JoinHandle<()>)>) {
-    if let Some((stop, task)) = term {
+    if let Some((stop, mut task)) = term {
         stop.cancel();
-        if let Err(err) = task.await {
-            tracing::warn!(error = %err, "controller task ended abnormally");
+        match tokio::time::timeout(STOP_GRACE, &mut task).await {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => tracing::warn!(error = %err, "controller task ended abnormally"),
+            Err(_) => {
+                tracing::warn!(
+                    grace_s = STOP_GRACE.as_secs(),
+                    "controllers did not stop in time (the ones still running are those without \
+                     a 'controller stopped' line); aborting them"
+                );
+                task.abort();
+            }
         }
+    }
+}
+
+/// How long a controller may take to finish its passes after `stop` before it is dropped.
+const CONTROLLER_GRACE: Duration = Duration::from_secs(5);
+
+/// Runs one controller until it stops, or until [`CONTROLLER_GRACE`] after `stop`: kube-runtime's
+/// graceful shutdown waits for its cache to be ready before it lets the runner end, so a stop
+/// that comes before a cache's first list completes (a SIGTERM right after winning the Lease)
+/// would wait forever. Dropping the controller cancels its passes.
+async fn logged(
+    name: &'static str,
+    stop: CancellationToken,
+    controller: impl std::future::Future<Output = ()>,
+) {
+    tokio::pin!(controller);
+    let dropped = async {
+        stop.cancelled().await;
+        tokio::time::sleep(CONTROLLER_GRACE).await;
+    };
+    tokio::select! {
+        () = &mut controller => tracing::info!(controller = name, "controller stopped"),
+        () = dropped => tracing::warn!(
+            controller = name,
+            grace_s = CONTROLLER_GRACE.as_secs(),
+            "controller did not stop in time after the stop request; dropped"
+        ),
     }
 }
 
@@ -392,40 +432,90 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         user_secrets: user_secrets.0,
     };
     tokio::join!(
-        crate::etcd::controller::run(
-            ctx.clone(),
-            etcd.clone(),
-            services.1.clone(),
-            peers.1,
-            stop.clone()
+        logged(
+            "etcd",
+            stop.clone(),
+            crate::etcd::controller::run(
+                ctx.clone(),
+                etcd.clone(),
+                services.1.clone(),
+                peers.1,
+                stop.clone()
+            )
         ),
-        crate::etcd::peer::run(ctx.clone(), etcd, pods.1.clone(), stop.clone()),
-        crate::schedule::run(ctx.clone(), stop.clone()),
-        crate::schedule::configmaps::run(ctx.clone(), ctx.own_namespace.clone(), stop.clone()),
-        crate::cratedb::controller::run(
-            ctx.clone(),
-            cratedb,
-            crate::cratedb::controller::Streams {
-                services: services.1.clone(),
-                statefulsets: statefulsets.1,
-                pods: pods.1.clone(),
-                user_secrets: user_secrets.1.clone(),
-            },
-            stop.clone()
+        logged(
+            "etcd-peer",
+            stop.clone(),
+            crate::etcd::peer::run(ctx.clone(), etcd, pods.1.clone(), stop.clone())
         ),
-        crate::postgres::controller::run(
-            ctx,
-            postgres,
-            crate::postgres::controller::Streams {
-                services: services.1,
-                pods: pods.1,
-                nodes: nodes.1,
-                backups: backups.1,
-                restores: restores.1,
-                policies: policies.1,
-                user_secrets: user_secrets.1,
-            },
-            stop
+        logged(
+            "schedule",
+            stop.clone(),
+            crate::schedule::run(ctx.clone(), stop.clone())
+        ),
+        logged(
+            "schedule-configmaps",
+            stop.clone(),
+            crate::schedule::configmaps::run(ctx.clone(), ctx.own_namespace.clone(), stop.clone())
+        ),
+        logged(
+            "cratedb",
+            stop.clone(),
+            crate::cratedb::controller::run(
+                ctx.clone(),
+                cratedb,
+                crate::cratedb::controller::Streams {
+                    services: services.1.clone(),
+                    statefulsets: statefulsets.1,
+                    pods: pods.1.clone(),
+                    user_secrets: user_secrets.1.clone(),
+                },
+                stop.clone()
+            )
+        ),
+        logged(
+            "postgres",
+            stop.clone(),
+            crate::postgres::controller::run(
+                ctx,
+                postgres,
+                crate::postgres::controller::Streams {
+                    services: services.1,
+                    pods: pods.1,
+                    nodes: nodes.1,
+                    backups: backups.1,
+                    restores: restores.1,
+                    policies: policies.1,
+                    user_secrets: user_secrets.1,
+                },
+                stop
+            )
         ),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_controller_that_stops_is_awaited_and_one_that_hangs_is_dropped_after_the_grace() {
+        let stop = CancellationToken::new();
+        let polite = {
+            let stop = stop.clone();
+            async move { stop.cancelled().await }
+        };
+        stop.cancel();
+        let started = std::time::Instant::now();
+        logged("polite", stop.clone(), polite).await;
+        assert!(started.elapsed() < Duration::from_secs(1));
+        // kube-runtime's graceful shutdown before a cache's first list: never ends by itself.
+        let started = std::time::Instant::now();
+        logged("stuck", stop.clone(), std::future::pending::<()>()).await;
+        let took = started.elapsed();
+        assert!(
+            took >= CONTROLLER_GRACE && took < CONTROLLER_GRACE + Duration::from_secs(2),
+            "{took:?}"
+        );
+    }
 }
