@@ -150,7 +150,7 @@ async fn bootstrap_sets_the_license_first_and_users_follow_their_secrets() {
     plane.shutdown().await;
 }
 
-/// One edit scales masters 3→4, hot 1→2 and cold 2→1: the seed's four steps in order (Events),
+/// One edit scales masters 3→5, hot 2→3 and cold 2→1 (the scenario): the seed's four steps in order (Events),
 /// the departing cold node is emptied before its Pod goes, no shard is lost, the `scale`
 /// operation succeeds. A later shrink that would leave a table under-replicated is refused
 /// with a condition and removes nothing.
@@ -159,7 +159,7 @@ async fn scaling_follows_the_seed_order_and_refuses_to_under_replicate() {
     let (hook_url, hooks) = common::hooks::receiver(axum::http::StatusCode::OK).await;
     let mut plane = with_webhooks(&hook_url).await;
     plane
-        .apply(&manifest("cs", &[("hot", 1), ("cold", 2)], (1, 1)))
+        .apply(&manifest("cs", &[("hot", 2), ("cold", 2)], (1, 1)))
         .await;
     bootstrapped(&plane, "cs").await;
     sql(
@@ -177,8 +177,8 @@ async fn scaling_follows_the_seed_order_and_refuses_to_under_replicate() {
     plane
         .patch_spec::<CrateCluster>(
             "cs",
-            json!({"nodes": {"master": {"replicas": 4}, "data": [
-                {"name": "hot", "replicas": 2, "disk": {"size": "1Gi"}},
+            json!({"nodes": {"master": {"replicas": 5}, "data": [
+                {"name": "hot", "replicas": 3, "disk": {"size": "1Gi"}},
                 {"name": "cold", "replicas": 1, "disk": {"size": "1Gi"}}
             ]}}),
         )
@@ -216,7 +216,7 @@ async fn scaling_follows_the_seed_order_and_refuses_to_under_replicate() {
         .unwrap();
     assert_eq!(op.phase, OperationPhase::Succeeded, "{op:?}");
     assert_eq!(op.change.old_master_replicas, Some(3));
-    assert_eq!(op.change.new_master_replicas, Some(4));
+    assert_eq!(op.change.new_master_replicas, Some(5));
     let steps = events(
         &plane,
         &[
@@ -240,14 +240,14 @@ async fn scaling_follows_the_seed_order_and_refuses_to_under_replicate() {
         ],
         "{steps:?}"
     );
-    assert!(steps[0].1.contains("master to 4"), "{steps:?}");
-    assert!(steps[1].1.contains("hot to 2"), "{steps:?}");
+    assert!(steps[0].1.contains("master to 5"), "{steps:?}");
+    assert!(steps[1].1.contains("hot to 3"), "{steps:?}");
     assert!(steps[2].1.contains("crate-data-cold-cs-1"), "{steps:?}");
     assert!(steps[3].1.contains("cold to 1"), "{steps:?}");
     // The seed's `scale` webhook, byte for byte.
     let ns = plane.namespace.clone();
     let want = format!(
-        "{{\"cluster\":\"cs\",\"event\":\"scale\",\"namespace\":\"{ns}\",\"scale_data\":{{\"new_data_replicas\":[{{\"name\":\"hot\",\"replicas\":2}},{{\"name\":\"cold\",\"replicas\":1}}],\"new_master_replicas\":4,\"old_data_replicas\":[{{\"name\":\"hot\",\"replicas\":1}},{{\"name\":\"cold\",\"replicas\":2}}],\"old_master_replicas\":3}},\"status\":\"success\",\"upgrade_data\":null}}"
+        "{{\"cluster\":\"cs\",\"event\":\"scale\",\"namespace\":\"{ns}\",\"scale_data\":{{\"new_data_replicas\":[{{\"name\":\"hot\",\"replicas\":3}},{{\"name\":\"cold\",\"replicas\":1}}],\"new_master_replicas\":5,\"old_data_replicas\":[{{\"name\":\"hot\",\"replicas\":2}},{{\"name\":\"cold\",\"replicas\":2}}],\"old_master_replicas\":3}},\"status\":\"success\",\"upgrade_data\":null}}"
     );
     plane
         .eventually("the scale webhook", BOOT, || {
@@ -278,24 +278,24 @@ async fn scaling_follows_the_seed_order_and_refuses_to_under_replicate() {
         "{body}"
     );
 
-    // Refused: with 3 data nodes, a table with 2 replicas (3 copies) cannot lose one.
+    // Refused: with 4 data nodes, a table with 3 replicas (4 copies) cannot lose one.
     sql(
         &plane,
         "cs",
         "crate-master-cs-0",
-        "ALTER TABLE t SET (number_of_replicas = 2)",
+        "ALTER TABLE t SET (number_of_replicas = 3)",
     )
     .await;
     plane
-        .wait_for::<CrateCluster, _>("three copies", "cs", BOOT, |c| {
+        .wait_for::<CrateCluster, _>("four copies", "cs", BOOT, |c| {
             c.status.as_ref().and_then(|s| s.health.as_deref()) == Some("GREEN")
         })
         .await;
     plane
         .patch_spec::<CrateCluster>(
             "cs",
-            json!({"nodes": {"master": {"replicas": 4}, "data": [
-                {"name": "hot", "replicas": 1, "disk": {"size": "1Gi"}},
+            json!({"nodes": {"master": {"replicas": 5}, "data": [
+                {"name": "hot", "replicas": 2, "disk": {"size": "1Gi"}},
                 {"name": "cold", "replicas": 1, "disk": {"size": "1Gi"}}
             ]}, "timeouts": {"scalingSeconds": 8}}),
         )
@@ -306,7 +306,7 @@ async fn scaling_follows_the_seed_order_and_refuses_to_under_replicate() {
                 s.common.conditions.iter().any(|x| {
                     x.type_ == "Degraded"
                         && x.reason == "ScaleRefused"
-                        && x.message.contains("2 replicas")
+                        && x.message.contains("3 replicas")
                 })
             })
         })
@@ -338,13 +338,13 @@ async fn scaling_follows_the_seed_order_and_refuses_to_under_replicate() {
         .list(&ListParams::default().labels("steward.dev/node-set=hot"))
         .await
         .unwrap();
-    assert_eq!(pods.items.len(), 2, "nothing was removed");
+    assert_eq!(pods.items.len(), 3, "nothing was removed");
     let hot = plane
         .api::<StatefulSet>()
         .get("crate-data-hot-cs")
         .await
         .unwrap();
-    assert_eq!(hot.spec.unwrap().replicas, Some(2), "nothing was removed");
+    assert_eq!(hot.spec.unwrap().replicas, Some(3), "nothing was removed");
     plane.shutdown().await;
 }
 
