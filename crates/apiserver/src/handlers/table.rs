@@ -145,6 +145,27 @@ fn pod_status(o: &Value, statuses: &[Value]) -> Value {
     }
 }
 
+/// An integer field of `o`, 0 when absent (as kube-apiserver's printers show it).
+fn count(o: &Value, path: &str) -> i64 {
+    meta::get_path(o, path).and_then(Value::as_i64).unwrap_or(0)
+}
+
+/// The Pod template's container names and images, comma-separated.
+fn containers_and_images(o: &Value) -> (String, String) {
+    let containers = meta::get_path(o, "spec.template.spec.containers")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let field = |k: &str| {
+        containers
+            .iter()
+            .map(|c| c[k].as_str().unwrap_or_default().to_owned())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    (field("name"), field("image"))
+}
+
 fn kind_columns(def: &ResourceDef) -> (Vec<Value>, CellsFn) {
     let core = def.group.is_empty();
     match (core, def.kind.as_str()) {
@@ -242,6 +263,68 @@ fn kind_columns(def: &ResourceDef) -> (Vec<Value>, CellsFn) {
                 ]
             }),
         ),
+        // As kube-apiserver's printers: `kubectl get sts|deploy|rs`.
+        (false, "StatefulSet") if def.group == "apps" => (
+            vec![
+                column("Ready", "string", "", 0),
+                column("Containers", "string", "", 1),
+                column("Images", "string", "", 1),
+            ],
+            Box::new(|o: &Value| {
+                let (containers, images) = containers_and_images(o);
+                vec![
+                    json!(format!(
+                        "{}/{}",
+                        count(o, "status.readyReplicas"),
+                        count(o, "spec.replicas")
+                    )),
+                    json!(containers),
+                    json!(images),
+                ]
+            }),
+        ),
+        (false, "Deployment") if def.group == "apps" => (
+            vec![
+                column("Ready", "string", "", 0),
+                column("Up-to-date", "integer", "", 0),
+                column("Available", "integer", "", 0),
+                column("Containers", "string", "", 1),
+                column("Images", "string", "", 1),
+            ],
+            Box::new(|o: &Value| {
+                let (containers, images) = containers_and_images(o);
+                vec![
+                    json!(format!(
+                        "{}/{}",
+                        count(o, "status.readyReplicas"),
+                        count(o, "spec.replicas")
+                    )),
+                    json!(count(o, "status.updatedReplicas")),
+                    json!(count(o, "status.availableReplicas")),
+                    json!(containers),
+                    json!(images),
+                ]
+            }),
+        ),
+        (false, "ReplicaSet") if def.group == "apps" => (
+            vec![
+                column("Desired", "integer", "", 0),
+                column("Current", "integer", "", 0),
+                column("Ready", "integer", "", 0),
+                column("Containers", "string", "", 1),
+                column("Images", "string", "", 1),
+            ],
+            Box::new(|o: &Value| {
+                let (containers, images) = containers_and_images(o);
+                vec![
+                    json!(count(o, "spec.replicas")),
+                    json!(count(o, "status.replicas")),
+                    json!(count(o, "status.readyReplicas")),
+                    json!(containers),
+                    json!(images),
+                ]
+            }),
+        ),
         _ if !def.printer_columns.is_empty() => {
             let cols = def.printer_columns.clone();
             let defs = cols
@@ -325,6 +408,34 @@ mod tests {
         );
         assert_eq!(json_path(&o, ".spec.n[0]"), Some(json!(5)));
         assert_eq!(json_path(&o, ".spec.missing"), None);
+    }
+
+    #[test]
+    fn workload_tables_show_readiness_as_kubectl_does() {
+        let registry = Registry::with_builtins();
+        let sts = registry.lookup("apps", "v1", "statefulsets").unwrap();
+        let template = json!({"spec": {"containers": [{"name": "crate", "image": "crate:4.8.4"}]}});
+        let o = json!({"metadata": {"name": "s", "creationTimestamp": "2020-01-01T00:00:00Z"},
+            "spec": {"replicas": 3, "template": template}, "status": {"readyReplicas": 2}});
+        let t = table(&sts, std::slice::from_ref(&o), json!({}), None);
+        let names: Vec<&str> = t["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["priority"] == 0)
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["Name", "Ready", "Age"]);
+        assert_eq!(t["rows"][0]["cells"][1], "2/3");
+        assert_eq!(t["rows"][0]["cells"][3], "crate:4.8.4");
+        let deploy = registry.lookup("apps", "v1", "deployments").unwrap();
+        let t = table(&deploy, std::slice::from_ref(&o), json!({}), None);
+        assert_eq!(t["rows"][0]["cells"][1], "2/3");
+        assert_eq!(t["rows"][0]["cells"][3], 0, "no available replicas");
+        let rs = registry.lookup("apps", "v1", "replicasets").unwrap();
+        let t = table(&rs, &[o], json!({}), None);
+        assert_eq!(t["rows"][0]["cells"][1], 3);
+        assert_eq!(t["rows"][0]["cells"][3], 2);
     }
 
     #[test]

@@ -460,3 +460,43 @@ async fn deployment_rolls_replica_sets_and_reports_progress() {
     .await;
     env.finish().await;
 }
+
+/// `kubectl get sts` asks for a Table: the server's printer shows Ready as ready/wanted, then
+/// Age; Containers and Images only with `-o wide` (priority 1).
+#[tokio::test]
+async fn statefulsets_print_ready_as_kubectl_shows_it() {
+    let env = env("sts-table").await;
+    let api: Api<StatefulSet> = env.api();
+    let sts: StatefulSet = serde_json::from_value(json!({"metadata": {"name": "tbl"},
+        "spec": {"replicas": 0, "serviceName": "tbl", "selector": {"matchLabels": {"app": "tbl"}},
+            "template": template("tbl", json!({}))}}))
+    .unwrap();
+    api.create(&PostParams::default(), &sts).await.unwrap();
+    let req = http::Request::get(format!(
+        "/apis/apps/v1/namespaces/{}/statefulsets/tbl",
+        env.ns
+    ))
+    .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+    .body(Vec::new())
+    .unwrap();
+    let table: Value = env.client.request(req).await.unwrap();
+    let columns = table["columnDefinitions"].as_array().unwrap();
+    let shown: Vec<&str> = columns
+        .iter()
+        .filter(|c| c["priority"].as_i64().unwrap_or(0) == 0)
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(shown, ["Name", "Ready", "Age"]);
+    let wide: BTreeSet<&str> = columns
+        .iter()
+        .filter(|c| c["priority"] == 1)
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        wide.contains("Containers") && wide.contains("Images"),
+        "{wide:?}"
+    );
+    let ready = columns.iter().position(|c| c["name"] == "Ready").unwrap();
+    assert_eq!(table["rows"][0]["cells"][ready], "0/0");
+    env.finish().await;
+}
