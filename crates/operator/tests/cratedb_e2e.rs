@@ -147,6 +147,31 @@ async fn bootstrap_sets_the_license_first_and_users_follow_their_secrets() {
     );
     let rotated = events(&plane, &["PasswordRotated"]).await;
     assert_eq!(rotated.len(), 1, "{rotated:?}");
+
+    // Removing a data set is not implemented: said so, and its nodes keep running.
+    plane
+        .patch_spec::<CrateCluster>(
+            "cb",
+            json!({"nodes": {"data": [{"name": "hot", "replicas": 2, "disk": {"size": "1Gi"}}]}}),
+        )
+        .await;
+    plane
+        .wait_for::<CrateCluster, _>("NodeSetRemoved", "cb", BOOT, |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.common.conditions.iter().any(|x| {
+                    x.type_ == "Degraded"
+                        && x.reason == "NodeSetRemoved"
+                        && x.message.contains("cold")
+                })
+            })
+        })
+        .await;
+    let cold = plane
+        .api::<StatefulSet>()
+        .get("crate-data-cold-cb")
+        .await
+        .unwrap();
+    assert_eq!(cold.spec.unwrap().replicas, Some(2));
     plane.shutdown().await;
 }
 
