@@ -2,14 +2,16 @@
 //! through the stand-in's SQL front on one shared cluster state, as the user who logged in
 //! (checked against the stored password hashes), so privileges, "already exists", license
 //! limits and the no-master block apply as they do over the wire. A node is reachable when it
-//! is in the model's cluster and not marked down.
+//! is in the model's cluster and not marked down. A login already verified against the same
+//! stored user (hash included) is not hashed again: Argon2 on every statement would make the
+//! simulation's thousand seeds too slow, and a changed password changes the stored user.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use serde_json::Value;
-use steward_cratedb_standin::model::Cluster;
+use steward_cratedb_standin::model::{Cluster, User};
 use steward_cratedb_standin::sql;
 
 use super::{CrateChannels, CrateError, Endpoint, Login, Rows};
@@ -23,6 +25,8 @@ pub struct ModelChannels {
     pub down: Arc<Mutex<BTreeSet<String>>>,
     /// Every statement kind run through `crash`, in order (`SET`, `CREATE`, `GRANT`…).
     pub crash_log: Arc<Mutex<Vec<String>>>,
+    /// Logins verified so far: (user, password) → the stored user they were verified against.
+    verified: Arc<Mutex<BTreeMap<(String, String), User>>>,
 }
 
 impl ModelChannels {
@@ -32,7 +36,16 @@ impl ModelChannels {
             cluster: Arc::new(Mutex::new(cluster)),
             down: Arc::default(),
             crash_log: Arc::default(),
+            verified: Arc::default(),
         }
+    }
+
+    /// The stored user a login of `user` with `password` was last verified against.
+    pub fn verified_record(&self, user: &str, password: &str) -> Option<User> {
+        let verified = self.verified.lock().ok()?;
+        verified
+            .get(&(user.to_owned(), password.to_owned()))
+            .cloned()
     }
 
     fn run(
@@ -50,9 +63,20 @@ impl ModelChannels {
         if cluster.node(&node.pod).is_none() {
             return Err(CrateError::Unavailable("connection refused".into()));
         }
-        cluster
-            .authenticate(user, password)
-            .map_err(|e| CrateError::AuthFailed(e.to_string()))?;
+        let key = password.map(|pw| (user.to_owned(), pw.to_owned()));
+        let mut verified = self.verified.lock().map_err(poisoned)?;
+        let known = key
+            .as_ref()
+            .is_some_and(|k| verified.get(k).is_some() && verified.get(k) == cluster.user(user));
+        if !known {
+            let u = cluster
+                .authenticate(user, password)
+                .map_err(|e| CrateError::AuthFailed(e.to_string()))?;
+            if let Some(k) = key {
+                verified.insert(k, u.clone());
+            }
+        }
+        drop(verified);
         let stmt = stmt.trim().trim_end_matches(';');
         sql::execute(&mut cluster, user, stmt, args)
             .map(|r| r.rows)

@@ -25,16 +25,20 @@ pub const EXCLUDE_NAME: &str = "cluster.routing.allocation.exclude._name";
 /// The node check acknowledged after scaling (seed 000, step 4): `gateway.expected_data_nodes`.
 pub const EXPECTED_NODES_CHECK: i64 = 1;
 
-async fn http_any(
-    ch: &dyn CrateChannels,
-    nodes: &[Endpoint],
-    login: &Login,
-    stmt: &str,
-    args: &[Value],
-) -> Result<Rows, CrateError> {
-    let mut last = CrateError::Unavailable("no node has an address yet".into());
+/// Runs `call` on each node in turn until one answers (anything but
+/// [`CrateError::Unavailable`]); `none` is the error when there is no node at all.
+async fn first_answer<'a, T, F, Fut>(
+    nodes: &'a [Endpoint],
+    none: &str,
+    call: F,
+) -> Result<T, CrateError>
+where
+    F: Fn(&'a Endpoint) -> Fut,
+    Fut: std::future::Future<Output = Result<T, CrateError>>,
+{
+    let mut last = CrateError::Unavailable(none.to_owned());
     for node in nodes {
-        match ch.http(node, login, stmt, args).await {
+        match call(node).await {
             Err(CrateError::Unavailable(why)) => {
                 last = CrateError::Unavailable(format!("{}: {why}", node.pod));
             }
@@ -42,6 +46,19 @@ async fn http_any(
         }
     }
     Err(last)
+}
+
+async fn http_any(
+    ch: &dyn CrateChannels,
+    nodes: &[Endpoint],
+    login: &Login,
+    stmt: &str,
+    args: &[Value],
+) -> Result<Rows, CrateError> {
+    first_answer(nodes, "no node has an address yet", |n| {
+        ch.http(n, login, stmt, args)
+    })
+    .await
 }
 
 async fn pg_any(
@@ -50,16 +67,10 @@ async fn pg_any(
     login: &Login,
     statements: &str,
 ) -> Result<(), CrateError> {
-    let mut last = CrateError::Unavailable("no node has an address yet".into());
-    for node in nodes {
-        match ch.pg(node, login, statements).await {
-            Err(CrateError::Unavailable(why)) => {
-                last = CrateError::Unavailable(format!("{}: {why}", node.pod));
-            }
-            other => return other,
-        }
-    }
-    Err(last)
+    first_answer(nodes, "no node has an address yet", |n| {
+        ch.pg(n, login, statements)
+    })
+    .await
 }
 
 async fn crash_any(
@@ -67,16 +78,10 @@ async fn crash_any(
     masters: &[Endpoint],
     statements: &str,
 ) -> Result<(), CrateError> {
-    let mut last = CrateError::Unavailable("no master Pod is ready".into());
-    for node in masters {
-        match ch.crash(node, statements).await {
-            Err(CrateError::Unavailable(why)) => {
-                last = CrateError::Unavailable(format!("{}: {why}", node.pod));
-            }
-            other => return other,
-        }
-    }
-    Err(last)
+    first_answer(masters, "no master Pod is ready", |n| {
+        ch.crash(n, statements)
+    })
+    .await
 }
 
 /// Seed 000: the license is set first, with `crash` in a master.

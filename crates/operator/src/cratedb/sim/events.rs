@@ -160,12 +160,7 @@ impl World {
         }
         // The login just verified (the channels keep the record they checked the password of).
         let key = (name.to_owned(), pw);
-        let record = self
-            .channels
-            .verified
-            .lock()
-            .ok()
-            .and_then(|v| v.get(&key).cloned());
+        let record = self.channels.verified_record(&key.0, &key.1);
         let record = match record {
             Some(r) => r,
             None => match self.cluster().authenticate(name, Some(&key.1)) {

@@ -23,7 +23,6 @@
 //! seeds the test runs, from `CRATEDB_SIM_FIRST` (default 0). A failure prints
 //! `CRATEDB_SIM_SEED=<seed>` and the last actions.
 
-mod channels;
 mod events;
 mod invariants;
 mod operator;

@@ -3,7 +3,6 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -12,9 +11,9 @@ use rand::{Rng, SeedableRng};
 use steward_cratedb_standin::model::{Cluster, ClusterConfig, NodeSpec, User};
 use steward_cratedb_standin::sql;
 
-use super::channels::SimChannels;
 use super::operator::{Memory, Status};
 use super::{LICENSE, ROUND, SETS, SYSTEM_PW, Stats};
+use crate::cratedb::admin::model::ModelChannels;
 use crate::cratedb::admin::ops;
 use crate::cratedb::names::{ClusterNames, INITIAL_MASTERS, MASTER_SET, SUPERUSER, SYSTEM_USER};
 use crate::cratedb::plan::restart::Gate;
@@ -50,7 +49,7 @@ pub(super) struct World {
     seed: u64,
     pub(super) step: u64,
     pub(super) rng: StdRng,
-    pub(super) channels: SimChannels,
+    pub(super) channels: ModelChannels,
     pub(super) names: ClusterNames,
     pub(super) sets: Vec<Set>,
     /// Wanted replicas per set (the spec), in `SETS` order.
@@ -102,10 +101,7 @@ impl World {
             seed,
             step: 0,
             rng,
-            channels: SimChannels {
-                cluster: Arc::new(Mutex::new(cluster)),
-                verified: Mutex::default(),
-            },
+            channels: ModelChannels::new(cluster),
             names,
             sets,
             wanted,
