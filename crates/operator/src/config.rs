@@ -160,6 +160,20 @@ pub struct OperatorArgs {
         default_value = ""
     )]
     pub api_hostnames: Vec<String>,
+    /// Most Kubernetes API requests the operator has in flight at once (watches apart); more
+    /// wait in the operator. Bounds its connections to the API server (HTTP/1.1: one per
+    /// request in flight).
+    #[arg(long, env = "STEWARD_API_MAX_IN_FLIGHT", default_value_t = crate::runtime::in_flight::DEFAULT_MAX_IN_FLIGHT)]
+    pub api_max_in_flight: usize,
+    /// Passes each controller runs at once; more wait in its queue (0: no bound). Bounds the
+    /// memory a burst of passes holds; below the number of clusters created at once, the last
+    /// ones wait for whole passes of the first (docs/performance.md measures the trade).
+    #[arg(
+        long,
+        env = "STEWARD_MAX_CONCURRENT_RECONCILES",
+        default_value_t = 1024
+    )]
+    pub max_concurrent_reconciles: u16,
     /// Operation deadlines.
     #[command(flatten)]
     pub timeouts: TimeoutArgs,

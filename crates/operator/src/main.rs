@@ -87,7 +87,8 @@ fn init_tracing(format: LogFormat) {
 }
 
 async fn run_operator(args: OperatorArgs) -> anyhow::Result<()> {
-    let client = kube::Client::try_default().await?;
+    let config = kube::Config::infer().await?;
+    let client = steward_operator::runtime::in_flight::client(config, args.api_max_in_flight)?;
     let handle = steward_operator::runtime::start(client, args).await?;
     tracing::info!(http = %handle.http_addr, "operator started");
     let stop = handle.shutdown_token();

@@ -1,5 +1,5 @@
-//! A converged cluster is read, never re-written (issue 17): once an etcd and a PostgreSQL
-//! cluster have settled, a full reconcile pass makes no write to the API server — no apply of
+//! A converged cluster is read, never re-written (issue 17): once an etcd, a PostgreSQL and a
+//! CrateDB cluster (on stand-in Pods) have settled, a full reconcile pass makes no write to the API server — no apply of
 //! a child that did not change, no status patch that says the same, no Event — and reads its
 //! Secrets from the operator's caches, not with GETs. Counted from the
 //! API server's own `apiserver_request_total` (kube-apiserver's counter, which the embedded
@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use common::e2e::{Plane, true_condition};
 use kube::api::{Patch, PatchParams};
+use steward_api::cratedb::CrateCluster;
 use steward_api::etcd::EtcdCluster;
 use steward_api::postgres::PostgresCluster;
 
@@ -163,5 +164,31 @@ async fn a_pass_over_a_settled_postgres_cluster_writes_nothing() {
         })
         .await;
     assert_steady::<PostgresCluster>(&plane, "postgres", "postgresclusters", "calm").await;
+    plane.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_pass_over_a_settled_cratedb_cluster_writes_nothing() {
+    let plane = Plane::start().await;
+    plane
+        .apply(
+            "apiVersion: v1\nkind: Secret\nmetadata: {name: calm-license}\nstringData: {license: \"standin:e2e:16\"}\n---\n\
+             apiVersion: v1\nkind: Secret\nmetadata: {name: calm-app}\nstringData: {password: calm-pw-1}\n---\n\
+             apiVersion: steward.dev/v1alpha1\nkind: CrateCluster\nmetadata: {name: calm}\nspec:\n  cluster:\n    name: calm\n    version: \"4.8.4\"\n    license: {secretKeyRef: {name: calm-license, key: license}}\n  nodes:\n    master: {replicas: 3, disk: {size: 1Gi}}\n    data:\n      - {name: hot, replicas: 1, disk: {size: 1Gi}}\n  users:\n    - name: app\n      password: {secretKeyRef: {name: calm-app, key: password}}\n",
+        )
+        .await;
+    plane
+        .wait_for::<CrateCluster, _>("calm settled", "calm", Duration::from_secs(180), |c| {
+            c.status.as_ref().is_some_and(|s| {
+                true_condition(&s.common, "Available").is_some()
+                    && s.bootstrap.done
+                    && s.health.as_deref() == Some("GREEN")
+                    && s.ready_nodes == 4
+                    && s.users.iter().any(|u| u.name == "app" && u.ready)
+                    && s.common.operation.is_none()
+            })
+        })
+        .await;
+    assert_steady::<CrateCluster>(&plane, "cratedb", "crateclusters", "calm").await;
     plane.shutdown().await;
 }

@@ -45,8 +45,20 @@ impl Operator {
             ),
         )
         .unwrap();
+        // `STEWARD_BENCH_WRAP="heaptrack -o /tmp/op"` runs the operator under a profiler (its
+        // RSS and CPU figures are then the wrapper's).
+        let wrap = std::env::var("STEWARD_BENCH_WRAP").unwrap_or_default();
+        let mut words = wrap.split_whitespace();
+        let mut command = match words.next() {
+            Some(program) => {
+                let mut c = Command::new(program);
+                c.args(words).arg(env!("CARGO_BIN_EXE_steward"));
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_steward")),
+        };
         Self(
-            Command::new(env!("CARGO_BIN_EXE_steward"))
+            command
                 .args([
                     "operator",
                     "--http-addr",

@@ -137,6 +137,7 @@ pub async fn run(
     });
     let (cache, trigger) = crate::runtime::stores::primary(clusters);
     Controller::for_stream(trigger, cache.clone())
+        .with_config(ctx.controller_config())
         .owns_shared_stream(streams.services)
         .owns_shared_stream(streams.statefulsets)
         .watches_shared_stream(streams.pods, |pod: Arc<Pod>| {

@@ -134,6 +134,7 @@ pub async fn run(
     });
     let (cache, trigger) = crate::runtime::stores::primary(clusters);
     Controller::for_stream(trigger, cache)
+        .with_config(ctx.controller_config())
         .owns_shared_stream(service_events)
         .owns_shared_stream(peer_events)
         .graceful_shutdown_on(async move { stop.cancelled().await })

@@ -217,6 +217,7 @@ pub async fn run(
     let listing = cache.clone();
     let controller = Controller::for_stream(trigger, cache.clone());
     controller
+        .with_config(ctx.controller_config())
         .owns_shared_stream(service_events)
         .owns_shared_stream(pod_events)
         .watches_shared_stream(node_events, move |node: Arc<Node>| {

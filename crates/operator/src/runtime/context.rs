@@ -70,6 +70,8 @@ pub struct Context {
     pub cluster_domain: String,
     /// How long a database may take to answer.
     pub database_timeout: Duration,
+    /// Passes each controller runs at once (`--max-concurrent-reconciles`; 0: no bound).
+    pub max_concurrent_reconciles: u16,
     /// The operator's own namespace (its Lease's): where schedule ConfigMaps live.
     pub own_namespace: String,
     /// What the controllers' appliers applied last (they skip unchanged applies of cached
@@ -116,6 +118,7 @@ impl Context {
             identity,
             cluster_domain: "cluster.local".into(),
             database_timeout: Duration::from_secs(3),
+            max_concurrent_reconciles: 0,
             own_namespace: "steward-system".into(),
             applied: crate::resources::apply::AppliedMemo::default(),
             etcd: Arc::new(GrpcConnector),
@@ -129,6 +132,12 @@ impl Context {
             )),
             known_versions: Arc::default(),
         }
+    }
+
+    /// The configuration of every engine controller: at most
+    /// [`Self::max_concurrent_reconciles`] passes at once (the others wait in its queue).
+    pub fn controller_config(&self) -> kube::runtime::controller::Config {
+        kube::runtime::controller::Config::default().concurrency(self.max_concurrent_reconciles)
     }
 
     /// The cluster object a pass must start from. The controller hands over its cached copy,

@@ -6,6 +6,7 @@ pub mod context;
 pub mod crds;
 pub mod engine;
 pub mod http;
+pub mod in_flight;
 pub mod leader;
 pub mod stores;
 
@@ -14,7 +15,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use kube::Client;
+use kube::runtime::reflector::store::WriterDropped;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -183,6 +187,7 @@ pub async fn start_with_clock(
     );
     ctx.cluster_domain = args.cluster_domain.clone();
     ctx.database_timeout = Duration::from_secs(args.database_timeout_seconds.max(1));
+    ctx.max_concurrent_reconciles = args.max_concurrent_reconciles;
     ctx.own_namespace = args.lease_namespace.clone();
     let ctx = Arc::new(ctx);
     let (leader_tx, leader_rx) = watch::channel(false);
@@ -348,12 +353,61 @@ async fn logged(
     }
 }
 
+/// How long controllers wait for the shared caches' first lists before they start anyway (a
+/// kind the operator may not list never fills; its watch logs why).
+const CACHE_FILL: Duration = Duration::from_secs(30);
+
+/// Waits until every cache of `filling` holds its first list, [`CACHE_FILL`] at most (then
+/// names the ones still empty); `false` when `stop` came first.
+async fn caches_filled(
+    filling: [(&'static str, BoxFuture<'_, Result<(), WriterDropped>>); 8],
+    stop: &CancellationToken,
+) -> bool {
+    let started = std::time::Instant::now();
+    let mut empty: Vec<&str> = filling.iter().map(|(kind, _)| *kind).collect();
+    let mut pending: Vec<BoxFuture<'_, &str>> = filling
+        .into_iter()
+        .map(|(kind, ready)| {
+            async move {
+                let _ = ready.await;
+                kind
+            }
+            .boxed()
+        })
+        .collect();
+    let deadline = tokio::time::sleep(CACHE_FILL);
+    tokio::pin!(deadline);
+    while !pending.is_empty() {
+        tokio::select! {
+            (kind, _, rest) = futures::future::select_all(pending) => {
+                empty.retain(|k| *k != kind);
+                pending = rest;
+            }
+            () = &mut deadline => {
+                tracing::warn!(
+                    waited_s = CACHE_FILL.as_secs(),
+                    empty = %empty.join(", "),
+                    "shared caches without their first list (see their watch errors); \
+                     starting the controllers anyway"
+                );
+                return true;
+            }
+            () = stop.cancelled() => return false,
+        }
+    }
+    tracing::info!(
+        took_ms = started.elapsed().as_millis() as u64,
+        "shared caches filled"
+    );
+    true
+}
+
 /// Builds the shared caches and runs every engine's controllers until `stop` is cancelled.
 async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
     use steward_api::etcd::EtcdPeer;
     let services = stores::shared::<Service>(&ctx, stop.clone());
-    let pods = stores::shared::<Pod>(&ctx, stop.clone());
+    let pods = stores::shared_trimmed::<Pod>(&ctx, crate::resources::pods::slim, stop.clone());
     // Claims are read from the cache only: no controller watches them through it.
     let claims = stores::cached::<PersistentVolumeClaim>(ctx.watched_api(), stop.clone());
     let peers = stores::shared::<EtcdPeer>(&ctx, stop.clone());
@@ -402,6 +456,21 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         tracing::error!("a shared cache has no subscriber; controllers not started");
         return;
     };
+    // The first passes see the children that exist (an operator restarted over many clusters
+    // would otherwise create, read or apply what it already has).
+    let filling = [
+        ("Services", services.0.wait_until_ready().boxed()),
+        ("Pods", pods.0.wait_until_ready().boxed()),
+        ("PersistentVolumeClaims", claims.wait_until_ready().boxed()),
+        ("EtcdPeers", peers.0.wait_until_ready().boxed()),
+        ("StatefulSets", statefulsets.0.wait_until_ready().boxed()),
+        ("PodDisruptionBudgets", budgets.wait_until_ready().boxed()),
+        ("ConfigMaps", config_maps.wait_until_ready().boxed()),
+        ("Secrets", secrets.wait_until_ready().boxed()),
+    ];
+    if !caches_filled(filling, &stop).await {
+        return;
+    }
     let etcd = crate::etcd::EtcdStores {
         services: services.0,
         pods: pods.0,
@@ -439,14 +508,14 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
                 ctx.clone(),
                 etcd.clone(),
                 services.1.clone(),
-                peers.1,
+                peers.1.clone(),
                 stop.clone()
             )
         ),
         logged(
             "etcd-peer",
             stop.clone(),
-            crate::etcd::peer::run(ctx.clone(), etcd, pods.1.clone(), stop.clone())
+            crate::etcd::peer::run(ctx.clone(), etcd, peers.1, pods.1.clone(), stop.clone())
         ),
         logged(
             "schedule",

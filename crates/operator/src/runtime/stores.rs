@@ -102,13 +102,16 @@ impl<K: Resource<DynamicType = ()> + 'static> std::ops::Deref for Indexed<K> {
 /// Events a shared cache buffers for each subscriber.
 pub const BUFFER: usize = 1024;
 
-/// The watch of Steward's objects of `K`.
-fn managed_watch<K>(api: Api<K>) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>>
+/// The watch of Steward's objects of `K`, each slimmed by `trim` before it enters a cache.
+fn managed_watch<K>(
+    api: Api<K>,
+    trim: fn(&mut K),
+) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>>
 where
     K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
 {
     let config = watcher::Config::default().labels(&format!("{MANAGED_BY}={MANAGER}"));
-    watcher(api, config).default_backoff().modify(slim)
+    watcher(api, config).default_backoff().modify(trim)
 }
 
 /// Drops what no step reads before an object enters a cache: `managedFields` (often the
@@ -177,7 +180,7 @@ where
     let (store, writer) = reflector::store::<K>();
     let changes = Arc::new(AtomicU64::new(0));
     drive(
-        reflector::reflector(writer, managed_watch(api)),
+        reflector::reflector(writer, managed_watch(api, slim)),
         changes.clone(),
         stop,
     );
@@ -223,12 +226,30 @@ where
         + Sync
         + 'static,
 {
+    shared_trimmed(ctx, slim, stop)
+}
+
+/// [`shared`] with a kind's own `trim` (one that also drops the fields no step reads).
+pub fn shared_trimmed<K>(
+    ctx: &Arc<Context>,
+    trim: fn(&mut K),
+    stop: CancellationToken,
+) -> Option<(Indexed<K>, ReflectHandle<K>)>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
     let api: Api<K> = ctx.watched_api();
     let (store, writer) = reflector::store_shared::<K>(BUFFER);
     let subscriber = writer.subscribe()?;
     let changes = Arc::new(AtomicU64::new(0));
     drive(
-        managed_watch(api).reflect_shared(writer),
+        managed_watch(api, trim).reflect_shared(writer),
         changes.clone(),
         stop,
     );

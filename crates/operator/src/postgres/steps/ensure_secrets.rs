@@ -6,12 +6,14 @@
 //! (`build::pgbackrest`); its keys are never read back or shown. A cluster created with
 //! `dataSource` gets the source cluster's two passwords instead of generated ones: its data is
 //! a restore of the source's, roles and passwords included. Secrets are read from the cache of
-//! Steward's own Secrets (an API GET only when it does not hold one), so a settled cluster's
-//! pass makes no request here.
+//! Steward's own Secrets, so a settled cluster's pass makes no request here; one the cache does
+//! not hold is created at once (a new cluster's: no read first) and read only if the create
+//! conflicts.
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
+use kube::runtime::reflector::ObjectRef;
 
 use crate::error::Error;
 use crate::pipeline::{EventType, Outcome, SubReconciler};
@@ -24,6 +26,12 @@ use crate::runtime::stores::cached_or_get;
 /// See the module documentation.
 pub struct EnsureSecrets;
 
+/// Steward's Secret `name` of this cluster from the cache of its labelled Secrets.
+fn cached(pass: &PostgresPass, name: &str) -> Option<Secret> {
+    let key = ObjectRef::<Secret>::new(name).within(&pass.core.namespace);
+    pass.stores.secrets.get(&key).map(|s| s.as_ref().clone())
+}
+
 async fn ensure(
     pass: &mut PostgresPass,
     name: &str,
@@ -31,10 +39,10 @@ async fn ensure(
 ) -> Result<Option<String>, Error> {
     let api: Api<Secret> = pass.ctx.api(&pass.core.namespace);
     let object = format!("{}/{name}", pass.core.namespace);
-    let existing = cached_or_get(&pass.stores.secrets, &api, &pass.core.namespace, name)
-        .await
-        .map_err(|source| Error::kube("get Secret", object.clone(), source))?;
-    let secret = match existing {
+    // Not in the cache: a new cluster's, most likely, so it is created without a read first; an
+    // existing Secret the cache does not hold yet answers the create with a conflict and is
+    // read then.
+    let secret = match cached(pass, name) {
         Some(s) => s,
         None => {
             let Some(desired) = build else {
@@ -52,7 +60,10 @@ async fn ensure(
                     );
                     created
                 }
-                Err(kube::Error::Api(e)) if e.code == 409 => return Ok(None),
+                Err(kube::Error::Api(e)) if e.code == 409 => api
+                    .get(name)
+                    .await
+                    .map_err(|source| Error::kube("get Secret", object, source))?,
                 Err(source) => return Err(Error::kube("create Secret", object, source)),
             }
         }
@@ -129,14 +140,11 @@ impl SubReconciler<PostgresPass> for EnsureSecrets {
         let replication_name = pass.names.replication_secret();
         let valid = validated(pass)?;
         // A clone's data has the source's roles and passwords: its Secrets start with them.
-        let api: Api<Secret> = pass.ctx.api(&pass.core.namespace);
-        let mut missing = false;
-        for name in [&superuser_name, &replication_name] {
-            missing |= cached_or_get(&pass.stores.secrets, &api, &pass.core.namespace, name)
-                .await
-                .map_err(|source| Error::kube("get Secret", pass.object(), source))?
-                .is_none();
-        }
+        // (A Secret the cache does not hold yet is created with the source's password, which
+        // the create's conflict discards.)
+        let missing = [&superuser_name, &replication_name]
+            .iter()
+            .any(|name| cached(pass, name).is_none());
         let (superuser_pw, replication_pw) = match valid.source_cluster() {
             Some(source) if missing => {
                 let source = ClusterNames::new(source, &pass.core.namespace);
