@@ -242,24 +242,30 @@ async fn reconcile(peer: Arc<EtcdPeer>, state: Arc<State>) -> Result<Action, Err
             .await
             .map_err(|source| Error::kube("patch EtcdPeer status", object, source))?;
     }
+    let claim_usable = cached_claim
+        .as_ref()
+        .is_some_and(|c| c.metadata.deletion_timestamp.is_none());
     Ok(Action::requeue(next_look(
         status.ready,
         member_pod.as_deref(),
+        claim_usable,
     )))
 }
 
 /// (pure) When the peer looks at its member again without an event: every 30 s while it
 /// answers; every 3 s while its Pod runs on a Node but the member does not answer yet (starting,
-/// or its Node lost — neither changes the Pod); every 300 s while its Pod waits for a Node — the
-/// scheduler's binding is a Pod event, which starts a pass at once, so the look is only a safety
-/// net (at 1,000 clusters with unplaceable Pods the 3 s look was most of the operator's CPU).
-pub fn next_look(ready: bool, pod: Option<&Pod>) -> Duration {
+/// or its Node lost — neither changes the Pod); every 300 s while its Pod waits for a Node with
+/// its claim in place — the scheduler's binding is a Pod event, which starts a pass at once, so
+/// the look is only a safety net (at 1,000 clusters with unplaceable Pods the 3 s look was most
+/// of the operator's CPU). A claim missing or being deleted keeps the 3 s look: claims do not
+/// wake the peer, and it creates the claim once the old one is gone.
+pub fn next_look(ready: bool, pod: Option<&Pod>, claim_usable: bool) -> Duration {
     let placed = pod
         .and_then(|p| p.spec.as_ref())
         .is_some_and(|s| s.node_name.is_some());
     match (ready, pod) {
         (true, _) => Duration::from_secs(30),
-        (false, Some(_)) if !placed => Duration::from_secs(300),
+        (false, Some(_)) if !placed && claim_usable => Duration::from_secs(300),
         (false, _) => Duration::from_secs(3),
     }
 }
@@ -491,13 +497,15 @@ mod tests {
             spec: Some(Default::default()),
             ..Pod::default()
         };
-        assert_eq!(next_look(false, Some(&pod)), Duration::from_secs(300));
-        // No Pod yet (just created: its creation is an event) or a placed Pod whose member does
-        // not answer yet (no event will say when it does): a short look.
-        assert_eq!(next_look(false, None), Duration::from_secs(3));
+        assert_eq!(next_look(false, Some(&pod), true), Duration::from_secs(300));
+        // Its claim missing or being deleted (no event says when that changes), no Pod yet (just
+        // created: its creation is an event) or a placed Pod whose member does not answer yet
+        // (no event says when it does): a short look.
+        assert_eq!(next_look(false, Some(&pod), false), Duration::from_secs(3));
+        assert_eq!(next_look(false, None, true), Duration::from_secs(3));
         pod.spec.as_mut().unwrap().node_name = Some("n1".into());
-        assert_eq!(next_look(false, Some(&pod)), Duration::from_secs(3));
-        assert_eq!(next_look(true, Some(&pod)), Duration::from_secs(30));
+        assert_eq!(next_look(false, Some(&pod), true), Duration::from_secs(3));
+        assert_eq!(next_look(true, Some(&pod), true), Duration::from_secs(30));
     }
 
     #[test]
