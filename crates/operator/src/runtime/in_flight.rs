@@ -42,8 +42,9 @@ impl InFlightLayer {
         }
     }
 
-    /// Permits free now (for tests and metrics).
-    pub fn available(&self) -> usize {
+    /// Permits free now.
+    #[cfg(test)]
+    fn available(&self) -> usize {
         self.permits.available_permits()
     }
 }

@@ -406,13 +406,13 @@ async fn caches_filled(
 async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
     use steward_api::etcd::EtcdPeer;
-    let services = stores::shared::<Service>(&ctx, stop.clone());
-    let pods = stores::shared_trimmed::<Pod>(&ctx, crate::resources::pods::slim, stop.clone());
+    let services = stores::shared::<Service>(&ctx, stores::slim, stop.clone());
+    let pods = stores::shared::<Pod>(&ctx, crate::resources::pods::slim, stop.clone());
     // Claims are read from the cache only: no controller watches them through it.
     let claims = stores::cached::<PersistentVolumeClaim>(ctx.watched_api(), stop.clone());
-    let peers = stores::shared::<EtcdPeer>(&ctx, stop.clone());
+    let peers = stores::shared::<EtcdPeer>(&ctx, stores::slim, stop.clone());
     let statefulsets =
-        stores::shared::<k8s_openapi::api::apps::v1::StatefulSet>(&ctx, stop.clone());
+        stores::shared::<k8s_openapi::api::apps::v1::StatefulSet>(&ctx, stores::slim, stop.clone());
     // Kinds only applied, never read: their metadata, so unchanged applies can be skipped.
     let budgets = stores::metadata::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(
         ctx.watched_api(),

@@ -209,28 +209,12 @@ where
     store
 }
 
-/// Starts a shared cache of `K` (objects labelled `managed-by=steward`), driven until `stop`.
+/// Starts a shared cache of `K` (objects labelled `managed-by=steward`, each slimmed by `trim`
+/// — [`slim`], or a kind's own that also drops the fields no step reads), driven until `stop`.
 /// Returns the store and a subscription for a controller's `owns_shared_stream`. Every
 /// subscription must be read: a subscriber that falls `BUFFER` events behind stops the watch
 /// (the shared reflector waits for it), so kinds only read from the cache use [`cached`].
 pub fn shared<K>(
-    ctx: &Arc<Context>,
-    stop: CancellationToken,
-) -> Option<(Indexed<K>, ReflectHandle<K>)>
-where
-    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + Debug
-        + DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
-    shared_trimmed(ctx, slim, stop)
-}
-
-/// [`shared`] with a kind's own `trim` (one that also drops the fields no step reads).
-pub fn shared_trimmed<K>(
     ctx: &Arc<Context>,
     trim: fn(&mut K),
     stop: CancellationToken,

@@ -213,6 +213,10 @@ async fn reconcile(peer: Arc<EtcdPeer>, state: Arc<State>) -> Result<Action, Err
         conditions: previous.conditions.clone(),
         ..EtcdPeerStatus::default()
     };
+    // The claim as it is now, unless it is being deleted.
+    let usable_claim = cached_claim
+        .as_ref()
+        .filter(|c| c.metadata.deletion_timestamp.is_none());
     if let Some(p) = member_pod.as_ref().filter(|p| is_ready(p))
         && let Some(ip) = p.status.as_ref().and_then(|s| s.pod_ip.clone())
     {
@@ -227,10 +231,7 @@ async fn reconcile(peer: Arc<EtcdPeer>, state: Arc<State>) -> Result<Action, Err
             status.member_id = Some(format!("{:x}", answer.member_id));
             status.version = Some(answer.version);
             // The member answered on this claim: from now on it holds the member's data.
-            if let Some(c) = cached_claim
-                .as_ref()
-                .filter(|c| c.metadata.deletion_timestamp.is_none())
-            {
+            if let Some(c) = usable_claim {
                 status.claim_uid = c.uid();
             }
         }
@@ -242,13 +243,10 @@ async fn reconcile(peer: Arc<EtcdPeer>, state: Arc<State>) -> Result<Action, Err
             .await
             .map_err(|source| Error::kube("patch EtcdPeer status", object, source))?;
     }
-    let claim_usable = cached_claim
-        .as_ref()
-        .is_some_and(|c| c.metadata.deletion_timestamp.is_none());
     Ok(Action::requeue(next_look(
         status.ready,
         member_pod.as_deref(),
-        claim_usable,
+        usable_claim.is_some(),
     )))
 }
 

@@ -10,6 +10,8 @@
 //! not hold is created at once (a new cluster's: no read first) and read only if the create
 //! conflicts.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
@@ -27,9 +29,9 @@ use crate::runtime::stores::cached_or_get;
 pub struct EnsureSecrets;
 
 /// Steward's Secret `name` of this cluster from the cache of its labelled Secrets.
-fn cached(pass: &PostgresPass, name: &str) -> Option<Secret> {
+fn cached(pass: &PostgresPass, name: &str) -> Option<Arc<Secret>> {
     let key = ObjectRef::<Secret>::new(name).within(&pass.core.namespace);
-    pass.stores.secrets.get(&key).map(|s| s.as_ref().clone())
+    pass.stores.secrets.get(&key)
 }
 
 async fn ensure(
@@ -43,7 +45,7 @@ async fn ensure(
     // existing Secret the cache does not hold yet answers the create with a conflict and is
     // read then.
     let secret = match cached(pass, name) {
-        Some(s) => s,
+        Some(s) => Arc::unwrap_or_clone(s),
         None => {
             let Some(desired) = build else {
                 return Err(Error::Internal {
