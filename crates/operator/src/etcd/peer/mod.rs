@@ -174,7 +174,15 @@ async fn reconcile(peer: Arc<EtcdPeer>, state: Arc<State>) -> Result<Action, Err
         return Ok(Action::requeue(Duration::from_secs(5)));
     };
     let mut member_pod = None;
+    // A claim being deleted (the previous member's, kept while its Pod terminates) is not one
+    // to start a member on: the Pod waits until the claim is gone and a new one is created.
+    let claim_deleting = cached_claim
+        .as_ref()
+        .is_some_and(|c| c.metadata.deletion_timestamp.is_some());
     match current_pod {
+        None if claim_deleting => {
+            tracing::debug!(%object, "claim is being deleted; member Pod waits for a new one");
+        }
         None => match pods.create(&PostParams::default(), &desired).await {
             Ok(_) => tracing::info!(%object, "created member Pod"),
             Err(kube::Error::Api(e)) if e.code == 409 => {}
