@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/prereqs.sh
+# A clean clone builds once: incremental caches only cost disk there (they doubled the target
+# directory, and a CI run once failed with "No space left on device" while linking).
+if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
 export KUBECTL="${KUBECTL:-${STEWARD_CI_CACHE:-$HOME/.cache/steward-ci}/kubectl-venv/bin/kubectl}"
 export SCHEMATHESIS="${SCHEMATHESIS:-${STEWARD_CI_CACHE:-$HOME/.cache/steward-ci}/schemathesis-venv/bin/st}"
 
