@@ -9,11 +9,11 @@
 //!    `/readyz` the API server answered meanwhile (a stalling server shows here).
 //! 2. **First child**: start the operator; the time until every cluster has its first child
 //!    (its Service), and the last cluster's time.
-//! 3. **Steady state** (`--steady S` seconds, default 60, after a 90 s settle): the operator's
-//!    RSS and CPU share of one core (from `/proc`), the API writes in that window (the API
-//!    server's resourceVersion advances by one per stored change, Events included) and the
-//!    operator's requests by verb (the API server's own `apiserver_request_total`: no other
-//!    client runs).
+//! 3. **Steady state** (`--steady S` seconds, default 60, after `--settle S` seconds, default
+//!    90): the operator's RSS (anonymous and file-backed, and its peak) and CPU share of one
+//!    core (from `/proc`), the API writes in that window (the API server's resourceVersion
+//!    advances by one per stored change, Events included) and the operator's requests by verb
+//!    (the API server's own `apiserver_request_total`: no other client runs).
 //! 4. The API server's RSS (this process: the server, its client and the bench).
 //!
 //! Each point ends with one line:
@@ -40,7 +40,7 @@ use steward_operator::embedded::Embedded;
 
 #[path = "common/process.rs"]
 mod process;
-use process::{Operator, arg, cpu_ticks, rss_mib};
+use process::{Operator, arg, cpu_ticks, rss_mib, status_mib};
 
 const NS: &str = "db";
 
@@ -366,7 +366,7 @@ async fn point(n: u64, steady: u64) -> String {
     );
 
     // 3. Steady state.
-    tokio::time::sleep(Duration::from_secs(90)).await;
+    tokio::time::sleep(Duration::from_secs(arg("--settle", 90))).await;
     let (rv0, ticks0, verbs0, t0) = (
         resource_version(&client).await,
         cpu_ticks(pid),
@@ -382,8 +382,13 @@ async fn point(n: u64, steady: u64) -> String {
     );
     let cpu = (ticks1 - ticks0) as f64 / 100.0 / elapsed.as_secs_f64() * 100.0;
     let rss = rss_mib(&pid.to_string());
+    let part = |field| status_mib(&pid.to_string(), field);
     println!(
-        "steady ({steady} s): operator RSS {rss:.0} MiB, CPU {cpu:.1} % of a core, API writes {}",
+        "steady ({steady} s): operator RSS {rss:.0} MiB (anonymous {:.0}, file-backed {:.0}; \
+         peak {:.0}), CPU {cpu:.1} % of a core, API writes {}",
+        part("RssAnon"),
+        part("RssFile"),
+        part("VmHWM"),
         rv1 - rv0
     );
     let delta: Vec<(String, u64)> = verbs1

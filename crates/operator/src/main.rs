@@ -11,6 +11,12 @@ use tracing_subscriber::EnvFilter;
 mod dev_cli;
 mod self_check;
 
+/// jemalloc, not glibc's malloc: at 1,000 clusters the operator's RSS was 161 MiB with glibc
+/// (freed pages stay in per-thread arenas after a burst) and 115 MiB with jemalloc, whose
+/// background thread returns them, at half the CPU (`docs/performance.md`).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Steward runs etcd, PostgreSQL, CrateDB and FoundationDB clusters on Kubernetes.
 #[derive(Parser)]
 #[command(name = "steward", version, about)]
@@ -87,6 +93,11 @@ fn init_tracing(format: LogFormat) {
 }
 
 async fn run_operator(args: OperatorArgs) -> anyhow::Result<()> {
+    // Freed pages go back to the system a few seconds after a burst, not on the next
+    // allocation. Started here, not at start-up: `node-shim` must stay single-threaded.
+    if let Err(err) = tikv_jemalloc_ctl::background_thread::write(true) {
+        tracing::warn!(error = %err, "jemalloc background thread not started; freed memory is returned on later allocations");
+    }
     let config = kube::Config::infer().await?;
     let client = steward_operator::runtime::in_flight::client(config, args.api_max_in_flight)?;
     let handle = steward_operator::runtime::start(client, args).await?;

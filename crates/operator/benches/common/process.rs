@@ -86,10 +86,15 @@ impl Operator {
 
 /// Resident set size of a process (`self` or a pid), in MiB.
 pub fn rss_mib(pid: &str) -> f64 {
+    status_mib(pid, "VmRSS")
+}
+
+/// One `kB` line of `/proc/<pid>/status` (`VmRSS`, `VmHWM`, `RssAnon`, `RssFile`), in MiB.
+pub fn status_mib(pid: &str, field: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .map_or(0.0, |kb| kb / 1024.0)
 }

@@ -406,7 +406,7 @@ async fn caches_filled(
 async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
     use steward_api::etcd::EtcdPeer;
-    let services = stores::shared::<Service>(&ctx, stores::slim, stop.clone());
+    let services = stores::shared::<Service>(&ctx, crate::resources::services::slim, stop.clone());
     let pods = stores::shared::<Pod>(&ctx, crate::resources::pods::slim, stop.clone());
     // Claims are read from the cache only: no controller watches them through it.
     let claims = stores::cached::<PersistentVolumeClaim>(ctx.watched_api(), stop.clone());
