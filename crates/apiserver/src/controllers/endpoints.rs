@@ -9,7 +9,7 @@
 //! ([`Changes`]): a pass converges only the Services that changed, whose Endpoints or slices
 //! changed, or whose selector matches a Pod that changed.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::{Map, Value, json};
 
@@ -226,8 +226,9 @@ fn slice_services<'a>(
     slices: impl Iterator<Item = &'a Value>,
 ) -> impl Iterator<Item = (String, String)> {
     slices.filter_map(|s| {
-        let labels = meta::labels(s);
-        let service = labels.get("kubernetes.io/service-name")?.as_str()?;
+        let service = meta::labels_ref(s)
+            .get("kubernetes.io/service-name")?
+            .as_str()?;
         Some((meta::namespace(s)?.to_string(), service.to_string()))
     })
 }
@@ -247,7 +248,7 @@ fn selector(svc: &Value) -> Option<LabelSelector> {
 
 /// What one Service wants: its Endpoints and EndpointSlices (none when the Service is gone,
 /// being deleted, or has no selector).
-fn desired(state: &State, ns: &str, name: &str) -> (Option<Value>, Vec<Value>) {
+fn desired(state: &State, index: &Index<'_>, ns: &str, name: &str) -> (Option<Value>, Vec<Value>) {
     let svc_gr = GroupResource::new("", "services");
     let Some(svc) = state
         .get(&svc_gr, ns, name)
@@ -258,8 +259,10 @@ fn desired(state: &State, ns: &str, name: &str) -> (Option<Value>, Vec<Value>) {
     let Some(sel) = selector(svc) else {
         return (None, Vec::new());
     };
-    let matching: Vec<&Value> = state
-        .list(&GroupResource::new("", "pods"), Some(ns))
+    let matching: Vec<&Value> = index
+        .candidates(svc, ns)
+        .iter()
+        .copied()
         .filter(|p| !meta::is_deleting(p) && sel.matches(p))
         .collect();
     let groups = groups(svc, &matching);
@@ -309,42 +312,104 @@ fn desired(state: &State, ns: &str, name: &str) -> (Option<Value>, Vec<Value>) {
     (Some(ep), slices)
 }
 
-/// Converges the Endpoints and EndpointSlices of the Services that changes may affect: writes
-/// what they want and deletes what the controllers made that no Service wants any more.
-pub fn reconcile(state: &mut State, changes: &Changes) {
-    let ep_gr = GroupResource::new("", "endpoints");
-    for (ns, name) in affected(state, changes) {
-        let (ep, slices) = desired(state, &ns, &name);
-        let wanted: BTreeSet<String> = slices
-            .iter()
-            .filter_map(|s| meta::name(s).map(String::from))
-            .collect();
-        let ours = |o: &Value, label: &str, manager: &str| {
-            meta::labels(o).get(label).and_then(Value::as_str) == Some(manager)
+/// The namespaces' Pods by (namespace, label, value) and Steward's EndpointSlices by
+/// (namespace, Service), built once per pass: a Service looks only at the Pods that carry the
+/// most selective pair of its selector, and at its own slices (a pass costs the Pods plus the
+/// affected Services, not their product — 10,000 clusters' Services share one namespace in the
+/// scale benchmark).
+struct Index<'a> {
+    pods: HashMap<(&'a str, &'a str, &'a Value), Vec<&'a Value>>,
+    slices: HashMap<(&'a str, &'a str), Vec<&'a Value>>,
+}
+
+impl<'a> Index<'a> {
+    fn new(state: &'a State, namespaces: impl Iterator<Item = &'a str>) -> Self {
+        let mut index = Index {
+            pods: HashMap::new(),
+            slices: HashMap::new(),
         };
-        let mut stale: Vec<(GroupResource, String)> = Vec::new();
-        match ep {
-            Some(ep) => upsert(
+        for ns in namespaces {
+            for pod in state.list(&GroupResource::new("", "pods"), Some(ns)) {
+                let ns = meta::namespace(pod).unwrap_or_default();
+                for (k, v) in meta::labels_ref(pod) {
+                    index.pods.entry((ns, k.as_str(), v)).or_default().push(pod);
+                }
+            }
+            for slice in state.list(&slice_gr(), Some(ns)) {
+                let ns = meta::namespace(slice).unwrap_or_default();
+                if let Some(service) = meta::labels_ref(slice)
+                    .get("kubernetes.io/service-name")
+                    .and_then(Value::as_str)
+                {
+                    index.slices.entry((ns, service)).or_default().push(slice);
+                }
+            }
+        }
+        index
+    }
+
+    /// The Pods that carry the rarest pair of the Service's selector (a superset of those it
+    /// selects; none when it has no selector).
+    fn candidates<'s>(&'s self, svc: &'s Value, ns: &'s str) -> &'s [&'s Value] {
+        let pods: &'s HashMap<(&'s str, &'s str, &'s Value), Vec<&'s Value>> = &self.pods;
+        meta::get_path(svc, "spec.selector")
+            .and_then(Value::as_object)
+            .and_then(|sel| {
+                sel.iter()
+                    .map(|(k, v)| {
+                        pods.get(&(ns, k.as_str(), v))
+                            .map_or(&[][..], Vec::as_slice)
+                    })
+                    .min_by_key(|pods| pods.len())
+            })
+            .unwrap_or(&[])
+    }
+
+    /// The EndpointSlices labelled as the Service's.
+    fn slices<'s>(&'s self, ns: &'s str, service: &'s str) -> &'s [&'s Value] {
+        let slices: &'s HashMap<(&'s str, &'s str), Vec<&'s Value>> = &self.slices;
+        slices.get(&(ns, service)).map_or(&[][..], Vec::as_slice)
+    }
+}
+
+/// What a pass writes and deletes for one Service.
+struct Plan {
+    ns: String,
+    endpoints: Option<Value>,
+    slices: Vec<Value>,
+    stale: Vec<(GroupResource, String)>,
+}
+
+/// Converges the Endpoints and EndpointSlices of the Services that changes may affect: writes
+/// what they want and deletes what the controllers made that no Service wants any more. Every
+/// Service's plan is made first, from one view of the store (writing one Service's objects
+/// changes nothing another Service's plan reads), then written.
+pub fn reconcile(state: &mut State, changes: &Changes) {
+    let affected = affected(state, changes);
+    if affected.is_empty() {
+        return;
+    }
+    let plans: Vec<Plan> = {
+        let st: &State = state;
+        let namespaces: BTreeSet<&str> = affected.iter().map(|(ns, _)| ns.as_str()).collect();
+        let index = Index::new(st, namespaces.into_iter());
+        affected
+            .iter()
+            .map(|(ns, name)| plan(st, &index, ns, name))
+            .collect()
+    };
+    let ep_gr = GroupResource::new("", "endpoints");
+    for plan in plans {
+        if let Some(ep) = plan.endpoints {
+            upsert(
                 state,
                 &ep_gr,
                 ep,
                 &["subsets", "metadata.labels"],
                 EP_MANAGER,
-            ),
-            None => {
-                let live = state
-                    .get(&GroupResource::new("", "services"), &ns, &name)
-                    .is_some_and(|s| !meta::is_deleting(s));
-                if !live
-                    && state
-                        .get(&ep_gr, &ns, &name)
-                        .is_some_and(|e| ours(e, MANAGED_BY, EP_MANAGER))
-                {
-                    stale.push((ep_gr.clone(), name.clone()));
-                }
-            }
+            );
         }
-        for slice in slices {
+        for slice in plan.slices {
             upsert(
                 state,
                 &slice_gr(),
@@ -353,28 +418,61 @@ pub fn reconcile(state: &mut State, changes: &Changes) {
                 SLICE_MANAGER,
             );
         }
-        stale.extend(
-            state
-                .list(&slice_gr(), Some(&ns))
-                .filter(|s| {
-                    ours(
-                        s,
-                        "endpointslice.kubernetes.io/managed-by",
-                        "endpointslice-controller.k8s.io",
-                    ) && meta::labels(s)
-                        .get("kubernetes.io/service-name")
-                        .and_then(Value::as_str)
-                        == Some(name.as_str())
-                        && !meta::name(s).is_some_and(|n| wanted.contains(n))
-                })
-                .filter_map(|s| Some((slice_gr(), meta::name(s)?.to_string()))),
-        );
-        for (gr, stale_name) in stale {
+        for (gr, stale_name) in plan.stale {
             let Some(def) = state.registry.storage_def(&gr) else {
                 continue;
             };
-            let _ = delete(state, &def, &ns, &stale_name, &DeleteOptions::default());
+            let _ = delete(
+                state,
+                &def,
+                &plan.ns,
+                &stale_name,
+                &DeleteOptions::default(),
+            );
         }
+    }
+}
+
+/// One Service's plan: its desired Endpoints and slices, and the controllers' objects of it
+/// that nothing wants any more.
+fn plan(state: &State, index: &Index<'_>, ns: &str, name: &str) -> Plan {
+    let ep_gr = GroupResource::new("", "endpoints");
+    let (endpoints, slices) = desired(state, index, ns, name);
+    let wanted: BTreeSet<&str> = slices.iter().filter_map(meta::name).collect();
+    let ours = |o: &Value, label: &str, manager: &str| {
+        meta::labels_ref(o).get(label).and_then(Value::as_str) == Some(manager)
+    };
+    let mut stale: Vec<(GroupResource, String)> = Vec::new();
+    if endpoints.is_none() {
+        let live = state
+            .get(&GroupResource::new("", "services"), ns, name)
+            .is_some_and(|s| !meta::is_deleting(s));
+        if !live
+            && state
+                .get(&ep_gr, ns, name)
+                .is_some_and(|e| ours(e, MANAGED_BY, EP_MANAGER))
+        {
+            stale.push((ep_gr.clone(), name.to_string()));
+        }
+    }
+    stale.extend(
+        index
+            .slices(ns, name)
+            .iter()
+            .filter(|s| {
+                ours(
+                    s,
+                    "endpointslice.kubernetes.io/managed-by",
+                    "endpointslice-controller.k8s.io",
+                ) && !meta::name(s).is_some_and(|n| wanted.contains(n))
+            })
+            .filter_map(|s| Some((slice_gr(), meta::name(s)?.to_string()))),
+    );
+    Plan {
+        ns: ns.to_string(),
+        endpoints,
+        slices,
+        stale,
     }
 }
 

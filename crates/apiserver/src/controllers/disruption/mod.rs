@@ -75,7 +75,8 @@ pub fn scale_of(state: &State, owner: &Value, ns: &str) -> Result<Option<(String
 
 /// One pass over all budgets; returns when an eviction record expires. The Pods are indexed
 /// once per pass by (namespace, label, value), so a budget looks only at the Pods that carry
-/// its first `matchLabels` pair (a pass costs the Pods plus the budgets, not their product).
+/// the most selective of its `matchLabels` pairs (a pass costs the Pods plus the budgets, not
+/// their product).
 pub fn reconcile(state: &mut State, now: jiff::Timestamp) -> Option<Duration> {
     let gr = GroupResource::new("policy", "poddisruptionbudgets");
     let pods_gr = GroupResource::new("", "pods");
@@ -93,20 +94,26 @@ pub fn reconcile(state: &mut State, now: jiff::Timestamp) -> Option<Duration> {
         for pdb in st.list(&gr, None) {
             let ns = meta::namespace(pdb).unwrap_or_default();
             let selector = meta::get_path(pdb, "spec.selector");
-            let first = selector
+            // The pair that selects the fewest Pods (`component=member` carries every
+            // cluster's; `instance=<cluster>` one cluster's).
+            let narrowest = selector
                 .and_then(|s| s["matchLabels"].as_object())
-                .and_then(|m| m.iter().next());
-            let candidates: Vec<&Value> = match first {
-                Some((k, v)) => by_label
-                    .get(&(ns, k.as_str(), v))
-                    .cloned()
-                    .unwrap_or_default(),
+                .and_then(|m| {
+                    m.iter()
+                        .map(|(k, v)| {
+                            by_label
+                                .get(&(ns, k.as_str(), v))
+                                .map_or(&[][..], Vec::as_slice)
+                        })
+                        .min_by_key(|pods| pods.len())
+                });
+            let candidates: Vec<&Value> = match narrowest {
+                Some(pods) => pods.to_vec(),
                 None => st.list(&pods_gr, Some(ns)).collect(),
             };
-            let pods: Vec<Value> = candidates
+            let pods: Vec<&Value> = candidates
                 .into_iter()
                 .filter(|p| selects(selector, meta::labels_ref(p)))
-                .cloned()
                 .collect();
             let (status, recheck) =
                 plan::status(pdb, &pods, &|o: &Value, n: &str| scale_of(st, o, n), now);

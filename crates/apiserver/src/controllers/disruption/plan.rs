@@ -30,7 +30,7 @@ fn ts(t: jiff::Timestamp) -> String {
 
 /// Sum of the scales of the Pods' controllers (upstream `getExpectedScale`); Pods without a
 /// controller are left out.
-fn expected_scale(pods: &[Value], scale_of: &ScaleOf<'_>) -> Result<i64, String> {
+fn expected_scale(pods: &[&Value], scale_of: &ScaleOf<'_>) -> Result<i64, String> {
     let mut scales: BTreeMap<String, i64> = BTreeMap::new();
     for p in pods {
         let Some(owner) = controller_of(p) else {
@@ -59,7 +59,7 @@ fn expected_scale(pods: &[Value], scale_of: &ScaleOf<'_>) -> Result<i64, String>
 }
 
 /// (expected Pods, desired healthy Pods).
-fn expected(pdb: &Value, pods: &[Value], scale_of: &ScaleOf<'_>) -> Result<(i64, i64), String> {
+fn expected(pdb: &Value, pods: &[&Value], scale_of: &ScaleOf<'_>) -> Result<(i64, i64), String> {
     if let Some(mu) = meta::get_path(pdb, "spec.maxUnavailable") {
         let expected = expected_scale(pods, scale_of)?;
         let max = scaled(mu, expected, true)
@@ -102,12 +102,14 @@ fn set_condition(
 }
 
 /// The budget's new status and when an entry of `disruptedPods` expires.
-pub fn status(
+pub fn status<P: std::borrow::Borrow<Value>>(
     pdb: &Value,
-    pods: &[Value],
+    pods: &[P],
     scale_of: &ScaleOf<'_>,
     now: jiff::Timestamp,
 ) -> (Value, Option<Duration>) {
+    let pods: Vec<&Value> = pods.iter().map(P::borrow).collect();
+    let pods = pods.as_slice();
     let now_s = ts(now);
     let mut st = match pdb.get("status") {
         Some(Value::Object(m)) => Value::Object(m.clone()),
