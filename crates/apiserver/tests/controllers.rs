@@ -732,6 +732,49 @@ async fn pods_follow_their_claims_node() {
 /// A Node whose kubelet goes silent: conditions Unknown after the grace period, unreachable
 /// taints, its Pods not ready, evicted after their toleration (and left Terminating: no kubelet
 /// confirms); a fresh heartbeat lifts the taints.
+/// A Node registered without status (no `Ready` condition yet) is tainted unreachable, as
+/// upstream's node lifecycle controller does within the startup grace, but the Pods bound to it
+/// keep their readiness: upstream marks Pods not ready only once a `Ready` condition exists
+/// and is not `True`.
+#[tokio::test]
+async fn a_node_that_never_posted_status_is_tainted_but_its_pods_stay_ready() {
+    let (client, _server) = client().await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let bound: Pod = serde_json::from_value(json!({"metadata": {"name": "early"}, "spec": {
+        "nodeName": "fresh", "containers": [{"name": "c", "image": "i"}]}}))
+    .unwrap();
+    pods.create(&PostParams::default(), &bound).await.unwrap();
+    pods.patch_status(
+        "early",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {
+            "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})),
+    )
+    .await
+    .unwrap();
+    let fresh: Node = serde_json::from_value(json!({"metadata": {"name": "fresh"}})).unwrap();
+    nodes.create(&PostParams::default(), &fresh).await.unwrap();
+    // The taint and the Pods' readiness are decided in the same controller pass.
+    eventually("the Node without status is tainted unreachable", || async {
+        let n = nodes.get("fresh").await.unwrap();
+        n.spec.and_then(|s| s.taints).is_some_and(|ts| {
+            ts.iter()
+                .any(|t| t.key == "node.kubernetes.io/unreachable" && t.effect == "NoExecute")
+        })
+    })
+    .await;
+    let early = pods.get("early").await.unwrap();
+    let ready = early
+        .status
+        .and_then(|s| s.conditions)
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    assert!(
+        ready,
+        "a Pod on a Node that never posted status stays ready"
+    );
+}
+
 #[tokio::test]
 async fn a_silent_node_is_marked_unknown_tainted_and_its_pods_evicted() {
     let _ = rustls::crypto::ring::default_provider().install_default();

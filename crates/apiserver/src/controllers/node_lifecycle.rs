@@ -6,7 +6,9 @@
 //! * a Node that is not Ready is tainted `node.kubernetes.io/unreachable` (conditions
 //!   `Unknown`) or `node.kubernetes.io/not-ready` (the kubelet said `False`), `NoSchedule` and
 //!   `NoExecute`; the taints go when it is Ready again;
-//! * the Pods of such a Node are marked not ready (`Ready=False`), so Services drop them;
+//! * the Pods of such a Node are marked not ready (`Ready=False`), so Services drop them — once
+//!   the Node has a `Ready` condition (a Node created without one is tainted, but its Pods are
+//!   left alone until the condition is posted or the grace period makes it `Unknown`);
 //! * a `NoExecute` taint evicts (deletes, gracefully) the Node's Pods that do not tolerate it,
 //!   after their `tolerationSeconds` (every Pod gets 300 s for both taints on create, as
 //!   upstream's `DefaultTolerationSeconds` admission gives). No kubelet confirms the deletion,
@@ -194,7 +196,10 @@ pub fn reconcile(state: &mut State, now: jiff::Timestamp, grace: Duration) -> Op
                     cs.iter()
                         .any(|c| c["type"] == "Ready" && c["status"] == "True")
                 });
-            if ready {
+            // Upstream marks Pods not ready only on a Node whose `Ready` condition was posted
+            // (a Node never heard from has none until its startup grace ends and the condition
+            // becomes `Unknown`, step 1).
+            if ready && ready_condition(&node).is_some() {
                 update(state, &pods(), &ns, &pod_name, "status", MANAGER, |p| {
                     if let Some(cs) = p
                         .pointer_mut("/status/conditions")

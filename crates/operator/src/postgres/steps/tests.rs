@@ -273,6 +273,18 @@ impl Harness {
     /// Creates or updates Node `name`: cordoned or not, its `Ready` condition `ready`.
     async fn node(&self, name: &str, cordoned: bool, ready: &str) {
         let nodes: Api<Node> = Api::all(self.plane.client.clone());
+        if nodes.get_opt(name).await.unwrap().is_none() {
+            // Registered with its status in one request, as a kubelet registers: a Node with no
+            // `Ready` condition, even between two requests, is tainted by the node lifecycle
+            // controller and its Pods are marked not ready (and nothing marks them ready again
+            // here). Under load that window made a handover test see no ready replica.
+            let node: Node = serde_json::from_value(json!({"metadata": {"name": name},
+                "spec": {"unschedulable": cordoned},
+                "status": {"conditions": [{"type": "Ready", "status": ready, "reason": "Test"}]}}))
+            .unwrap();
+            nodes.create(&PostParams::default(), &node).await.unwrap();
+            return;
+        }
         let body = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
             "spec": {"unschedulable": cordoned}});
         nodes
