@@ -312,8 +312,8 @@ fn desired(state: &State, index: &Index<'_>, ns: &str, name: &str) -> (Option<Va
     (Some(ep), slices)
 }
 
-/// The namespaces' Pods by (namespace, label, value) and Steward's EndpointSlices by
-/// (namespace, Service), built once per pass: a Service looks only at the Pods that carry the
+/// The namespaces' Pods by (namespace, label, value) and EndpointSlices by (namespace,
+/// `kubernetes.io/service-name`), built once per pass: a Service looks only at the Pods that carry the
 /// most selective pair of its selector, and at its own slices (a pass costs the Pods plus the
 /// affected Services, not their product — 10,000 clusters' Services share one namespace in the
 /// scale benchmark).
