@@ -2049,7 +2049,35 @@ async fn schedules_fire_on_their_seconds_once_per_slot_across_an_operator_restar
         .await
         .unwrap();
 
-    // The operator is down across a slot of every10: the newest missed slot runs, once.
+    // The operator is down across a slot of every10: the newest missed slot runs, once. It goes
+    // down once every10's runs have ended: a run still active at the restart would rightly skip
+    // the missed slot (concurrencyPolicy Forbid; under CI load a run once outlasted its slot).
+    plane
+        .eventually("every10's runs ended", BOOT, || {
+            let backups = backups.clone();
+            async move {
+                let items = backups
+                    .list(&ListParams::default().labels("steward.dev/schedule=every10"))
+                    .await
+                    .ok()?
+                    .items;
+                items
+                    .iter()
+                    .all(|b| {
+                        b.status.as_ref().is_some_and(|s| {
+                            matches!(
+                                s.phase,
+                                Some(
+                                    steward_api::pgbackrest::BackupPhase::Completed
+                                        | steward_api::pgbackrest::BackupPhase::Failed
+                                )
+                            )
+                        })
+                    })
+                    .then_some(())
+            }
+        })
+        .await;
     let (down, up) = plane.restart_operator_after(Duration::from_secs(12)).await;
     let (down, up) = (down.as_second(), up.as_second());
     let slots_in = |items: &[PostgresBackup]| {
