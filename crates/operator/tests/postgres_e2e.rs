@@ -1518,15 +1518,10 @@ async fn backups_run_one_at_a_time_and_retention_expires_the_oldest() {
     ]
     .join("---\n");
     plane.apply(&yaml).await;
-    let done = |b: &PostgresBackup| {
-        b.status
-            .as_ref()
-            .is_some_and(|s| matches!(s.phase, Some(BackupPhase::Completed | BackupPhase::Failed)))
-    };
     let mut got = Vec::new();
     for name in ["b1-full", "b2-incr", "b3-full"] {
         let b = plane
-            .wait_for::<PostgresBackup, _>(&format!("{name} done"), name, BOOT, done)
+            .wait_for::<PostgresBackup, _>(&format!("{name} done"), name, BOOT, backup_ended)
             .await;
         let s = b.status.unwrap();
         assert_eq!(s.phase, Some(BackupPhase::Completed), "{name}: {s:?}");
@@ -1624,16 +1619,20 @@ fn restore_manifest(name: &str, cluster: &str, target: &str) -> String {
     )
 }
 
+/// The backup has ended: completed or failed.
+fn backup_ended(b: &steward_api::pgbackrest::PostgresBackup) -> bool {
+    use steward_api::pgbackrest::BackupPhase;
+    b.status
+        .as_ref()
+        .is_some_and(|s| matches!(s.phase, Some(BackupPhase::Completed | BackupPhase::Failed)))
+}
+
 /// Takes a backup and waits for it to complete.
 async fn backed_up(plane: &Plane, name: &str, cluster: &str, type_: &str) {
     use steward_api::pgbackrest::{BackupPhase, PostgresBackup};
     plane.apply(&backup_manifest(name, cluster, type_)).await;
     let b = plane
-        .wait_for::<PostgresBackup, _>(&format!("{name} done"), name, BOOT, |b| {
-            b.status.as_ref().is_some_and(|s| {
-                matches!(s.phase, Some(BackupPhase::Completed | BackupPhase::Failed))
-            })
-        })
+        .wait_for::<PostgresBackup, _>(&format!("{name} done"), name, BOOT, backup_ended)
         .await;
     assert_eq!(
         b.status.as_ref().and_then(|s| s.phase),
@@ -2007,11 +2006,16 @@ async fn schedules_fire_on_their_seconds_once_per_slot_across_an_operator_restar
     assert!(status.next_schedule_time.is_some() && status.last_successful_time.is_some());
     // Every run is named after its slot, a multiple of 10 s, and was created within a second.
     let backups = plane.api::<PostgresBackup>();
-    let mine = backups
-        .list(&ListParams::default().labels("steward.dev/schedule=every10"))
-        .await
-        .unwrap()
-        .items;
+    let every10 = || {
+        let backups = backups.clone();
+        async move {
+            backups
+                .list(&ListParams::default().labels("steward.dev/schedule=every10"))
+                .await
+                .map(|list| list.items)
+        }
+    };
+    let mine = every10().await.unwrap();
     assert!(!mine.is_empty());
     for b in &mine {
         let slot: i64 = b
@@ -2053,29 +2057,8 @@ async fn schedules_fire_on_their_seconds_once_per_slot_across_an_operator_restar
     // down once every10's runs have ended: a run still active at the restart would rightly skip
     // the missed slot (concurrencyPolicy Forbid; under CI load a run once outlasted its slot).
     plane
-        .eventually("every10's runs ended", BOOT, || {
-            let backups = backups.clone();
-            async move {
-                let items = backups
-                    .list(&ListParams::default().labels("steward.dev/schedule=every10"))
-                    .await
-                    .ok()?
-                    .items;
-                items
-                    .iter()
-                    .all(|b| {
-                        b.status.as_ref().is_some_and(|s| {
-                            matches!(
-                                s.phase,
-                                Some(
-                                    steward_api::pgbackrest::BackupPhase::Completed
-                                        | steward_api::pgbackrest::BackupPhase::Failed
-                                )
-                            )
-                        })
-                    })
-                    .then_some(())
-            }
+        .eventually("every10's runs ended", BOOT, || async {
+            every10().await.ok()?.iter().all(backup_ended).then_some(())
         })
         .await;
     let (down, up) = plane.restart_operator_after(Duration::from_secs(12)).await;
@@ -2088,24 +2071,12 @@ async fn schedules_fire_on_their_seconds_once_per_slot_across_an_operator_restar
             .count()
     };
     plane
-        .eventually("the missed slot run", BOOT, || {
-            let backups = backups.clone();
-            async move {
-                let items = backups
-                    .list(&ListParams::default().labels("steward.dev/schedule=every10"))
-                    .await
-                    .ok()?
-                    .items;
-                (slots_in(&items) > 0).then_some(())
-            }
+        .eventually("the missed slot run", BOOT, || async {
+            (slots_in(&every10().await.ok()?) > 0).then_some(())
         })
         .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let items = backups
-        .list(&ListParams::default().labels("steward.dev/schedule=every10"))
-        .await
-        .unwrap()
-        .items;
+    let items = every10().await.unwrap();
     assert_eq!(
         slots_in(&items),
         1,

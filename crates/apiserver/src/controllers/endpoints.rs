@@ -330,13 +330,11 @@ impl<'a> Index<'a> {
         };
         for ns in namespaces {
             for pod in state.list(&GroupResource::new("", "pods"), Some(ns)) {
-                let ns = meta::namespace(pod).unwrap_or_default();
                 for (k, v) in meta::labels_ref(pod) {
                     index.pods.entry((ns, k.as_str(), v)).or_default().push(pod);
                 }
             }
             for slice in state.list(&slice_gr(), Some(ns)) {
-                let ns = meta::namespace(slice).unwrap_or_default();
                 if let Some(service) = meta::labels_ref(slice)
                     .get("kubernetes.io/service-name")
                     .and_then(Value::as_str)

@@ -187,6 +187,10 @@ pub fn reconcile(state: &mut State, now: jiff::Timestamp, grace: Duration) -> Op
             .filter(|p| meta::get_path(p, "spec.nodeName").and_then(Value::as_str) == Some(&name))
             .cloned()
             .collect();
+        // Upstream marks Pods not ready only on a Node whose `Ready` condition was posted (a
+        // Node never heard from has none until its startup grace ends and the condition
+        // becomes `Unknown`, step 1).
+        let posted = ready_condition(&node).is_some();
         for pod in on_node {
             let ns = meta::namespace(&pod).unwrap_or_default().to_string();
             let pod_name = meta::name(&pod).unwrap_or_default().to_string();
@@ -196,10 +200,7 @@ pub fn reconcile(state: &mut State, now: jiff::Timestamp, grace: Duration) -> Op
                     cs.iter()
                         .any(|c| c["type"] == "Ready" && c["status"] == "True")
                 });
-            // Upstream marks Pods not ready only on a Node whose `Ready` condition was posted
-            // (a Node never heard from has none until its startup grace ends and the condition
-            // becomes `Unknown`, step 1).
-            if ready && ready_condition(&node).is_some() {
+            if ready && posted {
                 update(state, &pods(), &ns, &pod_name, "status", MANAGER, |p| {
                     if let Some(cs) = p
                         .pointer_mut("/status/conditions")

@@ -102,14 +102,12 @@ fn set_condition(
 }
 
 /// The budget's new status and when an entry of `disruptedPods` expires.
-pub fn status<P: std::borrow::Borrow<Value>>(
+pub fn status(
     pdb: &Value,
-    pods: &[P],
+    pods: &[&Value],
     scale_of: &ScaleOf<'_>,
     now: jiff::Timestamp,
 ) -> (Value, Option<Duration>) {
-    let pods: Vec<&Value> = pods.iter().map(P::borrow).collect();
-    let pods = pods.as_slice();
     let now_s = ts(now);
     let mut st = match pdb.get("status") {
         Some(Value::Object(m)) => Value::Object(m.clone()),
@@ -228,6 +226,7 @@ mod tests {
             pod("b", None, true),
             pod("c", None, false),
         ];
+        let pods: Vec<&Value> = pods.iter().collect();
         let (st, _) = status(&pdb(json!({"minAvailable": 1})), &pods, &scales, now());
         assert_eq!(
             (st["expectedPods"].as_i64(), st["desiredHealthy"].as_i64()),
@@ -260,6 +259,7 @@ mod tests {
             pod("b", Some("rs"), true),
             pod("c", Some("rs"), true),
         ];
+        let pods: Vec<&Value> = pods.iter().collect();
         let (st, _) = status(&pdb(json!({"maxUnavailable": 1})), &pods, &scales, now());
         assert_eq!(
             (st["expectedPods"].as_i64(), st["desiredHealthy"].as_i64()),
@@ -289,6 +289,7 @@ mod tests {
             pod("a", Some("widget"), true),
             pod("b", Some("widget"), true),
         ];
+        let pods: Vec<&Value> = pods.iter().collect();
         let mut budget = pdb(json!({"maxUnavailable": 1}));
         budget["status"] =
             json!({"disruptionsAllowed": 1, "currentHealthy": 2, "observedGeneration": 1});
@@ -310,6 +311,7 @@ mod tests {
         let (st, _) = status(&pdb(json!({"minAvailable": 1})), &pods, &scales, now());
         assert_eq!(st["disruptionsAllowed"], 1);
         let gone = [pod("a", Some("gone"), true)];
+        let gone: Vec<&Value> = gone.iter().collect();
         let (st, _) = status(&pdb(json!({"maxUnavailable": 1})), &gone, &scales, now());
         assert_eq!(cond(&st).2, "found no controllers for pod \"a\"");
     }
@@ -317,6 +319,7 @@ mod tests {
     #[test]
     fn recently_evicted_pods_do_not_count_as_healthy_for_two_minutes() {
         let pods = [pod("a", None, true), pod("b", None, true)];
+        let pods: Vec<&Value> = pods.iter().collect();
         let mut budget = pdb(json!({"minAvailable": 1}));
         budget["status"] = json!({"disruptedPods": {"a": "2026-01-01T00:09:30Z", "b": "2026-01-01T00:07:00Z", "x": "2026-01-01T00:09:59Z"}});
         let (st, recheck) = status(&budget, &pods, &scales, now());
