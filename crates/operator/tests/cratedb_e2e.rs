@@ -47,8 +47,22 @@ async fn bootstrapped(plane: &Plane, name: &str) -> CrateCluster {
         .await
 }
 
-/// Events of the test's namespace with `reason`, oldest first, as `(reason, note)`.
+/// Events of the test's namespace with one of `reasons`, oldest first, as `(reason, note)`,
+/// once one with the last of `reasons` is listed (or after 30 s): the operator posts Events
+/// after the status write a test waits for.
 async fn events(plane: &Plane, reasons: &[&str]) -> Vec<(String, String)> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let listed = listed_events(plane, reasons).await;
+        let last = reasons.last().copied().unwrap_or_default();
+        if listed.iter().any(|(r, _)| r == last) || std::time::Instant::now() > deadline {
+            return listed;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn listed_events(plane: &Plane, reasons: &[&str]) -> Vec<(String, String)> {
     let mut items = plane
         .api::<Event>()
         .list(&ListParams::default())
