@@ -307,7 +307,8 @@ pub async fn run(
     let cell = Arc::new(PodCell::new(initial_state(&pod, ip)));
     let report_done = CancellationToken::new();
     let mut reporter = tokio::spawn(
-        Reporter::new(shared.client.clone(), &pod, cell.clone()).run(report_done.clone()),
+        Reporter::new(shared.client.clone(), &pod, cell.clone())
+            .run(report_done.clone(), pod_rx.clone()),
     );
     cell.changed.notify_one();
     let stop = Arc::new(StopSignal::default());

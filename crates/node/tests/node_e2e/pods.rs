@@ -691,3 +691,57 @@ async fn kube_rs_logs_and_exec_go_through_the_api_server() {
     attached.join().await.unwrap();
     env.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_status_changed_by_someone_else_is_written_again() {
+    // The agent's status must be what the API server shows, whoever wrote last: kubelet's
+    // status manager compares the server's copy with its own and writes again when they
+    // differ. Two writers this agent shares Pods with: the node lifecycle controller (Ready
+    // False while the Node is not ready; nothing sets it back but the agent) and a write of the
+    // agent's own that got lost, leaving the Pod Pending without an address.
+    let env = start(19).await;
+    env.create::<Pod>(json!({"metadata": {"name": "drift"}, "spec": {
+        "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "300"]}]}}))
+        .await;
+    let pod = env.wait_ready("drift", T).await;
+    let ip = pod_ip(&pod);
+    let pid = env.container_pid(&pod, "c");
+    let mut conditions = pod.status.clone().unwrap().conditions.unwrap();
+    for c in conditions
+        .iter_mut()
+        .filter(|c| c.type_ == "Ready" || c.type_ == "ContainersReady")
+    {
+        c.status = "False".into();
+        c.reason = Some("NodeNotReady".into());
+    }
+    let params = kube::api::PatchParams::default();
+    env.pods()
+        .patch_status(
+            "drift",
+            &params,
+            &kube::api::Patch::Merge(json!({"status": {"conditions": conditions}})),
+        )
+        .await
+        .unwrap();
+    env.wait_ready("drift", T).await;
+
+    env.pods()
+        .patch_status(
+            "drift",
+            &params,
+            &kube::api::Patch::Merge(json!({"status": {"phase": "Pending", "podIP": null,
+                "podIPs": null, "containerStatuses": null, "conditions": null}})),
+        )
+        .await
+        .unwrap();
+    let pod = env
+        .wait_pod("drift", "Running on its address again", T, |p| {
+            phase(p) == "Running"
+                && is_ready(p)
+                && p.status.as_ref().and_then(|s| s.pod_ip.as_deref()) == Some(&ip.to_string())
+                && container_status(p).state.unwrap().running.is_some()
+        })
+        .await;
+    assert_eq!(env.container_pid(&pod, "c"), pid, "nothing was restarted");
+    env.shutdown().await;
+}
