@@ -393,6 +393,18 @@ async fn point(n: u64, steady: u64) -> String {
         part("VmHWM"),
         rv1 - rv0
     );
+    let heap = |state: &str| {
+        operator
+            .metric(&format!("steward_allocator_bytes{{state=\"{state}\"}}"))
+            .map_or("?".to_owned(), |b| format!("{:.0}", b / 1048576.0))
+    };
+    println!(
+        "  operator heap (jemalloc): allocated {} MiB, active {}, resident {}, retained {}",
+        heap("allocated"),
+        heap("active"),
+        heap("resident"),
+        heap("retained")
+    );
     let delta: Vec<(String, u64)> = verbs1
         .iter()
         .map(|(v, n)| (v.clone(), n - verbs0.get(v).copied().unwrap_or(0)))

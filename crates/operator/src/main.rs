@@ -102,6 +102,7 @@ async fn run_operator(args: OperatorArgs) -> anyhow::Result<()> {
     let client = steward_operator::runtime::in_flight::client(config, args.api_max_in_flight)?;
     let handle = steward_operator::runtime::start(client, args).await?;
     tracing::info!(http = %handle.http_addr, "operator started");
+    tokio::spawn(sample_allocator(handle.metrics.clone()));
     let stop = handle.shutdown_token();
     tokio::spawn(async move {
         shutdown_signal().await;
@@ -109,6 +110,31 @@ async fn run_operator(args: OperatorArgs) -> anyhow::Result<()> {
         stop.cancel();
     });
     handle.wait().await.map_err(anyhow::Error::msg)
+}
+
+/// Samples jemalloc's statistics into `steward_allocator_bytes` every 10 s: what the heap holds
+/// (`allocated`) against what the process keeps resident for it.
+async fn sample_allocator(metrics: steward_operator::metrics::Metrics) {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(10));
+    loop {
+        tick.tick().await;
+        if epoch::advance().is_err() {
+            continue;
+        }
+        let read = [
+            ("allocated", stats::allocated::read()),
+            ("active", stats::active::read()),
+            ("resident", stats::resident::read()),
+            ("mapped", stats::mapped::read()),
+            ("retained", stats::retained::read()),
+        ];
+        for (state, bytes) in read {
+            if let Ok(bytes) = bytes {
+                metrics.set_allocator_bytes(state, bytes as u64);
+            }
+        }
+    }
 }
 
 async fn run_client(command: steward_operator::cli::ClientCommand) -> anyhow::Result<()> {

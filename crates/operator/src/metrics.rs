@@ -35,6 +35,11 @@ struct WebhookLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AllocatorLabels {
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OperationLabels {
     kind: String,
     result: String,
@@ -58,6 +63,7 @@ pub struct Metrics {
     operations: Family<OperationLabels, Counter>,
     leader: Gauge<i64, std::sync::atomic::AtomicI64>,
     ready: Gauge<i64, std::sync::atomic::AtomicI64>,
+    allocator: Family<AllocatorLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -113,6 +119,13 @@ impl Metrics {
             "1 once CRDs are established and caches synced",
             ready.clone(),
         );
+        let allocator = Family::<AllocatorLabels, Gauge>::default();
+        registry.register(
+            "allocator_bytes",
+            "Heap bytes by allocator state (jemalloc: allocated, active, resident, mapped, \
+             retained); set by the `steward` binary",
+            allocator.clone(),
+        );
         Self {
             registry: Arc::new(registry),
             step_duration,
@@ -122,6 +135,7 @@ impl Metrics {
             operations,
             leader,
             ready,
+            allocator,
         }
     }
 
@@ -185,6 +199,16 @@ impl Metrics {
         self.ready.set(i64::from(ready));
     }
 
+    /// Sets the allocator's bytes in `state` (the binary samples its allocator; a library user
+    /// with another allocator leaves the family empty).
+    pub fn set_allocator_bytes(&self, state: &str, bytes: u64) {
+        self.allocator
+            .get_or_create(&AllocatorLabels {
+                state: state.to_owned(),
+            })
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
     /// The value of a webhook counter, for tests and self-checks.
     pub fn webhook_count(&self, event: &str, result: &str) -> u64 {
         self.webhooks
@@ -214,10 +238,15 @@ mod tests {
         let m = Metrics::new();
         m.step_finished("etcd", "UpdateStatus", Duration::from_millis(3));
         m.set_leader(true);
+        m.set_allocator_bytes("resident", 5 << 20);
         let text = m.encode();
         assert!(text.contains(
             "steward_reconcile_step_duration_seconds_count{controller=\"etcd\",step=\"UpdateStatus\"} 1"
         ), "{text}");
         assert!(text.contains("steward_leader 1"), "{text}");
+        assert!(
+            text.contains("steward_allocator_bytes{state=\"resident\"} 5242880"),
+            "{text}"
+        );
     }
 }

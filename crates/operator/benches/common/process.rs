@@ -19,8 +19,8 @@ pub fn arg(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// `steward operator` as a child process; killed when dropped.
-pub struct Operator(pub Child);
+/// `steward operator` as a child process, with where it serves `/metrics`; killed when dropped.
+pub struct Operator(pub Child, pub std::net::SocketAddr);
 
 impl Drop for Operator {
     fn drop(&mut self) {
@@ -45,6 +45,10 @@ impl Operator {
             ),
         )
         .unwrap();
+        // A free port for `/metrics` (the operator binds it again at once).
+        let http = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap();
         // `STEWARD_BENCH_WRAP="heaptrack -o /tmp/op"` runs the operator under a profiler (its
         // RSS and CPU figures are then the wrapper's).
         let wrap = std::env::var("STEWARD_BENCH_WRAP").unwrap_or_default();
@@ -62,7 +66,7 @@ impl Operator {
                 .args([
                     "operator",
                     "--http-addr",
-                    "127.0.0.1:0",
+                    &http.to_string(),
                     "--api-addr",
                     "127.0.0.1:0",
                 ])
@@ -72,7 +76,29 @@ impl Operator {
                 .stderr(std::fs::File::create(dir.join("operator.log")).unwrap())
                 .spawn()
                 .unwrap(),
+            http,
         )
+    }
+
+    /// A sample of the operator's `/metrics`, or `None` with `name` absent: the summed value of
+    /// the series whose line starts with `name` (labels included in the prefix).
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(self.1).ok()?;
+        write!(
+            stream,
+            "GET /metrics HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            self.1
+        )
+        .ok()?;
+        let mut text = String::new();
+        stream.read_to_string(&mut text).ok()?;
+        let values: Vec<f64> = text
+            .lines()
+            .filter(|l| l.starts_with(name))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse().ok())
+            .collect();
+        (!values.is_empty()).then(|| values.iter().sum())
     }
 
     /// Panics with the operator's log if it has exited.

@@ -3,13 +3,14 @@
 //! wake it, and so does a change of a Secret labelled `steward.dev/user-password` that one of
 //! its users references (that is how a password rotation starts within seconds).
 
+use crate::resources::pods::CachedPod;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{Secret, Service};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, ReflectHandle};
 use kube::{Api, ResourceExt};
@@ -113,11 +114,11 @@ fn references(cluster: &CrateCluster, secret: &Secret) -> bool {
 /// The event streams the controller follows besides its clusters.
 pub struct Streams {
     /// Services (owned).
-    pub services: ReflectHandle<Service>,
+    pub services: ReflectHandle<kube::core::PartialObjectMeta<Service>>,
     /// StatefulSets (owned).
     pub statefulsets: ReflectHandle<StatefulSet>,
     /// Pods (owned by the StatefulSets; mapped by their instance label).
-    pub pods: ReflectHandle<Pod>,
+    pub pods: ReflectHandle<crate::resources::pods::CachedPod>,
     /// Users' password Secrets.
     pub user_secrets: ReflectHandle<Secret>,
 }
@@ -140,7 +141,7 @@ pub async fn run(
         .with_config(ctx.controller_config())
         .owns_shared_stream(streams.services)
         .owns_shared_stream(streams.statefulsets)
-        .watches_shared_stream(streams.pods, |pod: Arc<Pod>| {
+        .watches_shared_stream(streams.pods, |pod: Arc<CachedPod>| {
             let l = pod.labels();
             if l.get(labels::NAME).map(String::as_str) != Some(ENGINE) {
                 return None;

@@ -18,7 +18,7 @@ mod sim;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{Secret, Service};
 use kube::runtime::reflector::Store;
 use steward_api::cratedb::{CrateCluster, CrateClusterStatus};
 
@@ -38,9 +38,9 @@ pub const CONTROLLER: &str = "cratedb";
 #[derive(Clone)]
 pub struct CrateStores {
     /// Services.
-    pub services: Indexed<Service>,
+    pub services: Indexed<kube::core::PartialObjectMeta<Service>>,
     /// Node Pods.
-    pub pods: Indexed<Pod>,
+    pub pods: Indexed<crate::resources::pods::CachedPod>,
     /// StatefulSets.
     pub statefulsets: Indexed<StatefulSet>,
     /// Disruption budgets, metadata only.

@@ -122,7 +122,7 @@ async fn apply(cluster: Arc<EtcdCluster>, state: &State) -> Result<Action, Error
 pub async fn run(
     ctx: Arc<Context>,
     stores: EtcdStores,
-    service_events: ReflectHandle<Service>,
+    service_events: ReflectHandle<kube::core::PartialObjectMeta<Service>>,
     peer_events: ReflectHandle<EtcdPeer>,
     stop: CancellationToken,
 ) {

@@ -13,7 +13,7 @@ pub mod validate;
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
 use steward_api::etcd::{EtcdCluster, EtcdClusterStatus, EtcdPeer};
 
 use crate::pipeline::{Pass, PassCore, Pipeline};
@@ -28,11 +28,12 @@ use validate::ValidatedEtcdCluster;
 #[derive(Clone)]
 pub struct EtcdStores {
     /// Services.
-    pub services: crate::runtime::stores::Indexed<Service>,
+    pub services: crate::runtime::stores::Indexed<kube::core::PartialObjectMeta<Service>>,
     /// Member Pods.
-    pub pods: crate::runtime::stores::Indexed<Pod>,
+    pub pods: crate::runtime::stores::Indexed<crate::resources::pods::CachedPod>,
     /// Member claims.
-    pub claims: crate::runtime::stores::Indexed<PersistentVolumeClaim>,
+    pub claims:
+        crate::runtime::stores::Indexed<kube::core::PartialObjectMeta<PersistentVolumeClaim>>,
     /// Peers.
     pub peers: crate::runtime::stores::Indexed<EtcdPeer>,
     /// Every Node of the cluster, slimmed (`resources::nodes`).

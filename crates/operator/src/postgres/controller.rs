@@ -8,13 +8,14 @@
 //! change of one of Steward's Jobs (stanza, backup, restore, clone) wakes its cluster, so
 //! the end of a Job is seen at once.
 
+use crate::resources::pods::CachedPod;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Node, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{Node, Secret, Service};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, ReflectHandle};
 use kube::runtime::watcher;
@@ -148,7 +149,7 @@ fn references(cluster: &PostgresCluster, secret: &Secret) -> bool {
 
 /// The clusters with an instance Pod bound to Node `node`.
 fn instances_on(
-    pods: &crate::runtime::stores::Indexed<Pod>,
+    pods: &crate::runtime::stores::Indexed<CachedPod>,
     node: &str,
 ) -> Vec<ObjectRef<PostgresCluster>> {
     let mut refs: Vec<ObjectRef<PostgresCluster>> = pods
@@ -173,9 +174,9 @@ fn instances_on(
 /// The shared caches' subscriptions the controller reacts to.
 pub struct Streams {
     /// Services (owned).
-    pub services: ReflectHandle<Service>,
+    pub services: ReflectHandle<kube::core::PartialObjectMeta<Service>>,
     /// Pods (owned).
-    pub pods: ReflectHandle<Pod>,
+    pub pods: ReflectHandle<crate::resources::pods::CachedPod>,
     /// Nodes: a change of state wakes the clusters with an instance there.
     pub nodes: ReflectHandle<Node>,
     /// `PostgresBackup`s: each wakes the cluster it names.

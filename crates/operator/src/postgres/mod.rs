@@ -18,7 +18,7 @@ pub mod validate;
 use std::fmt;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
 use steward_api::postgres::{PostgresCluster, PostgresClusterStatus};
 
 use crate::pipeline::{Pass, PassCore, Pipeline};
@@ -36,11 +36,12 @@ pub const CONTROLLER: &str = "postgres";
 #[derive(Clone)]
 pub struct PostgresStores {
     /// Services.
-    pub services: crate::runtime::stores::Indexed<Service>,
+    pub services: crate::runtime::stores::Indexed<kube::core::PartialObjectMeta<Service>>,
     /// Instance Pods.
-    pub pods: crate::runtime::stores::Indexed<Pod>,
+    pub pods: crate::runtime::stores::Indexed<crate::resources::pods::CachedPod>,
     /// Instance claims.
-    pub claims: crate::runtime::stores::Indexed<PersistentVolumeClaim>,
+    pub claims:
+        crate::runtime::stores::Indexed<kube::core::PartialObjectMeta<PersistentVolumeClaim>>,
     /// Every Node of the cluster, slimmed (`resources::nodes`).
     pub nodes: kube::runtime::reflector::Store<k8s_openapi::api::core::v1::Node>,
     /// Every `PostgresBackup` in the watched namespaces.

@@ -98,6 +98,15 @@ where
     }
 }
 
+impl<K> VersionCache<K> for Indexed<PartialObjectMeta<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    fn version_of(&self, obj: &K) -> Option<String> {
+        (**self).version_of(obj)
+    }
+}
+
 /// Applies children with one field manager.
 #[derive(Clone)]
 pub struct Applier {

@@ -6,7 +6,6 @@ pub mod labels;
 pub mod nodes;
 pub mod passwords;
 pub mod pods;
-pub mod services;
 pub mod sweep;
 
 pub use apply::{AppliedSet, Applier};

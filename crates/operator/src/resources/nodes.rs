@@ -2,7 +2,7 @@
 //! drain is coming) or lost (its kubelet stopped posting status), read from one cluster-wide
 //! cache of Nodes. Only what decides those states enters the cache.
 
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Pod};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus};
 use kube::runtime::reflector::{ObjectRef, Store};
 
 /// The annotation on a claim naming the Node its volume lives on (set by the scheduler at the
@@ -40,8 +40,11 @@ pub fn state(node: &Node) -> NodeState {
 }
 
 /// The Node `pod` is bound to, and its state (usable when the cache does not know it).
-pub fn of_pod(nodes: &Store<Node>, pod: &Pod) -> (Option<String>, NodeState) {
-    let Some(name) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+pub fn of_pod(
+    nodes: &Store<Node>,
+    pod: &impl crate::resources::pods::PodParts,
+) -> (Option<String>, NodeState) {
+    let Some(name) = pod.node_name().map(str::to_owned) else {
         return (None, NodeState::Usable);
     };
     let state = nodes

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType as KubeEventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType as KubeEventType, Reporter};
 use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -61,7 +61,7 @@ pub struct Context {
     /// Operation deadlines.
     pub timeouts: TimeoutArgs,
     /// Event recorder.
-    pub recorder: Recorder,
+    pub recorder: Arc<super::events::EventRecorder>,
     /// The watched namespace, or `None` for all.
     pub namespace: Option<String>,
     /// This instance's identity (for logs and Events).
@@ -106,7 +106,7 @@ impl Context {
             controller: "steward".into(),
             instance: Some(identity.clone()),
         };
-        let recorder = Recorder::new(client.clone(), reporter);
+        let recorder = Arc::new(super::events::EventRecorder::new(client.clone(), reporter));
         Self {
             client: client.clone(),
             metrics,

@@ -19,7 +19,7 @@ use crate::resources::pods::{is_ready, unschedulable};
 pub struct ObserveCluster;
 
 /// This cluster's node Pods (not being deleted).
-pub fn node_pods(pass: &CratePass) -> Vec<std::sync::Arc<k8s_openapi::api::core::v1::Pod>> {
+pub fn node_pods(pass: &CratePass) -> Vec<std::sync::Arc<crate::resources::pods::CachedPod>> {
     pass.stores
         .pods
         .of_instance(&pass.core.namespace, &pass.core.name)

@@ -18,13 +18,16 @@
 //! when asked directly counts the same (reason `NodeLost`): its data is out of reach, and the
 //! replacement takes a new name, since the old Pod stays Terminating on that Node.
 
+use crate::resources::pods::CachedPod;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{
+    Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams, Preconditions,
+};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, ReflectHandle};
 use steward_api::etcd::{EtcdPeer, EtcdPeerStatus};
@@ -60,7 +63,7 @@ pub struct Lost {
 /// lose.
 pub fn data_lost(
     status: &EtcdPeerStatus,
-    claim: Option<&PersistentVolumeClaim>,
+    claim: Option<&ObjectMeta>,
     claim_name: &str,
 ) -> Option<Lost> {
     if let Some(c) = conditions::get(&status.conditions, DATA_LOST).filter(|c| c.status == "True") {
@@ -75,16 +78,16 @@ pub fn data_lost(
             "ClaimDeleted",
             format!("its claim {claim_name} (uid {recorded}) was deleted"),
         ),
-        Some(c) if c.metadata.deletion_timestamp.is_some() => (
+        Some(c) if c.deletion_timestamp.is_some() => (
             "ClaimDeleting",
             format!("its claim {claim_name} (uid {recorded}) is being deleted"),
         ),
-        Some(c) if c.metadata.uid.as_deref() != Some(recorded) => (
+        Some(c) if c.uid.as_deref() != Some(recorded) => (
             "ClaimReplaced",
             format!(
                 "its claim {claim_name} was replaced: the member ran on uid {recorded}, the claim \
                  now has uid {}",
-                c.metadata.uid.as_deref().unwrap_or("none")
+                c.uid.as_deref().unwrap_or("none")
             ),
         ),
         Some(_) => return None,
@@ -118,17 +121,21 @@ async fn reconcile(peer: Arc<EtcdPeer>, state: Arc<State>) -> Result<Action, Err
     );
 
     let claim_name = claim_name(&name);
-    let claim_ref = ObjectRef::<PersistentVolumeClaim>::new(&claim_name).within(&namespace);
+    let claim_ref = ObjectRef::new(&claim_name).within(&namespace);
     let cached_claim = state.stores.claims.get(&claim_ref);
     let previous = peer.status.clone().unwrap_or_default();
     let pods: Api<Pod> = ctx.api(&namespace);
     let current_pod = state
         .stores
         .pods
-        .get(&ObjectRef::<Pod>::new(&name).within(&namespace));
+        .get(&ObjectRef::<CachedPod>::new(&name).within(&namespace));
 
     // 0. Data loss, judged from the cache and confirmed with a read of the claim.
-    let lost = match data_lost(&previous, cached_claim.as_deref(), &claim_name) {
+    let lost = match data_lost(
+        &previous,
+        cached_claim.as_deref().map(|c| &c.metadata),
+        &claim_name,
+    ) {
         None => None,
         Some(_) => {
             // A list by name is a consistent read and needs no `get` permission (the operator
@@ -139,7 +146,11 @@ async fn reconcile(peer: Arc<EtcdPeer>, state: Arc<State>) -> Result<Action, Err
                 .list(&by_name)
                 .await
                 .map_err(|source| Error::kube("list PersistentVolumeClaims", &object, source))?;
-            data_lost(&previous, live.items.first(), &claim_name)
+            data_lost(
+                &previous,
+                live.items.first().map(|c| &c.metadata),
+                &claim_name,
+            )
         }
     };
     let lost = match lost {
@@ -225,7 +236,7 @@ async fn reconcile(peer: Arc<EtcdPeer>, state: Arc<State>) -> Result<Action, Err
     let usable_claim = cached_claim
         .as_ref()
         .filter(|c| c.metadata.deletion_timestamp.is_none());
-    if let Some(p) = member_pod.as_ref().filter(|p| is_ready(p))
+    if let Some(p) = member_pod.as_ref().filter(is_ready)
         && let Some(ip) = p.status.as_ref().and_then(|s| s.pod_ip.clone())
     {
         let url = pod_client_url(&ip);
@@ -265,7 +276,7 @@ async fn reconcile(peer: Arc<EtcdPeer>, state: Arc<State>) -> Result<Action, Err
 /// the look is only a safety net (at 1,000 clusters with unplaceable Pods the 3 s look was most
 /// of the operator's CPU). A claim missing or being deleted keeps the 3 s look: claims do not
 /// wake the peer, and it creates the claim once the old one is gone.
-pub fn next_look(ready: bool, pod: Option<&Pod>, claim_usable: bool) -> Duration {
+pub fn next_look(ready: bool, pod: Option<&CachedPod>, claim_usable: bool) -> Duration {
     let placed = pod
         .and_then(|p| p.spec.as_ref())
         .is_some_and(|s| s.node_name.is_some());
@@ -305,7 +316,7 @@ pub fn lost_with_node(
 async fn node_lost(
     ctx: &Context,
     stores: &EtcdStores,
-    pod: Option<&Pod>,
+    pod: Option<&CachedPod>,
     status: &EtcdPeerStatus,
 ) -> Option<Lost> {
     let pod = pod?;
@@ -335,7 +346,7 @@ async fn keep_down(
     peer: &EtcdPeer,
     names: &ClusterNames,
     pods: &Api<Pod>,
-    current_pod: Option<&Pod>,
+    current_pod: Option<&CachedPod>,
     previous: EtcdPeerStatus,
     lost: Lost,
 ) -> Result<Action, Error> {
@@ -392,7 +403,7 @@ pub async fn run(
     ctx: Arc<Context>,
     stores: EtcdStores,
     peer_events: ReflectHandle<EtcdPeer>,
-    pod_events: ReflectHandle<Pod>,
+    pod_events: ReflectHandle<crate::resources::pods::CachedPod>,
     stop: CancellationToken,
 ) {
     let cache = (*stores.peers).clone();
@@ -421,16 +432,15 @@ pub async fn run(
 mod tests {
     use super::*;
 
-    fn claim(uid: &str, deleting: bool) -> PersistentVolumeClaim {
-        let mut c = PersistentVolumeClaim::default();
-        c.metadata.name = Some("demo-1-data".into());
-        c.metadata.uid = Some(uid.into());
-        if deleting {
-            c.metadata.deletion_timestamp = Some(
+    fn claim(uid: &str, deleting: bool) -> ObjectMeta {
+        ObjectMeta {
+            name: Some("demo-1-data".into()),
+            uid: Some(uid.into()),
+            deletion_timestamp: deleting.then_some(
                 k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
-            );
+            ),
+            ..ObjectMeta::default()
         }
-        c
     }
 
     fn answered_on(uid: &str) -> EtcdPeerStatus {
@@ -459,9 +469,8 @@ mod tests {
             data_lost(&status, Some(&claim("a", false)), "demo-1-data"),
             None
         );
-        let reason = |c: Option<&PersistentVolumeClaim>| {
-            data_lost(&status, c, "demo-1-data").map(|l| l.reason)
-        };
+        let reason =
+            |c: Option<&ObjectMeta>| data_lost(&status, c, "demo-1-data").map(|l| l.reason);
         assert_eq!(reason(None).as_deref(), Some("ClaimDeleted"));
         assert_eq!(
             reason(Some(&claim("a", true))).as_deref(),
@@ -499,9 +508,9 @@ mod tests {
 
     #[test]
     fn a_member_waiting_for_a_node_is_looked_at_on_its_pods_events_not_every_3_s() {
-        let mut pod = Pod {
+        let mut pod = CachedPod {
             spec: Some(Default::default()),
-            ..Pod::default()
+            ..CachedPod::default()
         };
         assert_eq!(next_look(false, Some(&pod), true), Duration::from_secs(300));
         // Its claim missing or being deleted (no event says when that changes), no Pod yet (just

@@ -24,7 +24,7 @@ use crate::resources::pods::unschedulable;
 pub struct ObserveCluster;
 
 /// This cluster's member Pods that are not being deleted.
-fn member_pods(pass: &EtcdPass) -> Vec<std::sync::Arc<k8s_openapi::api::core::v1::Pod>> {
+fn member_pods(pass: &EtcdPass) -> Vec<std::sync::Arc<crate::resources::pods::CachedPod>> {
     pass.stores
         .pods
         .of_instance(&pass.core.namespace, &pass.core.name)

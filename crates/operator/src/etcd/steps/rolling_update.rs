@@ -6,10 +6,10 @@
 //! etcd supports upgrades one minor version at a time and no minor downgrades; other jumps are
 //! refused with `Degraded=UnsupportedUpgrade` and nothing is touched.
 
+use crate::resources::pods::CachedPod;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
@@ -48,7 +48,7 @@ pub fn unsupported_jump(from: &str, to: &str) -> Option<String> {
     None
 }
 
-fn pod_current(pod: &Pod, peer: &EtcdPeer, names: &ClusterNames) -> bool {
+fn pod_current(pod: &CachedPod, peer: &EtcdPeer, names: &ClusterNames) -> bool {
     let want = self::pod(peer, names)
         .and_then(|p| p.metadata.annotations)
         .and_then(|a| a.get(SPEC_HASH).cloned());
@@ -231,7 +231,7 @@ impl SubReconciler<EtcdPass> for RollingUpdate {
 
 fn all_current(pass: &EtcdPass, peers: &[std::sync::Arc<EtcdPeer>]) -> bool {
     peers.iter().all(|peer| {
-        let key = ObjectRef::<Pod>::new(&peer.name_any()).within(&pass.core.namespace);
+        let key = ObjectRef::<CachedPod>::new(&peer.name_any()).within(&pass.core.namespace);
         pass.stores
             .pods
             .get(&key)

@@ -588,7 +588,8 @@ fn model_with_learner() -> EtcdModel {
 async fn member_pods_that_cannot_be_scheduled_are_the_reported_cause() {
     use crate::etcd::steps::observe_cluster::ObserveCluster;
     use crate::etcd::steps::update_status::UpdateStatus;
-    use k8s_openapi::api::core::v1::Pod;
+    // Decoded as the watch decodes it.
+    use crate::resources::pods::CachedPod as Pod;
     let model = model(3);
     let clock = ManualClock::new("2026-03-01T12:00:00Z".parse().unwrap());
     let mut pass = pass(&model, 3, &clock).await;

@@ -10,11 +10,11 @@
 //! relabelling and the status write, the one Pod labelled primary is adopted. Never changes
 //! anything.
 
+use crate::resources::pods::CachedPod;
 use std::collections::BTreeSet;
 
 use async_trait::async_trait;
 use futures::future::join_all;
-use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use steward_api::postgres::InstanceRole;
@@ -33,7 +33,7 @@ use crate::resources::pods::{is_ready, last_fatal, unschedulable};
 /// See the module documentation.
 pub struct ObserveInstances;
 
-fn role_label(pod: &Pod) -> Option<InstanceRole> {
+fn role_label(pod: &CachedPod) -> Option<InstanceRole> {
     match pod.labels().get(ROLE_LABEL).map(String::as_str) {
         Some("primary") => Some(InstanceRole::Primary),
         Some("replica") => Some(InstanceRole::Replica),
@@ -42,7 +42,7 @@ fn role_label(pod: &Pod) -> Option<InstanceRole> {
 }
 
 /// This cluster's instance Pods from the cache.
-pub fn cluster_pods(pass: &PostgresPass) -> Vec<std::sync::Arc<Pod>> {
+pub fn cluster_pods(pass: &PostgresPass) -> Vec<std::sync::Arc<CachedPod>> {
     let selector = pass.names.instances_selector();
     pass.stores
         .pods

@@ -74,7 +74,7 @@ impl SubReconciler<PostgresPass> for ProvisionRepository {
         status.repository = names.repo();
 
         // 1. The claim.
-        let claim_ref = ObjectRef::<PersistentVolumeClaim>::new(&names.repo()).within(&ns);
+        let claim_ref = ObjectRef::new(&names.repo()).within(&ns);
         if pass.stores.claims.get(&claim_ref).is_none() {
             let Some(claim) = pgbackrest::repo_claim(&valid) else {
                 return Ok(Outcome::Continue);

@@ -28,6 +28,7 @@
 //! `PostgresRestore` re-runs it from step 4 — deleting nothing again — into the same claim
 //! (`--delta`); deleting the failed one instead brings the cluster back on its previous claims.
 
+use crate::resources::pods::CachedPod;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -249,7 +250,7 @@ async fn fail(
     Ok(Outcome::Continue)
 }
 
-fn instance_pods(pass: &PostgresPass) -> Vec<Arc<Pod>> {
+fn instance_pods(pass: &PostgresPass) -> Vec<Arc<CachedPod>> {
     pass.stores
         .pods
         .of_instance(&pass.core.namespace, &pass.core.name)

@@ -21,12 +21,12 @@
 //!
 //! [`Repository`]: crate::postgres::repository::Repository
 
+use crate::resources::pods::{CachedPod, PodParts};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use steward_api::common::{OperationChange, OperationKind, OperationPhase};
@@ -187,7 +187,7 @@ pub fn summarize(info: &RepoInfo, status: &mut BackupsStatus, now: jiff::Timesta
 /// message.
 pub fn last_words(pass: &PostgresPass, job: &Job) -> Option<String> {
     let uid = job.uid()?;
-    let mut pods: Vec<Arc<Pod>> = pass
+    let mut pods: Vec<Arc<CachedPod>> = pass
         .stores
         .pods
         .of_instance(&pass.core.namespace, &pass.core.name)
@@ -200,7 +200,7 @@ pub fn last_words(pass: &PostgresPass, job: &Job) -> Option<String> {
 
 /// A Pod's termination message (a pgBackRest Job's log tail): its `ERROR:` lines if it has
 /// any, else all its lines, joined with ` | `.
-pub fn termination_message(pod: &Pod) -> Option<String> {
+pub fn termination_message(pod: &impl PodParts) -> Option<String> {
     let message = raw_termination_message(pod)?;
     let errors: Vec<&str> = message
         .split(" | ")
@@ -213,9 +213,8 @@ pub fn termination_message(pod: &Pod) -> Option<String> {
     })
 }
 
-fn raw_termination_message(pod: &Pod) -> Option<String> {
-    pod.status
-        .as_ref()?
+fn raw_termination_message(pod: &impl PodParts) -> Option<String> {
+    pod.pod_status()?
         .container_statuses
         .as_ref()?
         .iter()

@@ -314,20 +314,6 @@ impl Harness {
     }
 
     /// The claims stored in the API server, as the cache would hold them.
-    async fn claim_cache(&self) -> Store<k8s_openapi::api::core::v1::PersistentVolumeClaim> {
-        let (store, mut writer) = reflector::store();
-        for c in self
-            .api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>()
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-        {
-            writer.apply_watcher_event(&watcher::Event::Apply(c));
-        }
-        store
-    }
-
     /// The objects of kind `K` stored in the API server, as the cache would hold them.
     async fn cache<K>(&self) -> Store<K>
     where
@@ -348,7 +334,7 @@ impl Harness {
     }
 
     /// The Pods stored in the API server, as the cache would hold them.
-    async fn pod_cache(&self) -> Store<Pod> {
+    async fn pod_cache(&self) -> Store<crate::resources::pods::CachedPod> {
         let (store, mut writer) = reflector::store();
         for pod in self
             .api::<Pod>()
@@ -357,7 +343,7 @@ impl Harness {
             .unwrap()
             .items
         {
-            writer.apply_watcher_event(&watcher::Event::Apply(pod));
+            writer.apply_watcher_event(&watcher::Event::Apply(pod.into()));
         }
         store
     }
@@ -391,7 +377,12 @@ impl Harness {
             stores: PostgresStores {
                 services: reflector::store().0.into(),
                 pods: self.pod_cache().await.into(),
-                claims: self.claim_cache().await.into(),
+                claims:
+                    self.cache::<kube::core::PartialObjectMeta<
+                        k8s_openapi::api::core::v1::PersistentVolumeClaim,
+                    >>()
+                    .await
+                    .into(),
                 nodes: self.node_cache().await,
                 backups: self.cache().await,
                 restores: self.cache().await,
