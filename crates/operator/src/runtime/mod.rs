@@ -406,16 +406,20 @@ async fn caches_filled(
 /// Builds the shared caches and runs every engine's controllers until `stop` is cancelled.
 async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
+    use kube::core::PartialObjectMeta;
     use steward_api::etcd::EtcdPeer;
     tokio::spawn({
         let (recorder, stop) = (ctx.recorder.clone(), stop.clone());
         async move { recorder.forget_while_idle(stop).await }
     });
-    let services = stores::shared_meta::<Service>(&ctx, stop.clone());
+    // Services and claims: metadata only (Services are applied, never read; of a claim steps
+    // read its UID, deletion and annotations).
+    let services = stores::shared::<PartialObjectMeta<Service>>(&ctx, stores::slim, stop.clone());
     let pods =
         stores::shared::<crate::resources::pods::CachedPod>(&ctx, stores::slim, stop.clone());
     // Claims are read from the cache only: no controller watches them through it.
-    let claims = stores::cached_meta::<PersistentVolumeClaim>(ctx.watched_api(), stop.clone());
+    let claims =
+        stores::cached::<PartialObjectMeta<PersistentVolumeClaim>>(ctx.watched_api(), stop.clone());
     let peers = stores::shared::<EtcdPeer>(&ctx, stores::slim, stop.clone());
     let statefulsets =
         stores::shared::<k8s_openapi::api::apps::v1::StatefulSet>(&ctx, stores::slim, stop.clone());

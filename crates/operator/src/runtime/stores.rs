@@ -214,6 +214,9 @@ where
 /// Returns the store and a subscription for a controller's `owns_shared_stream`. Every
 /// subscription must be read: a subscriber that falls `BUFFER` events behind stops the watch
 /// (the shared reflector waits for it), so kinds only read from the cache use [`cached`].
+/// With `K` a `PartialObjectMeta` the watch is metadata-only, and so is the cache (for kinds
+/// whose steps read only metadata: a typed object's empty spec and status structs are most of
+/// its size).
 pub fn shared<K>(
     ctx: &Arc<Context>,
     trim: fn(&mut K),
@@ -238,62 +241,6 @@ where
         stop,
     );
     Some((Indexed::new(store, Some(changes)), subscriber))
-}
-
-/// A shared metadata cache and its subscription ([`shared_meta`]).
-pub type SharedMeta<K> = (
-    Indexed<PartialObjectMeta<K>>,
-    ReflectHandle<PartialObjectMeta<K>>,
-);
-
-/// [`shared`] for kinds whose steps read only metadata (Services: applied, owned): the cache
-/// holds each object's metadata (a metadata-only watch), not the typed object — a Service's
-/// spec and status structs are most of its size even when empty.
-pub fn shared_meta<K>(ctx: &Arc<Context>, stop: CancellationToken) -> Option<SharedMeta<K>>
-where
-    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + Debug
-        + DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
-    let api: Api<PartialObjectMeta<K>> = ctx.watched_api();
-    let (store, writer) = reflector::store_shared::<PartialObjectMeta<K>>(BUFFER);
-    let subscriber = writer.subscribe()?;
-    let changes = Arc::new(AtomicU64::new(0));
-    let config = watcher::Config::default().labels(&format!("{MANAGED_BY}={MANAGER}"));
-    drive(
-        watcher(api, config)
-            .default_backoff()
-            .modify(slim)
-            .reflect_shared(writer),
-        changes.clone(),
-        stop,
-    );
-    Some((Indexed::new(store, Some(changes)), subscriber))
-}
-
-/// Starts a cache of the metadata of Steward's `K`s that steps read (claims: names, UIDs,
-/// deletion, the scheduler's annotations) and no controller subscribes to, with the instance
-/// index of [`Indexed`], driven until `stop`.
-pub fn cached_meta<K>(
-    api: Api<PartialObjectMeta<K>>,
-    stop: CancellationToken,
-) -> Indexed<PartialObjectMeta<K>>
-where
-    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
-{
-    let (store, writer) = reflector::store::<PartialObjectMeta<K>>();
-    let changes = Arc::new(AtomicU64::new(0));
-    let config = watcher::Config::default().labels(&format!("{MANAGED_BY}={MANAGER}"));
-    drive(
-        reflector::reflector(writer, watcher(api, config).default_backoff().modify(slim)),
-        changes.clone(),
-        stop,
-    );
-    Indexed::new(store, Some(changes))
 }
 
 /// Starts a shared cache of every `K` in the watched namespaces (user-created objects such as
