@@ -139,6 +139,21 @@ pub async fn start(client: Client, cfg: NodeConfig) -> Result<NodeHandle, NodeEr
     })
 }
 
+/// How long one heartbeat (the Node's status write) may wait for the API server's answer.
+const HEARTBEAT_WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// The Node's status write, or `None` when it got no answer within `timeout`.
+async fn bounded_write(
+    client: &Client,
+    name: &str,
+    status: serde_json::Value,
+    timeout: std::time::Duration,
+) -> Option<Result<(), NodeError>> {
+    tokio::time::timeout(timeout, node::write_status(client, name, status))
+        .await
+        .ok()
+}
+
 async fn heartbeat(shared: Arc<Shared>, port: u16, since: Timestamp, cancel: CancellationToken) {
     let mut tick = tokio::time::interval(shared.cfg.heartbeat_interval);
     tick.tick().await;
@@ -148,7 +163,20 @@ async fn heartbeat(shared: Arc<Shared>, port: u16, since: Timestamp, cancel: Can
             _ = tick.tick() => {}
         }
         let status = node::status(port, shared.node, true, since);
-        match node::write_status(&shared.client, &shared.cfg.name, status.clone()).await {
+        // Bounded, as a Pod's status write is: a write whose answer never comes would stop
+        // the heartbeats for good (the client has no read timeout).
+        let Some(written) = bounded_write(
+            &shared.client,
+            &shared.cfg.name,
+            status.clone(),
+            HEARTBEAT_WRITE_TIMEOUT,
+        )
+        .await
+        else {
+            tracing::warn!(timeout = ?HEARTBEAT_WRITE_TIMEOUT, "node heartbeat got no answer");
+            continue;
+        };
+        match written {
             Ok(()) => {}
             Err(NodeError::Kube {
                 source: kube::Error::Api(e),
@@ -241,5 +269,29 @@ impl Drop for NodeHandle {
         // Dropped without shutdown (e.g. a panicking test): never leave processes behind.
         self.cancel.cancel();
         self.shared.launcher.processes.kill_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_heartbeat_without_an_answer_ends_in_time() {
+        // A server that accepts connections and never answers.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let silent = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((s, _)) = listener.accept().await {
+                held.push(s);
+            }
+        });
+        let client = Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+        let status = serde_json::json!({"conditions": []});
+        let write = bounded_write(&client, "n1", status, std::time::Duration::from_millis(200));
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(5), write).await;
+        assert!(matches!(ended, Ok(None)), "the heartbeat waited for good");
+        silent.abort();
     }
 }
