@@ -414,7 +414,8 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     });
     // Services and claims: metadata only (Services are applied, never read; of a claim steps
     // read its UID, deletion and annotations).
-    let services = stores::shared::<PartialObjectMeta<Service>>(&ctx, stores::slim, stop.clone());
+    let services =
+        stores::shared::<PartialObjectMeta<Service>>(&ctx, stores::version_only, stop.clone());
     let pods =
         stores::shared::<crate::resources::pods::CachedPod>(&ctx, stores::slim, stop.clone());
     // Claims are read from the cache only: no controller watches them through it.
