@@ -2056,9 +2056,13 @@ async fn schedules_fire_on_their_seconds_once_per_slot_across_an_operator_restar
     // The operator is down across a slot of every10: the newest missed slot runs, once. It goes
     // down once every10's runs have ended: a run still active at the restart would rightly skip
     // the missed slot (concurrencyPolicy Forbid; under CI load a run once outlasted its slot).
+    // It also goes down between two slots (2-7 s past one): a slot that fired between this
+    // check and the stop would leave a run the returning operator still sees active.
     plane
-        .eventually("every10's runs ended", BOOT, || async {
-            every10().await.ok()?.iter().all(backup_ended).then_some(())
+        .eventually("every10's runs ended, mid-slot", BOOT, || async {
+            let past_slot = jiff::Timestamp::now().as_second() % 10;
+            let ended = every10().await.ok()?.iter().all(backup_ended);
+            (ended && (2..=7).contains(&past_slot)).then_some(())
         })
         .await;
     let (down, up) = plane.restart_operator_after(Duration::from_secs(12)).await;

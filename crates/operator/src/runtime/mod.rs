@@ -412,10 +412,9 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         let (recorder, stop) = (ctx.recorder.clone(), stop.clone());
         async move { recorder.forget_while_idle(stop).await }
     });
-    // Services and claims: metadata only (Services are applied, never read; of a claim steps
-    // read its UID, deletion and annotations).
-    let services =
-        stores::shared::<PartialObjectMeta<Service>>(&ctx, stores::version_only, stop.clone());
+    // Services and claims: metadata only (Services are applied and swept by their labels; of a
+    // claim steps read its UID, deletion and annotations).
+    let services = stores::shared::<PartialObjectMeta<Service>>(&ctx, stores::slim, stop.clone());
     let pods =
         stores::shared::<crate::resources::pods::CachedPod>(&ctx, stores::slim, stop.clone());
     // Claims are read from the cache only: no controller watches them through it.

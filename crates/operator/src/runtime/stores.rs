@@ -126,11 +126,12 @@ pub fn slim<K: Resource>(obj: &mut K) {
     }
 }
 
-/// Keeps what the applier and the controllers' owner mapping read of a child no step reads
-/// (Services, disruption budgets, ConfigMaps): its name, namespace, UID, `resourceVersion`,
-/// owner references and deletion. Labels and annotations go: each is a map of its own (a
-/// node of eleven slots and two strings per entry, ~1 KiB for a child's six labels), and
-/// nothing looks these children up by label — [`Indexed::of_instance`] finds none of them.
+/// Keeps what the applier reads of a child no step reads (disruption budgets, ConfigMaps):
+/// its name, namespace, UID, `resourceVersion`, owner references and deletion. Labels and
+/// annotations go: each is a map of its own (a node of eleven slots and two strings per entry,
+/// ~1 KiB for a child's six labels), and nothing looks these children up by label. Not for a
+/// kind a step finds by label (Services: the etcd orphan sweep reads them through
+/// [`Indexed::of_instance`]).
 pub fn version_only<K: Resource>(obj: &mut K) {
     slim(obj);
     let meta = obj.meta_mut();
