@@ -176,21 +176,6 @@ pub fn commit(
             "the body of the request must be a JSON object",
         ));
     }
-    // A uid in the body is a precondition (kubelet's status patches carry one so they never
-    // land on a re-created namesake): the registry refuses it when it names another object.
-    if let Some(uid) = meta::uid(&candidate).filter(|u| !u.is_empty())
-        && Some(uid) != meta::uid(old)
-    {
-        return Err(ApiError::conflict(
-            &gr,
-            &name,
-            &format!(
-                "StorageError: invalid object, Code: 4, AdditionalErrorMsg: Precondition failed: \
-                 UID in precondition: {uid}, UID in object meta: {}",
-                meta::uid(old).unwrap_or_default()
-            ),
-        ));
-    }
     let mut new = candidate;
     {
         let om = meta::meta(old).cloned().unwrap_or_default();
