@@ -262,10 +262,13 @@ async fn reconcile(peer: Arc<EtcdPeer>, state: Arc<State>) -> Result<Action, Err
             .await
             .map_err(|source| Error::kube("patch EtcdPeer status", object, source))?;
     }
+    // A member that answers looks again soon until its claim is recorded (the claims cache
+    // can lag a new claim, and claims do not wake the peer).
+    let claim_settled = usable_claim.is_some_and(|c| !status.ready || status.claim_uid == c.uid());
     Ok(Action::requeue(next_look(
         status.ready,
         member_pod.as_deref(),
-        usable_claim.is_some(),
+        claim_settled,
     )))
 }
 
@@ -275,13 +278,15 @@ async fn reconcile(peer: Arc<EtcdPeer>, state: Arc<State>) -> Result<Action, Err
 /// its claim in place — the scheduler's binding is a Pod event, which starts a pass at once, so
 /// the look is only a safety net (at 1,000 clusters with unplaceable Pods the 3 s look was most
 /// of the operator's CPU). A claim missing or being deleted keeps the 3 s look: claims do not
-/// wake the peer, and it creates the claim once the old one is gone.
+/// wake the peer, and it creates the claim once the old one is gone; so does a member that
+/// answers before its claim is recorded (`claim_usable` is then false).
 pub fn next_look(ready: bool, pod: Option<&CachedPod>, claim_usable: bool) -> Duration {
     let placed = pod
         .and_then(|p| p.spec.as_ref())
         .is_some_and(|s| s.node_name.is_some());
     match (ready, pod) {
-        (true, _) => Duration::from_secs(30),
+        (true, _) if claim_usable => Duration::from_secs(30),
+        (true, _) => Duration::from_secs(3),
         (false, Some(_)) if !placed && claim_usable => Duration::from_secs(300),
         (false, _) => Duration::from_secs(3),
     }
@@ -521,6 +526,8 @@ mod tests {
         pod.spec.as_mut().unwrap().node_name = Some("n1".into());
         assert_eq!(next_look(false, Some(&pod), true), Duration::from_secs(3));
         assert_eq!(next_look(true, Some(&pod), true), Duration::from_secs(30));
+        // It answers but its (new) claim is not recorded yet: a short look.
+        assert_eq!(next_look(true, Some(&pod), false), Duration::from_secs(3));
     }
 
     #[test]
