@@ -139,8 +139,9 @@ pub async fn start(client: Client, cfg: NodeConfig) -> Result<NodeHandle, NodeEr
     })
 }
 
-/// How long one heartbeat (the Node's status write) may wait for the API server's answer.
-const HEARTBEAT_WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+/// How long one heartbeat (the Node's status write) may wait for the API server's answer: as
+/// long as a Pod's status write.
+const HEARTBEAT_WRITE_TIMEOUT: std::time::Duration = pods::report::WRITE_TIMEOUT;
 
 /// The Node's status write, or `None` when it got no answer within `timeout`.
 async fn bounded_write(
@@ -272,22 +273,28 @@ impl Drop for NodeHandle {
     }
 }
 
+/// A client of a server that accepts connections and never answers, and that server's task.
+#[cfg(test)]
+pub(crate) async fn silent_client() -> (Client, JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = listener.accept().await {
+            held.push(s);
+        }
+    });
+    let client = Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+    (client, silent)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[tokio::test]
     async fn a_heartbeat_without_an_answer_ends_in_time() {
-        // A server that accepts connections and never answers.
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let silent = tokio::spawn(async move {
-            let mut held = Vec::new();
-            while let Ok((s, _)) = listener.accept().await {
-                held.push(s);
-            }
-        });
-        let client = Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+        let (client, silent) = silent_client().await;
         let status = serde_json::json!({"conditions": []});
         let write = bounded_write(&client, "n1", status, std::time::Duration::from_millis(200));
         let ended = tokio::time::timeout(std::time::Duration::from_secs(5), write).await;

@@ -231,16 +231,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_write_without_an_answer_fails_in_time() {
-        // A server that accepts connections and never answers.
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let silent = tokio::spawn(async move {
-            let mut held = Vec::new();
-            while let Ok((s, _)) = listener.accept().await {
-                held.push(s);
-            }
-        });
-        let client = Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+        let (client, silent) = crate::agent::silent_client().await;
         let mut reporter =
             Reporter::new(client, &pod(), running()).with_write_timeout(Duration::from_millis(200));
         let write = tokio::time::timeout(Duration::from_secs(5), reporter.write()).await;
