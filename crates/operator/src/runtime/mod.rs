@@ -430,8 +430,12 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     );
     let config_maps =
         stores::metadata::<k8s_openapi::api::core::v1::ConfigMap>(ctx.watched_api(), stop.clone());
-    let secrets =
-        stores::cached::<k8s_openapi::api::core::v1::Secret>(ctx.watched_api(), stop.clone());
+    // Steward's Secrets are read by name, for their data only.
+    let secrets = stores::cached_with::<k8s_openapi::api::core::v1::Secret>(
+        ctx.watched_api(),
+        stores::unlabelled,
+        stop.clone(),
+    );
     let user_secrets = stores::labelled::<k8s_openapi::api::core::v1::Secret>(
         &ctx,
         crate::postgres::names::USER_PASSWORD_LABEL,
