@@ -214,12 +214,9 @@ pub async fn run(
         stores,
         pipeline: pipeline(),
     });
-    let Some((cache, trigger)) = crate::runtime::stores::primary(clusters, stop.clone()) else {
-        tracing::error!("the clusters' cache has no subscriber; controller not started");
-        return;
-    };
+    let (cache, trigger) = crate::runtime::stores::primary(clusters);
     let listing = cache.clone();
-    let controller = Controller::for_shared_stream(trigger, cache.clone());
+    let controller = Controller::for_stream(trigger, cache.clone());
     controller
         .with_config(ctx.controller_config())
         .owns_shared_stream(service_events)

@@ -153,94 +153,48 @@ pub fn unlabelled<K: Resource>(obj: &mut K) {
 }
 
 /// The cache and trigger stream of a controller's own kind (every object of `K` it watches),
-/// slimmed like the child caches and driven like them (on the caches' thread, [`drive`])
-/// until `stop`: for `Controller::for_shared_stream`.
-pub fn primary<K>(api: Api<K>, stop: CancellationToken) -> Option<(Store<K>, ReflectHandle<K>)>
+/// slimmed like the child caches: for `Controller::for_stream`.
+pub fn primary<K>(
+    api: Api<K>,
+) -> (
+    Store<K>,
+    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
-    let (store, writer) = reflector::store_shared::<K>(BUFFER);
-    let subscriber = writer.subscribe()?;
-    drive(
+    let (store, writer) = reflector::store::<K>();
+    let stream = reflector::reflector(
+        writer,
         watcher(api, watcher::Config::default())
             .default_backoff()
-            .modify(slim)
-            .reflect_shared(writer),
-        Arc::new(AtomicU64::new(0)),
-        stop,
-    );
-    Some((store, subscriber))
+            .modify(slim),
+    )
+    .applied_objects();
+    (store, stream)
 }
 
-/// The runtime the caches' watches run on: one thread of its own, started on first use. What
-/// a watch decodes and a cache keeps is then allocated by that thread, from its own jemalloc
-/// arena (jemalloc gives each thread an arena of its own while there are fewer threads than
-/// arenas), packed together instead of scattered among the passes' short-lived allocations:
-/// after a burst of new clusters the passes' arenas empty and go back to the system, where
-/// the cache objects used to pin partly used pages (`docs/performance.md`, "a thread for the
-/// caches"). `None` when the thread could not be started: the watches then run on the
-/// caller's runtime.
-fn cache_runtime() -> Option<&'static tokio::runtime::Handle> {
-    static RUNTIME: std::sync::OnceLock<Option<tokio::runtime::Handle>> =
-        std::sync::OnceLock::new();
-    RUNTIME
-        .get_or_init(|| {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|err| tracing::warn!(error = %err, "caches' runtime not started"))
-                .ok()?;
-            let handle = runtime.handle().clone();
-            std::thread::Builder::new()
-                .name("steward-caches".into())
-                .spawn(move || runtime.block_on(std::future::pending::<()>()))
-                .map_err(|err| tracing::warn!(error = %err, "caches' thread not started"))
-                .ok()?;
-            Some(handle)
-        })
-        .as_ref()
-}
-
-/// Drives a cache's watch stream until `stop`, logging watch errors, on the caches' thread
-/// ([`cache_runtime`]). The watch also ends when the caller's runtime shuts down (a test's),
-/// as it would if it ran there: a task left on the caller's runtime holds a guard.
+/// Drives a cache's watch stream until `stop`, logging watch errors.
 fn drive<K, S>(stream: S, changes: Arc<AtomicU64>, stop: CancellationToken)
 where
     K: Resource<DynamicType = ()> + Send + 'static,
     S: futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
 {
-    let stop = stop.child_token();
-    let watch = {
-        let stop = stop.clone();
-        async move {
-            let drive = stream.for_each(|event| {
-                // The reflector applied the event to the store before passing it on.
-                changes.fetch_add(1, Ordering::Release);
-                async move {
-                    if let Err(err) = event {
-                        tracing::warn!(kind = %K::kind(&()), error = %err, "shared cache watch error");
-                    }
+    tokio::spawn(async move {
+        let drive = stream.for_each(|event| {
+            // The reflector applied the event to the store before passing it on.
+            changes.fetch_add(1, Ordering::Release);
+            async move {
+                if let Err(err) = event {
+                    tracing::warn!(kind = %K::kind(&()), error = %err, "shared cache watch error");
                 }
-            });
-            tokio::select! {
-                () = drive => {}
-                () = stop.cancelled() => {}
             }
+        });
+        tokio::select! {
+            () = drive => {}
+            () = stop.cancelled() => {}
         }
-    };
-    match cache_runtime() {
-        Some(caches) => {
-            let guard = stop.clone().drop_guard();
-            tokio::spawn(async move {
-                let _guard = guard;
-                stop.cancelled().await;
-            });
-            caches.spawn(watch);
-        }
-        None => {
-            tokio::spawn(watch);
-        }
-    }
+    });
 }
 
 /// Starts a cache of `K` (objects labelled `managed-by=steward`) that steps read and no
