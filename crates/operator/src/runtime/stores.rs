@@ -133,10 +133,8 @@ pub fn slim<K: Resource>(obj: &mut K) {
 /// kind a step finds by label (Services: the etcd orphan sweep reads them through
 /// [`Indexed::of_instance`]).
 pub fn version_only<K: Resource>(obj: &mut K) {
-    slim(obj);
+    unlabelled(obj);
     let meta = obj.meta_mut();
-    meta.labels = None;
-    meta.annotations = None;
     meta.finalizers = None;
     meta.generate_name = None;
 }
