@@ -7,12 +7,13 @@ use crate::resources::pods::CachedPod;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::runtime::stores::Subscription;
 use async_trait::async_trait;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{ObjectRef, ReflectHandle};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use steward_api::cratedb::CrateCluster;
 use tokio_util::sync::CancellationToken;
@@ -114,13 +115,13 @@ fn references(cluster: &CrateCluster, secret: &Secret) -> bool {
 /// The event streams the controller follows besides its clusters.
 pub struct Streams {
     /// Services (owned).
-    pub services: ReflectHandle<kube::core::PartialObjectMeta<Service>>,
+    pub services: Subscription<kube::core::PartialObjectMeta<Service>>,
     /// StatefulSets (owned).
-    pub statefulsets: ReflectHandle<StatefulSet>,
+    pub statefulsets: Subscription<StatefulSet>,
     /// Pods (owned by the StatefulSets; mapped by their instance label).
-    pub pods: ReflectHandle<crate::resources::pods::CachedPod>,
+    pub pods: Subscription<crate::resources::pods::CachedPod>,
     /// Users' password Secrets.
-    pub user_secrets: ReflectHandle<Secret>,
+    pub user_secrets: Subscription<Secret>,
 }
 
 /// Runs the CrateDB controller until `stop` is cancelled.

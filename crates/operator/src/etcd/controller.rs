@@ -4,10 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::runtime::stores::Subscription;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ReflectHandle;
 use kube::{Api, ResourceExt};
 use steward_api::common::RetentionPolicy;
 use steward_api::etcd::{EtcdCluster, EtcdPeer};
@@ -122,8 +122,8 @@ async fn apply(cluster: Arc<EtcdCluster>, state: &State) -> Result<Action, Error
 pub async fn run(
     ctx: Arc<Context>,
     stores: EtcdStores,
-    service_events: ReflectHandle<kube::core::PartialObjectMeta<Service>>,
-    peer_events: ReflectHandle<EtcdPeer>,
+    service_events: Subscription<kube::core::PartialObjectMeta<Service>>,
+    peer_events: Subscription<EtcdPeer>,
     stop: CancellationToken,
 ) {
     let clusters: Api<EtcdCluster> = ctx.watched_api();

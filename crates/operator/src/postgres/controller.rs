@@ -13,11 +13,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::runtime::stores::Subscription;
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Secret, Service};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{ObjectRef, ReflectHandle};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use steward_api::common::RetentionPolicy;
@@ -174,19 +175,19 @@ fn instances_on(
 /// The shared caches' subscriptions the controller reacts to.
 pub struct Streams {
     /// Services (owned).
-    pub services: ReflectHandle<kube::core::PartialObjectMeta<Service>>,
+    pub services: Subscription<kube::core::PartialObjectMeta<Service>>,
     /// Pods (owned).
-    pub pods: ReflectHandle<crate::resources::pods::CachedPod>,
+    pub pods: Subscription<crate::resources::pods::CachedPod>,
     /// Nodes: a change of state wakes the clusters with an instance there.
-    pub nodes: ReflectHandle<Node>,
+    pub nodes: Subscription<Node>,
     /// `PostgresBackup`s: each wakes the cluster it names.
-    pub backups: ReflectHandle<PostgresBackup>,
+    pub backups: Subscription<PostgresBackup>,
     /// `PostgresRestore`s: each wakes the cluster it names.
-    pub restores: ReflectHandle<PostgresRestore>,
+    pub restores: Subscription<PostgresRestore>,
     /// `PostgresPolicy`s: each wakes the clusters that list it.
-    pub policies: ReflectHandle<steward_api::policy::PostgresPolicy>,
+    pub policies: Subscription<steward_api::policy::PostgresPolicy>,
     /// Users' password Secrets: each wakes the clusters that reference it.
-    pub user_secrets: ReflectHandle<Secret>,
+    pub user_secrets: Subscription<Secret>,
 }
 
 /// Runs the PostgreSQL controller until `stop` is cancelled.

@@ -414,15 +414,22 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     });
     // Services and claims: metadata only (Services are applied and swept by their labels; of a
     // claim steps read its UID, deletion and annotations).
-    let services = stores::shared::<PartialObjectMeta<Service>>(&ctx, stores::slim, stop.clone());
-    let pods =
-        stores::shared::<crate::resources::pods::CachedPod>(&ctx, stores::slim, stop.clone());
+    // One subscription per controller a kind wakes: Services wake the etcd, CrateDB and
+    // PostgreSQL controllers, Pods the etcd peer, CrateDB and PostgreSQL controllers, peers the
+    // etcd cluster and peer controllers.
+    let (services, [services_etcd, services_cratedb, services_postgres]) =
+        stores::shared::<PartialObjectMeta<Service>, 3>(&ctx, stores::slim, stop.clone());
+    let (pods, [pods_peer, pods_cratedb, pods_postgres]) =
+        stores::shared::<crate::resources::pods::CachedPod, 3>(&ctx, stores::slim, stop.clone());
     // Claims are read from the cache only: no controller watches them through it.
     let claims =
         stores::cached::<PartialObjectMeta<PersistentVolumeClaim>>(ctx.watched_api(), stop.clone());
-    let peers = stores::shared::<EtcdPeer>(&ctx, stores::slim, stop.clone());
-    let statefulsets =
-        stores::shared::<k8s_openapi::api::apps::v1::StatefulSet>(&ctx, stores::slim, stop.clone());
+    let (peers, [peers_etcd, peers_peer]) =
+        stores::shared::<EtcdPeer, 2>(&ctx, stores::slim, stop.clone());
+    let (statefulsets, [statefulsets_cratedb]) = stores::shared::<
+        k8s_openapi::api::apps::v1::StatefulSet,
+        1,
+    >(&ctx, stores::slim, stop.clone());
     // Kinds only applied, never read: their metadata, so unchanged applies can be skipped.
     let budgets = stores::metadata::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(
         ctx.watched_api(),
@@ -436,48 +443,24 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         stores::unlabelled,
         stop.clone(),
     );
-    let user_secrets = stores::labelled::<k8s_openapi::api::core::v1::Secret>(
-        &ctx,
-        crate::postgres::names::USER_PASSWORD_LABEL,
-        stop.clone(),
-    );
-    let nodes = stores::nodes(ctx.client.clone(), stop.clone());
+    let (user_secrets, [user_secrets_cratedb, user_secrets_postgres]) =
+        stores::labelled::<k8s_openapi::api::core::v1::Secret, 2>(
+            &ctx,
+            crate::postgres::names::USER_PASSWORD_LABEL,
+            stop.clone(),
+        );
+    let (nodes, node_events) = stores::nodes(ctx.client.clone(), stop.clone());
     let backups = stores::watched::<steward_api::pgbackrest::PostgresBackup>(&ctx, stop.clone());
     let restores = stores::watched::<steward_api::pgbackrest::PostgresRestore>(&ctx, stop.clone());
     let policies = stores::watched::<steward_api::policy::PostgresPolicy>(&ctx, stop.clone());
-    let (
-        Some(services),
-        Some(pods),
-        Some(peers),
-        Some(nodes),
-        Some(backups),
-        Some(restores),
-        Some(policies),
-        Some(user_secrets),
-        Some(statefulsets),
-    ) = (
-        services,
-        pods,
-        peers,
-        nodes,
-        backups,
-        restores,
-        policies,
-        user_secrets,
-        statefulsets,
-    )
-    else {
-        tracing::error!("a shared cache has no subscriber; controllers not started");
-        return;
-    };
     // The first passes see the children that exist (an operator restarted over many clusters
     // would otherwise create, read or apply what it already has).
     let filling = [
-        ("Services", services.0.wait_until_ready().boxed()),
-        ("Pods", pods.0.wait_until_ready().boxed()),
+        ("Services", services.wait_until_ready().boxed()),
+        ("Pods", pods.wait_until_ready().boxed()),
         ("PersistentVolumeClaims", claims.wait_until_ready().boxed()),
-        ("EtcdPeers", peers.0.wait_until_ready().boxed()),
-        ("StatefulSets", statefulsets.0.wait_until_ready().boxed()),
+        ("EtcdPeers", peers.wait_until_ready().boxed()),
+        ("StatefulSets", statefulsets.wait_until_ready().boxed()),
         ("PodDisruptionBudgets", budgets.wait_until_ready().boxed()),
         ("ConfigMaps", config_maps.wait_until_ready().boxed()),
         ("Secrets", secrets.wait_until_ready().boxed()),
@@ -486,33 +469,33 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         return;
     }
     let etcd = crate::etcd::EtcdStores {
-        services: services.0,
-        pods: pods.0,
+        services,
+        pods,
         claims,
-        peers: peers.0,
-        nodes: nodes.0.clone(),
+        peers,
+        nodes: nodes.clone(),
         budgets: budgets.clone(),
     };
     let cratedb = crate::cratedb::CrateStores {
         services: etcd.services.clone(),
         pods: etcd.pods.clone(),
-        statefulsets: statefulsets.0,
+        statefulsets,
         budgets: budgets.clone(),
         secrets: secrets.clone(),
-        user_secrets: user_secrets.0.clone(),
+        user_secrets: user_secrets.clone(),
     };
     let postgres = crate::postgres::PostgresStores {
         services: etcd.services.clone(),
         pods: etcd.pods.clone(),
         claims: etcd.claims.clone(),
-        nodes: nodes.0,
+        nodes,
         backups: backups.0,
         restores: restores.0,
         policies: policies.0,
         budgets,
         config_maps,
         secrets,
-        user_secrets: user_secrets.0,
+        user_secrets,
     };
     tokio::join!(
         logged(
@@ -521,15 +504,15 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
             crate::etcd::controller::run(
                 ctx.clone(),
                 etcd.clone(),
-                services.1.clone(),
-                peers.1.clone(),
+                services_etcd,
+                peers_etcd,
                 stop.clone()
             )
         ),
         logged(
             "etcd-peer",
             stop.clone(),
-            crate::etcd::peer::run(ctx.clone(), etcd, peers.1, pods.1.clone(), stop.clone())
+            crate::etcd::peer::run(ctx.clone(), etcd, peers_peer, pods_peer, stop.clone())
         ),
         logged(
             "schedule",
@@ -548,10 +531,10 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
                 ctx.clone(),
                 cratedb,
                 crate::cratedb::controller::Streams {
-                    services: services.1.clone(),
-                    statefulsets: statefulsets.1,
-                    pods: pods.1.clone(),
-                    user_secrets: user_secrets.1.clone(),
+                    services: services_cratedb,
+                    statefulsets: statefulsets_cratedb,
+                    pods: pods_cratedb,
+                    user_secrets: user_secrets_cratedb,
                 },
                 stop.clone()
             )
@@ -563,13 +546,13 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
                 ctx,
                 postgres,
                 crate::postgres::controller::Streams {
-                    services: services.1,
-                    pods: pods.1,
-                    nodes: nodes.1,
+                    services: services_postgres,
+                    pods: pods_postgres,
+                    nodes: node_events,
                     backups: backups.1,
                     restores: restores.1,
                     policies: policies.1,
-                    user_secrets: user_secrets.1,
+                    user_secrets: user_secrets_postgres,
                 },
                 stop
             )

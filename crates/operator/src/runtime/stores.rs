@@ -7,12 +7,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use kube::runtime::reflector::{self, ReflectHandle, Store};
+use kube::runtime::reflector::{self, Store};
 
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::context::Context;
@@ -172,27 +173,112 @@ where
     (store, stream)
 }
 
-/// Drives a cache's watch stream until `stop`, logging watch errors.
-fn drive<K, S>(stream: S, changes: Arc<AtomicU64>, stop: CancellationToken)
-where
-    K: Resource<DynamicType = ()> + Send + 'static,
+/// Drives a cache's watch stream until `stop`, logging watch errors and handing what changed
+/// to `fanout`'s subscribers.
+fn drive<K, S>(
+    stream: S,
+    changes: Arc<AtomicU64>,
+    fanout: Option<Fanout<K>>,
+    stop: CancellationToken,
+) where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
     S: futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
 {
     tokio::spawn(async move {
-        let drive = stream.for_each(|event| {
-            // The reflector applied the event to the store before passing it on.
-            changes.fetch_add(1, Ordering::Release);
-            async move {
-                if let Err(err) = event {
-                    tracing::warn!(kind = %K::kind(&()), error = %err, "shared cache watch error");
+        let mut fanout = fanout;
+        let drive = async {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(event) = stream.next().await {
+                // The reflector applied the event to the store before passing it on.
+                changes.fetch_add(1, Ordering::Release);
+                match event {
+                    Ok(event) => {
+                        if let Some(fanout) = fanout.as_mut() {
+                            fanout.send(event).await;
+                        }
+                    }
+                    Err(err) => {
+                        tracing::warn!(kind = %K::kind(&()), error = %err, "shared cache watch error");
+                    }
                 }
             }
-        });
+        };
         tokio::select! {
             () = drive => {}
             () = stop.cancelled() => {}
         }
     });
+}
+
+/// What a controller hears from a shared cache: each object the watch added or changed, as the
+/// cache holds it once the change is applied, each object it deleted (its last state), and on
+/// each (re)list every object listed. For `Controller::for_shared_stream`, `owns_shared_stream`
+/// and `watches_shared_stream`.
+///
+/// Not kube-runtime's `ReflectHandle`: that one passes on a reference and looks the object up
+/// in the store when the controller reads it, and when the object was deleted in between it
+/// returns `Pending` without asking to be woken; inside a controller's `select_all` the stream
+/// is then never polled again, so the controller stops hearing of that kind for good (an etcd
+/// member Pod replaced quickly left its peer deaf to its new Pod), and once the subscription
+/// falls `BUFFER` behind, the whole watch stops. Here the subscriber gets the objects
+/// themselves (shared, not copied).
+pub struct Subscription<K> {
+    objects: mpsc::Receiver<Arc<K>>,
+}
+
+impl<K> futures::Stream for Subscription<K> {
+    type Item = Arc<K>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Arc<K>>> {
+        self.objects.poll_recv(cx)
+    }
+}
+
+/// The sending side of a shared cache's [`Subscription`]s.
+struct Fanout<K: Resource<DynamicType = ()> + 'static> {
+    store: Store<K>,
+    subscribers: Vec<mpsc::Sender<Arc<K>>>,
+}
+
+impl<K: Resource<DynamicType = ()> + Clone + 'static> Fanout<K> {
+    /// `N` subscriptions to what the watch feeding `store` applies to it.
+    fn new<const N: usize>(store: Store<K>) -> (Self, [Subscription<K>; N]) {
+        let mut subscribers = Vec::with_capacity(N);
+        let subscriptions = std::array::from_fn(|_| {
+            let (tx, rx) = mpsc::channel(BUFFER);
+            subscribers.push(tx);
+            Subscription { objects: rx }
+        });
+        (Self { store, subscribers }, subscriptions)
+    }
+
+    /// Hands the objects `event` changed to every subscriber, waiting for room (a subscriber
+    /// `BUFFER` behind holds the watch). A subscriber that is gone is forgotten.
+    async fn send(&mut self, event: watcher::Event<K>) {
+        let objects: Vec<Arc<K>> = match event {
+            watcher::Event::Apply(obj) => {
+                // The store holds the object now: share its copy rather than keep a second.
+                let key = reflector::ObjectRef::from_obj(&obj);
+                vec![self.store.get(&key).unwrap_or_else(|| Arc::new(obj))]
+            }
+            watcher::Event::Delete(obj) => vec![Arc::new(obj)],
+            watcher::Event::InitDone => self.store.state(),
+            watcher::Event::Init | watcher::Event::InitApply(_) => Vec::new(),
+        };
+        for obj in objects {
+            let mut i = 0;
+            while i < self.subscribers.len() {
+                if self.subscribers[i].send(obj.clone()).await.is_ok() {
+                    i += 1;
+                } else {
+                    self.subscribers.swap_remove(i);
+                }
+            }
+        }
+    }
 }
 
 /// Starts a cache of `K` (objects labelled `managed-by=steward`) that steps read and no
@@ -215,6 +301,7 @@ where
     drive(
         reflector::reflector(writer, managed_watch(api, trim)),
         changes.clone(),
+        None,
         stop,
     );
     Indexed::new(store, Some(changes))
@@ -240,24 +327,25 @@ where
             watcher(api, config).default_backoff().modify(version_only),
         ),
         Arc::new(AtomicU64::new(0)),
+        None,
         stop,
     );
     store
 }
 
 /// Starts a shared cache of `K` (objects labelled `managed-by=steward`, each slimmed by `trim`
-/// — [`slim`], or a kind's own that also drops the fields no step reads), driven until `stop`.
-/// Returns the store and a subscription for a controller's `owns_shared_stream`. Every
-/// subscription must be read: a subscriber that falls `BUFFER` events behind stops the watch
-/// (the shared reflector waits for it), so kinds only read from the cache use [`cached`].
-/// With `K` a `PartialObjectMeta` the watch is metadata-only, and so is the cache (for kinds
-/// whose steps read only metadata: a typed object's empty spec and status structs are most of
-/// its size).
-pub fn shared<K>(
+/// — [`slim`], or a kind's own that also drops the fields no step reads), driven until `stop`,
+/// with `N` [`Subscription`]s, one for each controller the kind wakes. Every subscription must
+/// be read: one that falls [`BUFFER`] objects behind holds the watch (and so every other
+/// subscriber and the cache) until it reads again; kinds only read from the cache use
+/// [`cached`]. With `K` a `PartialObjectMeta` the watch is metadata-only, and so is the cache
+/// (for kinds whose steps read only metadata: a typed object's empty spec and status structs
+/// are most of its size).
+pub fn shared<K, const N: usize>(
     ctx: &Arc<Context>,
     trim: fn(&mut K),
     stop: CancellationToken,
-) -> Option<(Indexed<K>, ReflectHandle<K>)>
+) -> (Indexed<K>, [Subscription<K>; N])
 where
     K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
         + Clone
@@ -268,24 +356,22 @@ where
         + 'static,
 {
     let api: Api<K> = ctx.watched_api();
-    let (store, writer) = reflector::store_shared::<K>(BUFFER);
-    let subscriber = writer.subscribe()?;
+    let (store, writer) = reflector::store::<K>();
+    let (fanout, subscriptions) = Fanout::new(store.clone());
     let changes = Arc::new(AtomicU64::new(0));
     drive(
-        managed_watch(api, trim).reflect_shared(writer),
+        reflector::reflector(writer, managed_watch(api, trim)),
         changes.clone(),
+        Some(fanout),
         stop,
     );
-    Some((Indexed::new(store, Some(changes)), subscriber))
+    (Indexed::new(store, Some(changes)), subscriptions)
 }
 
 /// Starts a shared cache of every `K` in the watched namespaces (user-created objects such as
 /// `PostgresBackup`, which carry no Steward label), driven until `stop`, with a subscription
 /// for the controller that maps them to their cluster.
-pub fn watched<K>(
-    ctx: &Arc<Context>,
-    stop: CancellationToken,
-) -> Option<(Store<K>, ReflectHandle<K>)>
+pub fn watched<K>(ctx: &Arc<Context>, stop: CancellationToken) -> (Store<K>, Subscription<K>)
 where
     K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
         + Clone
@@ -295,18 +381,19 @@ where
         + Sync
         + 'static,
 {
-    labelled_with(ctx, watcher::Config::default(), stop)
+    let (store, [subscription]) = labelled_with(ctx, watcher::Config::default(), stop);
+    (store, subscription)
 }
 
 /// Starts a shared cache of the `K`s carrying `label` (a selector) in the watched namespaces,
 /// slimmed, driven until `stop`, with a subscription for the controller those objects wake.
 /// The store holds an event's object before the subscription sees it, so a pass woken by a
 /// change reads the changed object from the store.
-pub fn labelled<K>(
+pub fn labelled<K, const N: usize>(
     ctx: &Arc<Context>,
     label: &str,
     stop: CancellationToken,
-) -> Option<(Store<K>, ReflectHandle<K>)>
+) -> (Store<K>, [Subscription<K>; N])
 where
     K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
         + Clone
@@ -321,11 +408,11 @@ where
 
 /// [`watched`] and [`labelled`]: a shared, slimmed cache of the `K`s `config` selects in the
 /// watched namespaces, with a subscription.
-fn labelled_with<K>(
+fn labelled_with<K, const N: usize>(
     ctx: &Arc<Context>,
     config: watcher::Config,
     stop: CancellationToken,
-) -> Option<(Store<K>, ReflectHandle<K>)>
+) -> (Store<K>, [Subscription<K>; N])
 where
     K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
         + Clone
@@ -336,17 +423,15 @@ where
         + 'static,
 {
     let api: Api<K> = ctx.watched_api();
-    let (store, writer) = reflector::store_shared::<K>(BUFFER);
-    let subscriber = writer.subscribe()?;
+    let (store, writer) = reflector::store::<K>();
+    let (fanout, subscriptions) = Fanout::new(store.clone());
     drive(
-        watcher(api, config)
-            .default_backoff()
-            .modify(slim)
-            .reflect_shared(writer),
+        reflector::reflector(writer, watcher(api, config).default_backoff().modify(slim)),
         Arc::new(AtomicU64::new(0)),
+        Some(fanout),
         stop,
     );
-    Some((store, subscriber))
+    (store, subscriptions)
 }
 
 /// The object `namespace/name` from `cache`, or, when the cache does not hold it (not
@@ -374,23 +459,26 @@ where
 pub fn nodes(
     client: kube::Client,
     stop: CancellationToken,
-) -> Option<(
+) -> (
     Store<k8s_openapi::api::core::v1::Node>,
-    ReflectHandle<k8s_openapi::api::core::v1::Node>,
-)> {
+    Subscription<k8s_openapi::api::core::v1::Node>,
+) {
     use k8s_openapi::api::core::v1::Node;
     let api: Api<Node> = Api::all(client);
-    let (store, writer) = reflector::store_shared::<Node>(BUFFER);
-    let subscriber = writer.subscribe()?;
+    let (store, writer) = reflector::store::<Node>();
+    let (fanout, [subscription]) = Fanout::new(store.clone());
     drive(
-        watcher(api, watcher::Config::default())
-            .default_backoff()
-            .modify(crate::resources::nodes::slim)
-            .reflect_shared(writer),
+        reflector::reflector(
+            writer,
+            watcher(api, watcher::Config::default())
+                .default_backoff()
+                .modify(crate::resources::nodes::slim),
+        ),
         Arc::new(AtomicU64::new(0)),
+        Some(fanout),
         stop,
     );
-    Some((store, subscriber))
+    (store, subscription)
 }
 
 #[cfg(test)]
@@ -399,6 +487,7 @@ mod tests {
     use k8s_openapi::api::core::v1::Service;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use kube::api::ObjectMeta;
+    use std::time::Duration;
 
     /// A Secret keeps its data, identity and version; its labels and annotations go.
     #[test]
@@ -432,6 +521,117 @@ mod tests {
                 ..meta
             }
         );
+    }
+
+    fn config_map(name: &str, version: &str) -> k8s_openapi::api::core::v1::ConfigMap {
+        k8s_openapi::api::core::v1::ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("db".into()),
+                resource_version: Some(version.into()),
+                ..ObjectMeta::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    /// An object added and deleted before the controller reads of it is still heard of (its
+    /// addition, then its deletion), and the subscription keeps working inside a `select_all`
+    /// (how a controller merges its triggers): kube-runtime's `ReflectHandle` went quiet for
+    /// good here, since it looked the deleted object up in the store and returned `Pending`
+    /// without asking to be woken.
+    #[tokio::test]
+    async fn a_subscription_hears_of_objects_deleted_before_it_reads_and_keeps_hearing() {
+        use futures::channel::mpsc::unbounded;
+        let (events, watch) = unbounded::<watcher::Result<watcher::Event<_>>>();
+        let (store, writer) = reflector::store();
+        let (fanout, [subscription]) = Fanout::new(store.clone());
+        let changes = Arc::new(AtomicU64::new(0));
+        let stop = CancellationToken::new();
+        drive(
+            reflector::reflector(writer, watch),
+            changes.clone(),
+            Some(fanout),
+            stop.clone(),
+        );
+        let applied = |n: u64| {
+            let changes = changes.clone();
+            async move {
+                while changes.load(Ordering::Acquire) < n {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+        };
+        let within = Duration::from_secs(5);
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitDone,
+            watcher::Event::Apply(config_map("a", "1")),
+            watcher::Event::Delete(config_map("a", "2")),
+        ] {
+            events.unbounded_send(Ok(event)).unwrap();
+        }
+        tokio::time::timeout(within, applied(4)).await.unwrap();
+        assert!(store.is_empty(), "the cache no longer holds a");
+        let mut triggers = futures::stream::select_all([subscription]);
+        let heard = |obj: Option<Arc<k8s_openapi::api::core::v1::ConfigMap>>| {
+            let meta = &obj.expect("the subscription ended").metadata;
+            (
+                meta.name.clone().unwrap(),
+                meta.resource_version.clone().unwrap(),
+            )
+        };
+        let first = tokio::time::timeout(within, triggers.next()).await.unwrap();
+        assert_eq!(heard(first), ("a".into(), "1".into()));
+        let second = tokio::time::timeout(within, triggers.next()).await.unwrap();
+        assert_eq!(heard(second), ("a".into(), "2".into()), "the deletion");
+        // Nothing else yet; then a new object wakes the merged stream.
+        let waiting = tokio::time::timeout(Duration::from_millis(50), triggers.next()).await;
+        assert!(waiting.is_err(), "no object was changed: {waiting:?}");
+        events
+            .unbounded_send(Ok(watcher::Event::Apply(config_map("b", "3"))))
+            .unwrap();
+        let third = tokio::time::timeout(within, triggers.next()).await.unwrap();
+        assert_eq!(heard(third), ("b".into(), "3".into()));
+        stop.cancel();
+    }
+
+    /// Every object listed is handed to every subscriber once the list is in the cache.
+    #[tokio::test]
+    async fn every_subscriber_hears_of_every_listed_object() {
+        use futures::channel::mpsc::unbounded;
+        let (events, watch) = unbounded::<watcher::Result<watcher::Event<_>>>();
+        let (store, writer) = reflector::store();
+        let (fanout, [one, two]) = Fanout::new(store.clone());
+        let stop = CancellationToken::new();
+        drive(
+            reflector::reflector(writer, watch),
+            Arc::new(AtomicU64::new(0)),
+            Some(fanout),
+            stop.clone(),
+        );
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(config_map("a", "1")),
+            watcher::Event::InitApply(config_map("b", "2")),
+            watcher::Event::InitDone,
+        ] {
+            events.unbounded_send(Ok(event)).unwrap();
+        }
+        for subscription in [one, two] {
+            let mut names: Vec<String> = tokio::time::timeout(
+                Duration::from_secs(5),
+                subscription
+                    .take(2)
+                    .map(|o| o.metadata.name.clone().unwrap())
+                    .collect(),
+            )
+            .await
+            .unwrap();
+            names.sort();
+            assert_eq!(names, ["a", "b"]);
+        }
+        stop.cancel();
     }
 
     /// What the applier's skip and the owner mapping read survives; the maps do not.

@@ -22,6 +22,7 @@ use crate::resources::pods::CachedPod;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::runtime::stores::Subscription;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::ResourceExt;
@@ -29,7 +30,7 @@ use kube::api::{
     Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams, Preconditions,
 };
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{ObjectRef, ReflectHandle};
+use kube::runtime::reflector::ObjectRef;
 use steward_api::etcd::{EtcdPeer, EtcdPeerStatus};
 use tokio_util::sync::CancellationToken;
 
@@ -407,8 +408,8 @@ async fn keep_down(
 pub async fn run(
     ctx: Arc<Context>,
     stores: EtcdStores,
-    peer_events: ReflectHandle<EtcdPeer>,
-    pod_events: ReflectHandle<crate::resources::pods::CachedPod>,
+    peer_events: Subscription<EtcdPeer>,
+    pod_events: Subscription<crate::resources::pods::CachedPod>,
     stop: CancellationToken,
 ) {
     let cache = (*stores.peers).clone();
