@@ -137,8 +137,8 @@ pub async fn run(
         stores,
         pipeline: pipeline(),
     });
-    let (cache, trigger) = crate::runtime::stores::primary(clusters);
-    Controller::for_stream(trigger, cache.clone())
+    let (cache, trigger) = crate::runtime::stores::primary(clusters, stop.clone());
+    Controller::for_shared_stream(trigger, cache.clone())
         .with_config(ctx.controller_config())
         .owns_shared_stream(streams.services)
         .owns_shared_stream(streams.statefulsets)

@@ -132,8 +132,8 @@ pub async fn run(
         stores,
         pipeline: pipeline(),
     });
-    let (cache, trigger) = crate::runtime::stores::primary(clusters);
-    Controller::for_stream(trigger, cache)
+    let (cache, trigger) = crate::runtime::stores::primary(clusters, stop.clone());
+    Controller::for_shared_stream(trigger, cache)
         .with_config(ctx.controller_config())
         .owns_shared_stream(service_events)
         .owns_shared_stream(peer_events)

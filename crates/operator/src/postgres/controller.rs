@@ -215,9 +215,9 @@ pub async fn run(
         stores,
         pipeline: pipeline(),
     });
-    let (cache, trigger) = crate::runtime::stores::primary(clusters);
+    let (cache, trigger) = crate::runtime::stores::primary(clusters, stop.clone());
     let listing = cache.clone();
-    let controller = Controller::for_stream(trigger, cache.clone());
+    let controller = Controller::for_shared_stream(trigger, cache.clone());
     controller
         .with_config(ctx.controller_config())
         .owns_shared_stream(service_events)

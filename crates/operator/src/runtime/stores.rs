@@ -152,29 +152,61 @@ pub fn unlabelled<K: Resource>(obj: &mut K) {
 }
 
 /// The cache and trigger stream of a controller's own kind (every object of `K` it watches),
-/// slimmed like the child caches: for `Controller::for_stream`.
-pub fn primary<K>(
-    api: Api<K>,
-) -> (
-    Store<K>,
-    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
-)
+/// slimmed like the child caches and driven like them (on the caches' thread, [`drive`])
+/// until `stop`: for `Controller::for_shared_stream`.
+pub fn primary<K>(api: Api<K>, stop: CancellationToken) -> (Store<K>, Subscription<K>)
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
     let (store, writer) = reflector::store::<K>();
-    let stream = reflector::reflector(
-        writer,
-        watcher(api, watcher::Config::default())
-            .default_backoff()
-            .modify(slim),
-    )
-    .applied_objects();
-    (store, stream)
+    let (fanout, [subscription]) = Fanout::new(store.clone());
+    drive(
+        reflector::reflector(
+            writer,
+            watcher(api, watcher::Config::default())
+                .default_backoff()
+                .modify(slim),
+        ),
+        Arc::new(AtomicU64::new(0)),
+        Some(fanout),
+        stop,
+    );
+    (store, subscription)
+}
+
+/// The runtime the caches' watches run on: one thread of its own, started on first use. What
+/// a watch decodes and a cache keeps is then allocated by that thread, from its own jemalloc
+/// arena (jemalloc gives each thread an arena of its own while there are fewer threads than
+/// arenas), packed together instead of scattered among the passes' short-lived allocations:
+/// after a burst of new clusters the passes' arenas empty and go back to the system, where
+/// the cache objects used to pin partly used pages (`docs/performance.md`, "a thread for the
+/// caches"). `None` when the thread could not be started: the watches then run on the
+/// caller's runtime.
+fn cache_runtime() -> Option<&'static tokio::runtime::Handle> {
+    static RUNTIME: std::sync::OnceLock<Option<tokio::runtime::Handle>> =
+        std::sync::OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|err| tracing::warn!(error = %err, "caches' runtime not started"))
+                .ok()?;
+            let handle = runtime.handle().clone();
+            std::thread::Builder::new()
+                .name("steward-caches".into())
+                .spawn(move || runtime.block_on(std::future::pending::<()>()))
+                .map_err(|err| tracing::warn!(error = %err, "caches' thread not started"))
+                .ok()?;
+            Some(handle)
+        })
+        .as_ref()
 }
 
 /// Drives a cache's watch stream until `stop`, logging watch errors and handing what changed
-/// to `fanout`'s subscribers.
+/// to `fanout`'s subscribers, on the caches' thread ([`cache_runtime`]). The watch also ends
+/// when the caller's runtime shuts down (a test's), as it would if it ran there: a task left
+/// on the caller's runtime holds a guard.
 fn drive<K, S>(
     stream: S,
     changes: Arc<AtomicU64>,
@@ -184,30 +216,47 @@ fn drive<K, S>(
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
     S: futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
 {
-    tokio::spawn(async move {
-        let mut fanout = fanout;
-        let drive = async {
-            let mut stream = std::pin::pin!(stream);
-            while let Some(event) = stream.next().await {
-                // The reflector applied the event to the store before passing it on.
-                changes.fetch_add(1, Ordering::Release);
-                match event {
-                    Ok(event) => {
-                        if let Some(fanout) = fanout.as_mut() {
-                            fanout.send(event).await;
+    let stop = stop.child_token();
+    let watch = {
+        let stop = stop.clone();
+        async move {
+            let mut fanout = fanout;
+            let drive = async {
+                let mut stream = std::pin::pin!(stream);
+                while let Some(event) = stream.next().await {
+                    // The reflector applied the event to the store before passing it on.
+                    changes.fetch_add(1, Ordering::Release);
+                    match event {
+                        Ok(event) => {
+                            if let Some(fanout) = fanout.as_mut() {
+                                fanout.send(event).await;
+                            }
+                        }
+                        Err(err) => {
+                            tracing::warn!(kind = %K::kind(&()), error = %err, "shared cache watch error");
                         }
                     }
-                    Err(err) => {
-                        tracing::warn!(kind = %K::kind(&()), error = %err, "shared cache watch error");
-                    }
                 }
+            };
+            tokio::select! {
+                () = drive => {}
+                () = stop.cancelled() => {}
             }
-        };
-        tokio::select! {
-            () = drive => {}
-            () = stop.cancelled() => {}
         }
-    });
+    };
+    match cache_runtime() {
+        Some(caches) => {
+            let guard = stop.clone().drop_guard();
+            tokio::spawn(async move {
+                let _guard = guard;
+                stop.cancelled().await;
+            });
+            caches.spawn(watch);
+        }
+        None => {
+            tokio::spawn(watch);
+        }
+    }
 }
 
 /// What a controller hears from a shared cache: each object the watch added or changed, as the
