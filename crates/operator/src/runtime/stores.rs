@@ -111,8 +111,36 @@ fn managed_watch<K>(
 where
     K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
 {
-    let config = watcher::Config::default().labels(&format!("{MANAGED_BY}={MANAGER}"));
-    watcher(api, config).default_backoff().modify(trim)
+    watcher(api, managed()).default_backoff().modify(trim)
+}
+
+/// The selection of Steward's objects: labelled `managed-by=steward`.
+fn managed() -> watcher::Config {
+    watcher::Config::default().labels(&format!("{MANAGED_BY}={MANAGER}"))
+}
+
+/// A cache of the `K`s `config` selects through `api`, each slimmed by `trim`, driven until
+/// `stop` (on the caches' thread), with `N` subscriptions, and the counter of the events it
+/// applied.
+fn subscribed<K, const N: usize>(
+    api: Api<K>,
+    config: watcher::Config,
+    trim: fn(&mut K),
+    stop: CancellationToken,
+) -> (Store<K>, Arc<AtomicU64>, [Subscription<K>; N])
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store::<K>();
+    let (fanout, subscriptions) = Fanout::new(store.clone());
+    let changes = Arc::new(AtomicU64::new(0));
+    drive(
+        reflector::reflector(writer, watcher(api, config).default_backoff().modify(trim)),
+        changes.clone(),
+        Some(fanout),
+        stop,
+    );
+    (store, changes, subscriptions)
 }
 
 /// Drops what no step reads before an object enters a cache: `managedFields` (often the
@@ -158,19 +186,7 @@ pub fn primary<K>(api: Api<K>, stop: CancellationToken) -> (Store<K>, Subscripti
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
-    let (store, writer) = reflector::store::<K>();
-    let (fanout, [subscription]) = Fanout::new(store.clone());
-    drive(
-        reflector::reflector(
-            writer,
-            watcher(api, watcher::Config::default())
-                .default_backoff()
-                .modify(slim),
-        ),
-        Arc::new(AtomicU64::new(0)),
-        Some(fanout),
-        stop,
-    );
+    let (store, _, [subscription]) = subscribed(api, watcher::Config::default(), slim, stop);
     (store, subscription)
 }
 
@@ -369,11 +385,12 @@ where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
     let (store, writer) = reflector::store::<PartialObjectMeta<K>>();
-    let config = watcher::Config::default().labels(&format!("{MANAGED_BY}={MANAGER}"));
     drive(
         reflector::reflector(
             writer,
-            watcher(api, config).default_backoff().modify(version_only),
+            watcher(api, managed())
+                .default_backoff()
+                .modify(version_only),
         ),
         Arc::new(AtomicU64::new(0)),
         None,
@@ -404,16 +421,7 @@ where
         + Sync
         + 'static,
 {
-    let api: Api<K> = ctx.watched_api();
-    let (store, writer) = reflector::store::<K>();
-    let (fanout, subscriptions) = Fanout::new(store.clone());
-    let changes = Arc::new(AtomicU64::new(0));
-    drive(
-        reflector::reflector(writer, managed_watch(api, trim)),
-        changes.clone(),
-        Some(fanout),
-        stop,
-    );
+    let (store, changes, subscriptions) = subscribed(ctx.watched_api(), managed(), trim, stop);
     (Indexed::new(store, Some(changes)), subscriptions)
 }
 
@@ -471,15 +479,7 @@ where
         + Sync
         + 'static,
 {
-    let api: Api<K> = ctx.watched_api();
-    let (store, writer) = reflector::store::<K>();
-    let (fanout, subscriptions) = Fanout::new(store.clone());
-    drive(
-        reflector::reflector(writer, watcher(api, config).default_backoff().modify(slim)),
-        Arc::new(AtomicU64::new(0)),
-        Some(fanout),
-        stop,
-    );
+    let (store, _, subscriptions) = subscribed(ctx.watched_api(), config, slim, stop);
     (store, subscriptions)
 }
 
@@ -512,19 +512,11 @@ pub fn nodes(
     Store<k8s_openapi::api::core::v1::Node>,
     Subscription<k8s_openapi::api::core::v1::Node>,
 ) {
-    use k8s_openapi::api::core::v1::Node;
-    let api: Api<Node> = Api::all(client);
-    let (store, writer) = reflector::store::<Node>();
-    let (fanout, [subscription]) = Fanout::new(store.clone());
-    drive(
-        reflector::reflector(
-            writer,
-            watcher(api, watcher::Config::default())
-                .default_backoff()
-                .modify(crate::resources::nodes::slim),
-        ),
-        Arc::new(AtomicU64::new(0)),
-        Some(fanout),
+    let config = watcher::Config::default();
+    let (store, _, [subscription]) = subscribed(
+        Api::all(client),
+        config,
+        crate::resources::nodes::slim,
         stop,
     );
     (store, subscription)
