@@ -103,17 +103,6 @@ impl<K: Resource<DynamicType = ()> + 'static> std::ops::Deref for Indexed<K> {
 /// Events a shared cache buffers for each subscriber.
 pub const BUFFER: usize = 1024;
 
-/// The watch of Steward's objects of `K`, each slimmed by `trim` before it enters a cache.
-fn managed_watch<K>(
-    api: Api<K>,
-    trim: fn(&mut K),
-) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>>
-where
-    K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
-{
-    watcher(api, managed()).default_backoff().modify(trim)
-}
-
 /// The selection of Steward's objects: labelled `managed-by=steward`.
 fn managed() -> watcher::Config {
     watcher::Config::default().labels(&format!("{MANAGED_BY}={MANAGER}"))
@@ -137,7 +126,7 @@ where
     drive(
         reflector::reflector(writer, watcher(api, config).default_backoff().modify(trim)),
         changes.clone(),
-        Some(fanout),
+        fanout,
         stop,
     );
     (store, changes, subscriptions)
@@ -220,15 +209,11 @@ fn cache_runtime() -> Option<&'static tokio::runtime::Handle> {
 }
 
 /// Drives a cache's watch stream until `stop`, logging watch errors and handing what changed
-/// to `fanout`'s subscribers, on the caches' thread ([`cache_runtime`]). The watch also ends
+/// to `fanout`'s subscribers (if any), on the caches' thread ([`cache_runtime`]). The watch also ends
 /// when the caller's runtime shuts down (a test's), as it would if it ran there: a task left
 /// on the caller's runtime holds a guard.
-fn drive<K, S>(
-    stream: S,
-    changes: Arc<AtomicU64>,
-    fanout: Option<Fanout<K>>,
-    stop: CancellationToken,
-) where
+fn drive<K, S>(stream: S, changes: Arc<AtomicU64>, mut fanout: Fanout<K>, stop: CancellationToken)
+where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
     S: futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
 {
@@ -236,18 +221,13 @@ fn drive<K, S>(
     let watch = {
         let stop = stop.clone();
         async move {
-            let mut fanout = fanout;
             let drive = async {
                 let mut stream = std::pin::pin!(stream);
                 while let Some(event) = stream.next().await {
                     // The reflector applied the event to the store before passing it on.
                     changes.fetch_add(1, Ordering::Release);
                     match event {
-                        Ok(event) => {
-                            if let Some(fanout) = fanout.as_mut() {
-                                fanout.send(event).await;
-                            }
-                        }
+                        Ok(event) => fanout.send(event).await,
                         Err(err) => {
                             tracing::warn!(kind = %K::kind(&()), error = %err, "shared cache watch error");
                         }
@@ -323,6 +303,9 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Fanout<K> {
     /// Hands the objects `event` changed to every subscriber, waiting for room (a subscriber
     /// `BUFFER` behind holds the watch). A subscriber that is gone is forgotten.
     async fn send(&mut self, event: watcher::Event<K>) {
+        if self.subscribers.is_empty() {
+            return;
+        }
         let objects: Vec<Arc<K>> = match event {
             watcher::Event::Apply(obj) => {
                 // The store holds the object now: share its copy rather than keep a second.
@@ -361,14 +344,7 @@ pub fn cached_with<K>(api: Api<K>, trim: fn(&mut K), stop: CancellationToken) ->
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
-    let (store, writer) = reflector::store::<K>();
-    let changes = Arc::new(AtomicU64::new(0));
-    drive(
-        reflector::reflector(writer, managed_watch(api, trim)),
-        changes.clone(),
-        None,
-        stop,
-    );
+    let (store, changes, []) = subscribed(api, managed(), trim, stop);
     Indexed::new(store, Some(changes))
 }
 
@@ -384,18 +360,7 @@ pub fn metadata<K>(api: Api<PartialObjectMeta<K>>, stop: CancellationToken) -> M
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
-    let (store, writer) = reflector::store::<PartialObjectMeta<K>>();
-    drive(
-        reflector::reflector(
-            writer,
-            watcher(api, managed())
-                .default_backoff()
-                .modify(version_only),
-        ),
-        Arc::new(AtomicU64::new(0)),
-        None,
-        stop,
-    );
+    let (store, _, []) = subscribed(api, managed(), version_only, stop);
     store
 }
 
@@ -592,7 +557,7 @@ mod tests {
         drive(
             reflector::reflector(writer, watch),
             changes.clone(),
-            Some(fanout),
+            fanout,
             stop.clone(),
         );
         let applied = |n: u64| {
@@ -648,7 +613,7 @@ mod tests {
         drive(
             reflector::reflector(writer, watch),
             Arc::new(AtomicU64::new(0)),
-            Some(fanout),
+            fanout,
             stop.clone(),
         );
         for event in [
