@@ -115,7 +115,7 @@ fn references(cluster: &CrateCluster, secret: &Secret) -> bool {
 /// The event streams the controller follows besides its clusters.
 pub struct Streams {
     /// Services (owned).
-    pub services: Subscription<kube::core::PartialObjectMeta<Service>>,
+    pub services: Subscription<crate::resources::packed::CachedMeta<Service>>,
     /// StatefulSets (owned).
     pub statefulsets: Subscription<StatefulSet>,
     /// Pods (owned by the StatefulSets; mapped by their instance label).
@@ -144,7 +144,7 @@ pub async fn run(
         .owns_shared_stream(streams.statefulsets)
         .watches_shared_stream(streams.pods, |pod: Arc<CachedPod>| {
             let l = pod.labels();
-            if l.get(labels::NAME).map(String::as_str) != Some(ENGINE) {
+            if l.get(labels::NAME) != Some(ENGINE) {
                 return None;
             }
             let cluster = l.get(labels::INSTANCE)?;

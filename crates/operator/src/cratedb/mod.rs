@@ -38,7 +38,7 @@ pub const CONTROLLER: &str = "cratedb";
 #[derive(Clone)]
 pub struct CrateStores {
     /// Services.
-    pub services: Indexed<kube::core::PartialObjectMeta<Service>>,
+    pub services: Indexed<crate::resources::packed::CachedMeta<Service>>,
     /// Node Pods.
     pub pods: Indexed<crate::resources::pods::CachedPod>,
     /// StatefulSets.

@@ -122,7 +122,7 @@ async fn apply(cluster: Arc<EtcdCluster>, state: &State) -> Result<Action, Error
 pub async fn run(
     ctx: Arc<Context>,
     stores: EtcdStores,
-    service_events: Subscription<kube::core::PartialObjectMeta<Service>>,
+    service_events: Subscription<crate::resources::packed::CachedMeta<Service>>,
     peer_events: Subscription<EtcdPeer>,
     stop: CancellationToken,
 ) {

@@ -28,12 +28,12 @@ use validate::ValidatedEtcdCluster;
 #[derive(Clone)]
 pub struct EtcdStores {
     /// Services.
-    pub services: crate::runtime::stores::Indexed<kube::core::PartialObjectMeta<Service>>,
+    pub services: crate::runtime::stores::Indexed<crate::resources::packed::CachedMeta<Service>>,
     /// Member Pods.
     pub pods: crate::runtime::stores::Indexed<crate::resources::pods::CachedPod>,
     /// Member claims.
     pub claims:
-        crate::runtime::stores::Indexed<kube::core::PartialObjectMeta<PersistentVolumeClaim>>,
+        crate::runtime::stores::Indexed<crate::resources::packed::CachedMeta<PersistentVolumeClaim>>,
     /// Peers.
     pub peers: crate::runtime::stores::Indexed<EtcdPeer>,
     /// Every Node of the cluster, slimmed (`resources::nodes`).

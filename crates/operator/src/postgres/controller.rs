@@ -159,8 +159,8 @@ fn instances_on(
         .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
         .filter(|p| {
             let labels = p.labels();
-            labels.get(labels::NAME).map(String::as_str) == Some(ENGINE)
-                && labels.get(labels::COMPONENT).map(String::as_str) == Some(INSTANCE_COMPONENT)
+            labels.get(labels::NAME) == Some(ENGINE)
+                && labels.get(labels::COMPONENT) == Some(INSTANCE_COMPONENT)
         })
         .filter_map(|p| {
             let cluster = p.labels().get(labels::INSTANCE)?;
@@ -175,7 +175,7 @@ fn instances_on(
 /// The shared caches' subscriptions the controller reacts to.
 pub struct Streams {
     /// Services (owned).
-    pub services: Subscription<kube::core::PartialObjectMeta<Service>>,
+    pub services: Subscription<crate::resources::packed::CachedMeta<Service>>,
     /// Pods (owned).
     pub pods: Subscription<crate::resources::pods::CachedPod>,
     /// Nodes: a change of state wakes the clusters with an instance there.

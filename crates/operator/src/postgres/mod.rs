@@ -36,12 +36,12 @@ pub const CONTROLLER: &str = "postgres";
 #[derive(Clone)]
 pub struct PostgresStores {
     /// Services.
-    pub services: crate::runtime::stores::Indexed<kube::core::PartialObjectMeta<Service>>,
+    pub services: crate::runtime::stores::Indexed<crate::resources::packed::CachedMeta<Service>>,
     /// Instance Pods.
     pub pods: crate::runtime::stores::Indexed<crate::resources::pods::CachedPod>,
     /// Instance claims.
     pub claims:
-        crate::runtime::stores::Indexed<kube::core::PartialObjectMeta<PersistentVolumeClaim>>,
+        crate::runtime::stores::Indexed<crate::resources::packed::CachedMeta<PersistentVolumeClaim>>,
     /// Every Node of the cluster, slimmed (`resources::nodes`).
     pub nodes: kube::runtime::reflector::Store<k8s_openapi::api::core::v1::Node>,
     /// Every `PostgresBackup` in the watched namespaces.

@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
+
+use crate::resources::packed::CachedMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
@@ -98,12 +100,16 @@ where
     }
 }
 
-impl<K> VersionCache<K> for Indexed<PartialObjectMeta<K>>
+impl<K> VersionCache<K> for Indexed<CachedMeta<K>>
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
     fn version_of(&self, obj: &K) -> Option<String> {
-        (**self).version_of(obj)
+        let mut key = ObjectRef::<CachedMeta<K>>::new(&obj.name_any());
+        if let Some(ns) = obj.namespace() {
+            key = key.within(&ns);
+        }
+        self.get(&key).and_then(|o| o.resource_version())
     }
 }
 

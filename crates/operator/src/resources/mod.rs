@@ -4,6 +4,7 @@
 pub mod apply;
 pub mod labels;
 pub mod nodes;
+pub mod packed;
 pub mod passwords;
 pub mod pods;
 pub mod sweep;

@@ -406,7 +406,7 @@ async fn caches_filled(
 /// Builds the shared caches and runs every engine's controllers until `stop` is cancelled.
 async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
-    use kube::core::PartialObjectMeta;
+    use crate::resources::packed::CachedMeta;
     use steward_api::etcd::EtcdPeer;
     tokio::spawn({
         let (recorder, stop) = (ctx.recorder.clone(), stop.clone());
@@ -418,12 +418,12 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     // PostgreSQL controllers, Pods the etcd peer, CrateDB and PostgreSQL controllers, peers the
     // etcd cluster and peer controllers.
     let (services, [services_etcd, services_cratedb, services_postgres]) =
-        stores::shared::<PartialObjectMeta<Service>, 3>(&ctx, stores::slim, stop.clone());
+        stores::shared::<CachedMeta<Service>, 3>(&ctx, stores::slim, stop.clone());
     let (pods, [pods_peer, pods_cratedb, pods_postgres]) =
         stores::shared::<crate::resources::pods::CachedPod, 3>(&ctx, stores::slim, stop.clone());
     // Claims are read from the cache only: no controller watches them through it.
     let claims =
-        stores::cached::<PartialObjectMeta<PersistentVolumeClaim>>(ctx.watched_api(), stop.clone());
+        stores::cached::<CachedMeta<PersistentVolumeClaim>>(ctx.watched_api(), stop.clone());
     let (peers, [peers_etcd, peers_peer]) =
         stores::shared::<EtcdPeer, 2>(&ctx, stores::slim, stop.clone());
     let (statefulsets, [statefulsets_cratedb]) = stores::shared::<

@@ -18,6 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::context::Context;
 use crate::resources::labels::{INSTANCE, MANAGED_BY, MANAGER};
+use crate::resources::packed::{CachedMeta, LAST_APPLIED};
+use crate::resources::pods::CachedPod;
 
 /// A cache with an index by (namespace, `app.kubernetes.io/instance`): the children of one
 /// cluster without scanning every cluster's. Every child Steward makes carries the instance
@@ -50,6 +52,45 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Indexed<K> {
             })),
         }
     }
+}
+
+/// How a cached object names its cluster: its `app.kubernetes.io/instance` label, wherever
+/// its kind keeps labels (packed, for [`CachedPod`] and [`CachedMeta`]).
+pub trait Instance {
+    /// The value of the object's `app.kubernetes.io/instance` label.
+    fn instance(&self) -> Option<&str>;
+}
+
+impl Instance for CachedPod {
+    fn instance(&self) -> Option<&str> {
+        self.labels().get(INSTANCE)
+    }
+}
+
+impl<K> Instance for CachedMeta<K> {
+    fn instance(&self) -> Option<&str> {
+        self.labels().get(INSTANCE)
+    }
+}
+
+/// Kinds cached with their labels in their metadata.
+macro_rules! instance_from_metadata {
+    ($($kind:ty),* $(,)?) => {$(
+        impl Instance for $kind {
+            fn instance(&self) -> Option<&str> {
+                self.meta().labels.as_ref()?.get(INSTANCE).map(String::as_str)
+            }
+        }
+    )*};
+}
+
+instance_from_metadata!(
+    steward_api::etcd::EtcdPeer,
+    k8s_openapi::api::apps::v1::StatefulSet,
+    k8s_openapi::api::core::v1::Secret,
+);
+
+impl<K: Resource<DynamicType = ()> + Instance + Clone + 'static> Indexed<K> {
 
     /// The cached objects of cluster `instance` in `namespace`.
     pub fn of_instance(&self, namespace: &str, instance: &str) -> Vec<Arc<K>> {
@@ -62,13 +103,9 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Indexed<K> {
         if version.is_none() || index.built_at != version {
             let mut by_instance: HashMap<InstanceKey, Vec<Arc<K>>> = HashMap::new();
             for obj in self.store.state() {
-                let meta = obj.meta();
-                if let (Some(ns), Some(inst)) = (
-                    meta.namespace.as_ref(),
-                    meta.labels.as_ref().and_then(|l| l.get(INSTANCE)),
-                ) {
+                if let (Some(ns), Some(inst)) = (obj.meta().namespace.as_ref(), obj.instance()) {
                     by_instance
-                        .entry((ns.clone(), inst.clone()))
+                        .entry((ns.clone(), inst.to_owned()))
                         .or_default()
                         .push(obj);
                 }
@@ -140,7 +177,7 @@ pub fn slim<K: Resource>(obj: &mut K) {
     let meta = obj.meta_mut();
     meta.managed_fields = None;
     if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+        annotations.remove(LAST_APPLIED);
     }
 }
 

@@ -24,7 +24,7 @@ pub fn node_pods(pass: &CratePass) -> Vec<std::sync::Arc<crate::resources::pods:
         .pods
         .of_instance(&pass.core.namespace, &pass.core.name)
         .into_iter()
-        .filter(|p| p.labels().get(NAME).map(String::as_str) == Some(ENGINE))
+        .filter(|p| p.labels().get(NAME) == Some(ENGINE))
         .collect()
 }
 
@@ -50,7 +50,7 @@ impl SubReconciler<CratePass> for ObserveCluster {
                 namespace: pass.core.namespace.clone(),
                 ip,
             };
-            if pod.labels().get(COMPONENT).map(String::as_str) == Some(MASTER_COMPONENT) {
+            if pod.labels().get(COMPONENT) == Some(MASTER_COMPONENT) {
                 masters.push(endpoint);
             } else {
                 data.push(endpoint);

@@ -202,7 +202,7 @@ async fn reconcile(peer: Arc<EtcdPeer>, state: Arc<State>) -> Result<Action, Err
         },
         Some(current) if current.metadata.deletion_timestamp.is_some() => {}
         Some(current) => {
-            let want = desired.annotations().get(SPEC_HASH);
+            let want = desired.annotations().get(SPEC_HASH).map(String::as_str);
             let stale = current.annotations().get(SPEC_HASH) != want;
             if stale || has_ended(&current) {
                 let params = DeleteParams {
@@ -514,10 +514,7 @@ mod tests {
 
     #[test]
     fn a_member_waiting_for_a_node_is_looked_at_on_its_pods_events_not_every_3_s() {
-        let mut pod = CachedPod {
-            spec: Some(Default::default()),
-            ..CachedPod::default()
-        };
+        let mut pod = CachedPod::new(Default::default(), Some(Default::default()), None);
         assert_eq!(next_look(false, Some(&pod), true), Duration::from_secs(300));
         // Its claim missing or being deleted (no event says when that changes), no Pod yet (just
         // created: its creation is an event) or a placed Pod whose member does not answer yet

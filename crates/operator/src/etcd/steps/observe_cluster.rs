@@ -32,9 +32,9 @@ fn member_pods(pass: &EtcdPass) -> Vec<std::sync::Arc<crate::resources::pods::Ca
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter(|p| {
             let l = p.labels();
-            l.get(NAME).map(String::as_str) == Some("etcd")
-                && l.get(INSTANCE) == Some(&pass.core.name)
-                && l.get(COMPONENT).map(String::as_str) == Some("member")
+            l.get(NAME) == Some("etcd")
+                && l.get(INSTANCE) == Some(pass.core.name.as_str())
+                && l.get(COMPONENT) == Some("member")
         })
         .collect()
 }
@@ -44,7 +44,7 @@ pub fn member_endpoints(pass: &EtcdPass) -> BTreeMap<String, String> {
     member_pods(pass)
         .iter()
         .filter_map(|p| {
-            let peer = p.labels().get(PEER_LABEL)?.clone();
+            let peer = p.labels().get(PEER_LABEL)?.to_owned();
             let ip = p.status.as_ref()?.pod_ip.clone()?;
             Some((peer, pod_client_url(&ip)))
         })

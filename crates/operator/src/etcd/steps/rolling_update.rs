@@ -52,7 +52,7 @@ fn pod_current(pod: &CachedPod, peer: &EtcdPeer, names: &ClusterNames) -> bool {
     let want = self::pod(peer, names)
         .and_then(|p| p.metadata.annotations)
         .and_then(|a| a.get(SPEC_HASH).cloned());
-    let have = pod.annotations().get(SPEC_HASH).cloned();
+    let have = pod.annotations().get(SPEC_HASH).map(str::to_owned);
     want.is_some() && want == have
 }
 

@@ -35,10 +35,7 @@ impl SubReconciler<EtcdPass> for SweepOrphans {
             .services
             .of_instance(&pass.core.namespace, &pass.core.name)
             .iter()
-            .filter(|svc| {
-                let labels = svc.labels();
-                ours.iter().all(|(k, v)| labels.get(k) == Some(v))
-            })
+            .filter(|svc| svc.labels().has_all(&ours))
             .map(|svc| svc.metadata.clone())
             .collect();
         let orphans = sweep::plan_orphans(&candidates, "Service", &uid, &pass.applied);

@@ -34,7 +34,7 @@ use crate::resources::pods::{is_ready, last_fatal, unschedulable};
 pub struct ObserveInstances;
 
 fn role_label(pod: &CachedPod) -> Option<InstanceRole> {
-    match pod.labels().get(ROLE_LABEL).map(String::as_str) {
+    match pod.labels().get(ROLE_LABEL) {
         Some("primary") => Some(InstanceRole::Primary),
         Some("replica") => Some(InstanceRole::Replica),
         _ => None,
@@ -50,7 +50,7 @@ pub fn cluster_pods(pass: &PostgresPass) -> Vec<std::sync::Arc<CachedPod>> {
         .into_iter()
         .filter(|p| {
             let labels = p.labels();
-            selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+            labels.has_all(&selector)
         })
         .collect()
 }
@@ -72,7 +72,7 @@ impl SubReconciler<PostgresPass> for ObserveInstances {
             .collect();
         for p in &pods {
             if let Some(name) = p.labels().get(INSTANCE_LABEL) {
-                members.insert(name.clone());
+                members.insert(name.to_owned());
             }
         }
         if let Some(primary) = &pass.status.current_primary {
@@ -110,7 +110,7 @@ impl SubReconciler<PostgresPass> for ObserveInstances {
                 let want = instance::pod(&pass.cluster, &valid, ordinal, role, &hash)
                     .and_then(|p| p.annotations().get(instance::SPEC_HASH).cloned());
                 view.stale =
-                    view.pod && want.as_ref() != pod.annotations().get(instance::SPEC_HASH);
+                    view.pod && want.as_deref() != pod.annotations().get(instance::SPEC_HASH);
             }
             views.push(view);
         }

@@ -130,7 +130,7 @@ impl SubReconciler<PostgresPass> for ProvisionRepository {
             }
             Some(pod) if pod.metadata.deletion_timestamp.is_some() => false,
             Some(pod) => {
-                let want = desired.annotations().get(SPEC_HASH);
+                let want = desired.annotations().get(SPEC_HASH).map(String::as_str);
                 if pod.annotations().get(SPEC_HASH) != want || has_ended(&pod) {
                     let params = DeleteParams {
                         preconditions: Some(Preconditions {

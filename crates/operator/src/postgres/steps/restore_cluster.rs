@@ -257,8 +257,8 @@ fn instance_pods(pass: &PostgresPass) -> Vec<Arc<CachedPod>> {
         .into_iter()
         .filter(|p| {
             let l = p.labels();
-            l.get(labels::NAME).map(String::as_str) == Some(ENGINE)
-                && l.get(labels::COMPONENT).map(String::as_str) == Some(INSTANCE_COMPONENT)
+            l.get(labels::NAME) == Some(ENGINE)
+                && l.get(labels::COMPONENT) == Some(INSTANCE_COMPONENT)
         })
         .collect()
 }

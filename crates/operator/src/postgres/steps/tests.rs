@@ -378,7 +378,7 @@ impl Harness {
                 services: reflector::store().0.into(),
                 pods: self.pod_cache().await.into(),
                 claims:
-                    self.cache::<kube::core::PartialObjectMeta<
+                    self.cache::<crate::resources::packed::CachedMeta<
                         k8s_openapi::api::core::v1::PersistentVolumeClaim,
                     >>()
                     .await
