@@ -413,7 +413,8 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         async move { recorder.forget_while_idle(stop).await }
     });
     // Services and claims: metadata only (Services are applied and swept by their labels; of a
-    // claim steps read its UID, deletion and annotations).
+    // claim steps read its UID, deletion and annotations), labels and annotations packed, like
+    // Pods' (`resources::packed`). Peers without labels: a peer names its cluster in its spec.
     // One subscription per controller a kind wakes: Services wake the etcd, CrateDB and
     // PostgreSQL controllers, Pods the etcd peer, CrateDB and PostgreSQL controllers, peers the
     // etcd cluster and peer controllers.
@@ -425,7 +426,7 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     let claims =
         stores::cached::<CachedMeta<PersistentVolumeClaim>>(ctx.watched_api(), stop.clone());
     let (peers, [peers_etcd, peers_peer]) =
-        stores::shared::<EtcdPeer, 2>(&ctx, stores::slim, stop.clone());
+        stores::shared::<EtcdPeer, 2>(&ctx, stores::unlabelled, stop.clone());
     let (statefulsets, [statefulsets_cratedb]) = stores::shared::<
         k8s_openapi::api::apps::v1::StatefulSet,
         1,

@@ -84,8 +84,14 @@ macro_rules! instance_from_metadata {
     )*};
 }
 
+/// A peer names its cluster in its spec: its cache keeps no labels ([`unlabelled`]).
+impl Instance for steward_api::etcd::EtcdPeer {
+    fn instance(&self) -> Option<&str> {
+        Some(&self.spec.cluster_name)
+    }
+}
+
 instance_from_metadata!(
-    steward_api::etcd::EtcdPeer,
     k8s_openapi::api::apps::v1::StatefulSet,
     k8s_openapi::api::core::v1::Secret,
 );
