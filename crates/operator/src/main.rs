@@ -186,8 +186,20 @@ fn main() -> ExitCode {
         let code = steward_node::shim_main(argv[2..].to_vec());
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
-    match tokio::runtime::Runtime::new() {
-        Ok(rt) => rt.block_on(async_main()),
+    let cli = Cli::parse();
+    // The operator's threads allocate without jemalloc's per-thread caches
+    // (`runtime::thread_cache`): ~5 MiB less at 1,000 clusters.
+    if matches!(cli.command, Command::Operator(_)) {
+        steward_operator::runtime::thread_cache::turn_off();
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .on_thread_start(|| {
+            steward_operator::runtime::thread_cache::on_thread_start();
+        })
+        .build();
+    match runtime {
+        Ok(rt) => rt.block_on(async_main(cli)),
         Err(err) => {
             eprintln!("error: starting the async runtime: {err}");
             ExitCode::FAILURE
@@ -208,10 +220,9 @@ fn write_stdout(text: &str) -> anyhow::Result<()> {
     }
 }
 
-async fn async_main() -> ExitCode {
+async fn async_main(cli: Cli) -> ExitCode {
     // kube's and reqwest's rustls need a process-wide crypto provider.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let cli = Cli::parse();
     init_tracing(cli.log_format);
     let result = match cli.command {
         Command::Operator(args) => run_operator(*args).await,

@@ -32,8 +32,9 @@ pub struct EtcdStores {
     /// Member Pods.
     pub pods: crate::runtime::stores::Indexed<crate::resources::pods::CachedPod>,
     /// Member claims.
-    pub claims:
-        crate::runtime::stores::Indexed<crate::resources::packed::CachedMeta<PersistentVolumeClaim>>,
+    pub claims: crate::runtime::stores::Indexed<
+        crate::resources::packed::CachedMeta<PersistentVolumeClaim>,
+    >,
     /// Peers.
     pub peers: crate::runtime::stores::Indexed<EtcdPeer>,
     /// Every Node of the cluster, slimmed (`resources::nodes`).

@@ -40,8 +40,9 @@ pub struct PostgresStores {
     /// Instance Pods.
     pub pods: crate::runtime::stores::Indexed<crate::resources::pods::CachedPod>,
     /// Instance claims.
-    pub claims:
-        crate::runtime::stores::Indexed<crate::resources::packed::CachedMeta<PersistentVolumeClaim>>,
+    pub claims: crate::runtime::stores::Indexed<
+        crate::resources::packed::CachedMeta<PersistentVolumeClaim>,
+    >,
     /// Every Node of the cluster, slimmed (`resources::nodes`).
     pub nodes: kube::runtime::reflector::Store<k8s_openapi::api::core::v1::Node>,
     /// Every `PostgresBackup` in the watched namespaces.

@@ -100,18 +100,6 @@ impl fmt::Debug for PackedMap {
     }
 }
 
-/// `map["key"]`, like a `BTreeMap`: panics when the key is absent.
-impl std::ops::Index<&str> for PackedMap {
-    type Output = str;
-
-    fn index(&self, key: &str) -> &str {
-        match self.get(key) {
-            Some(value) => value,
-            None => panic!("no entry {key:?} in the map"),
-        }
-    }
-}
-
 /// Takes the labels and annotations out of `meta`, packed (kubectl's last-applied annotation
 /// dropped), and drops its managed fields: what every packed cached kind keeps of its
 /// metadata.
@@ -269,13 +257,17 @@ mod tests {
         assert!(!packed.is_empty());
         for (k, v) in &labels {
             assert_eq!(packed.get(k), Some(v.as_str()), "{k}");
-            assert_eq!(&packed[k.as_str()], v.as_str());
         }
         assert_eq!(packed.get("app.kubernetes.io"), None);
         assert_eq!(packed.get("app.kubernetes.io/instancedemo"), None);
         assert!(!packed.contains_key("other"));
         assert_eq!(packed.to_map(), labels);
-        assert!(packed.iter().map(|(k, _)| k).eq(labels.keys().map(String::as_str)));
+        assert!(
+            packed
+                .iter()
+                .map(|(k, _)| k)
+                .eq(labels.keys().map(String::as_str))
+        );
         assert!(packed.has_all(&map(&[("app.kubernetes.io/instance", "demo")])));
         assert!(!packed.has_all(&map(&[("app.kubernetes.io/instance", "other")])));
         assert_eq!(format!("{packed:?}"), format!("{labels:?}"));
@@ -284,12 +276,6 @@ mod tests {
         assert!(empty.is_empty());
         assert_eq!(empty.get(""), None);
         assert_eq!(empty, PackedMap::default());
-    }
-
-    #[test]
-    #[should_panic(expected = "no entry \"missing\"")]
-    fn indexing_a_missing_key_panics_like_a_map() {
-        let _ = &PackedMap::new(&map(&[("a", "b")]))["missing"];
     }
 
     #[test]
@@ -307,13 +293,19 @@ mod tests {
             "spec": {"clusterIP": "None"},
         });
         let cached: CachedMeta<Service> = serde_json::from_value(service).unwrap();
-        assert_eq!(cached.labels().get("app.kubernetes.io/instance"), Some("demo"));
+        assert_eq!(
+            cached.labels().get("app.kubernetes.io/instance"),
+            Some("demo")
+        );
         assert_eq!(cached.annotations().to_map(), map(&[("a", "b")]));
         assert_eq!(cached.metadata.labels, None);
         assert_eq!(cached.metadata.annotations, None);
         assert_eq!(cached.metadata.managed_fields, None);
         assert_eq!(cached.meta().resource_version.as_deref(), Some("7"));
-        assert_eq!(cached.meta().owner_references.as_ref().map(Vec::len), Some(1));
+        assert_eq!(
+            cached.meta().owner_references.as_ref().map(Vec::len),
+            Some(1)
+        );
         assert_eq!(CachedMeta::<Service>::plural(&()), "services");
         assert!(CachedMeta::<Service>::metadata_api());
         assert_eq!(cached.clone(), cached);

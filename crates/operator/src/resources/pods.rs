@@ -265,7 +265,10 @@ mod tests {
             serde_json::from_value(serde_json::to_value(&full).unwrap()).unwrap();
         assert_eq!(decoded, CachedPod::from(full.clone()));
         assert_eq!(decoded.metadata.name, full.metadata.name);
-        assert_eq!(decoded.annotations().get("steward.dev/spec-hash"), Some("h"));
+        assert_eq!(
+            decoded.annotations().get("steward.dev/spec-hash"),
+            Some("h")
+        );
         assert_eq!(decoded.metadata.annotations, None);
         assert_eq!(decoded.status, full.status);
         assert_eq!(decoded.node_name(), Some("n1"));

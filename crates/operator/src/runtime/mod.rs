@@ -10,6 +10,7 @@ pub mod http;
 pub mod in_flight;
 pub mod leader;
 pub mod stores;
+pub mod thread_cache;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -405,8 +406,8 @@ async fn caches_filled(
 
 /// Builds the shared caches and runs every engine's controllers until `stop` is cancelled.
 async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
-    use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
     use crate::resources::packed::CachedMeta;
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
     use steward_api::etcd::EtcdPeer;
     tokio::spawn({
         let (recorder, stop) = (ctx.recorder.clone(), stop.clone());

@@ -97,7 +97,6 @@ instance_from_metadata!(
 );
 
 impl<K: Resource<DynamicType = ()> + Instance + Clone + 'static> Indexed<K> {
-
     /// The cached objects of cluster `instance` in `namespace`.
     pub fn of_instance(&self, namespace: &str, instance: &str) -> Vec<Arc<K>> {
         let version = self.changes.as_ref().map(|c| c.load(Ordering::Acquire));
@@ -243,7 +242,10 @@ fn cache_runtime() -> Option<&'static tokio::runtime::Handle> {
             let handle = runtime.handle().clone();
             std::thread::Builder::new()
                 .name("steward-caches".into())
-                .spawn(move || runtime.block_on(std::future::pending::<()>()))
+                .spawn(move || {
+                    super::thread_cache::on_thread_start();
+                    runtime.block_on(std::future::pending::<()>())
+                })
                 .map_err(|err| tracing::warn!(error = %err, "caches' thread not started"))
                 .ok()?;
             Some(handle)

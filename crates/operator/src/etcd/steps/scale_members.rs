@@ -57,10 +57,7 @@ fn stranded(pass: &EtcdPass) -> Vec<String> {
         .map(|p| p.name_any())
         .collect();
     for claim in pass.stores.claims.of_instance(ns, cluster) {
-        let on_lost = claim
-            .annotations()
-            .get(SELECTED_NODE)
-            .is_some_and(|n| lost(n));
+        let on_lost = claim.annotations().get(SELECTED_NODE).is_some_and(&lost);
         if on_lost && let Some(member) = peer_of_claim(&claim.name_any()) {
             names.push(member.to_owned());
         }

@@ -377,8 +377,8 @@ impl Harness {
             stores: PostgresStores {
                 services: reflector::store().0.into(),
                 pods: self.pod_cache().await.into(),
-                claims:
-                    self.cache::<crate::resources::packed::CachedMeta<
+                claims: self
+                    .cache::<crate::resources::packed::CachedMeta<
                         k8s_openapi::api::core::v1::PersistentVolumeClaim,
                     >>()
                     .await
