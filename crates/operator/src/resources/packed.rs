@@ -146,15 +146,6 @@ impl<K> CachedMeta<K> {
     }
 }
 
-/// A `K` read from the API server, kept as the cache would keep it (tests fill caches with
-/// these).
-impl<K: Resource> CachedMeta<K> {
-    /// The metadata of `obj`, as the cache keeps it.
-    pub fn of(obj: &K) -> Self {
-        Self::new(obj.meta().clone())
-    }
-}
-
 impl<K> Clone for CachedMeta<K> {
     fn clone(&self) -> Self {
         Self {

@@ -73,6 +73,13 @@ impl<K> Instance for CachedMeta<K> {
     }
 }
 
+/// A peer names its cluster in its spec: its cache keeps no labels ([`unlabelled`]).
+impl Instance for steward_api::etcd::EtcdPeer {
+    fn instance(&self) -> Option<&str> {
+        Some(&self.spec.cluster_name)
+    }
+}
+
 /// Kinds cached with their labels in their metadata.
 macro_rules! instance_from_metadata {
     ($($kind:ty),* $(,)?) => {$(
@@ -82,13 +89,6 @@ macro_rules! instance_from_metadata {
             }
         }
     )*};
-}
-
-/// A peer names its cluster in its spec: its cache keeps no labels ([`unlabelled`]).
-impl Instance for steward_api::etcd::EtcdPeer {
-    fn instance(&self) -> Option<&str> {
-        Some(&self.spec.cluster_name)
-    }
 }
 
 instance_from_metadata!(
