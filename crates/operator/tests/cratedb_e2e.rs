@@ -109,7 +109,13 @@ async fn bootstrap_sets_the_license_first_and_users_follow_their_secrets() {
     plane
         .apply(&manifest("cb", &[("hot", 2), ("cold", 2)], (1, 1)))
         .await;
-    let c = bootstrapped(&plane, "cb").await;
+    bootstrapped(&plane, "cb").await;
+    // Bootstrap needs the masters only: data nodes may still be joining when it ends.
+    let c = plane
+        .wait_for::<CrateCluster, _>("all 7 nodes ready", "cb", BOOT, |c| {
+            c.status.as_ref().is_some_and(|s| s.ready_nodes == 7)
+        })
+        .await;
     let status = c.status.unwrap();
     assert_eq!(status.ready_nodes, 7, "{status:?}");
     assert!(status.master_node.is_some());
