@@ -4,7 +4,7 @@
 //! are (640 bytes with jemalloc's size classes) plus two strings per entry: ~900 bytes for a
 //! child's six labels, and a cached Pod carries two such maps. At 1,000 clusters the caches
 //! hold ~8,000 of them. [`PackedMap`] keeps the same entries in one string and one array of
-//! offsets (~200 bytes), and the cached kinds that steps read by label ([`CachedMeta`] here,
+//! offsets (~250 bytes), and the cached kinds that steps read by label ([`CachedMeta`] here,
 //! [`crate::resources::pods::CachedPod`]) keep their maps packed, with `labels()` and
 //! `annotations()` of their own; their `metadata` holds neither map.
 
@@ -66,31 +66,9 @@ impl PackedMap {
         self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
     }
 
-    /// Whether the map holds `key`.
-    pub fn contains_key(&self, key: &str) -> bool {
-        self.get(key).is_some()
-    }
-
-    /// Number of entries.
-    pub fn len(&self) -> usize {
-        self.ends.len() / 2
-    }
-
-    /// No entries.
-    pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
-    }
-
     /// Whether every entry of `wanted` is in the map with the same value.
     pub fn has_all(&self, wanted: &BTreeMap<String, String>) -> bool {
         wanted.iter().all(|(k, v)| self.get(k) == Some(v.as_str()))
-    }
-
-    /// The entries as a map again.
-    pub fn to_map(&self) -> BTreeMap<String, String> {
-        self.iter()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect()
     }
 }
 
@@ -234,6 +212,13 @@ mod tests {
             .collect()
     }
 
+    fn unpacked(packed: &PackedMap) -> BTreeMap<String, String> {
+        packed
+            .iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    }
+
     #[test]
     fn a_packed_map_answers_as_the_map_it_was_built_from() {
         let labels = map(&[
@@ -244,15 +229,14 @@ mod tests {
             ("", "empty-key"),
         ]);
         let packed = PackedMap::new(&labels);
-        assert_eq!(packed.len(), 5);
-        assert!(!packed.is_empty());
+        assert_eq!(packed.iter().count(), 5);
         for (k, v) in &labels {
             assert_eq!(packed.get(k), Some(v.as_str()), "{k}");
         }
         assert_eq!(packed.get("app.kubernetes.io"), None);
         assert_eq!(packed.get("app.kubernetes.io/instancedemo"), None);
-        assert!(!packed.contains_key("other"));
-        assert_eq!(packed.to_map(), labels);
+        assert_eq!(packed.get("other"), None);
+        assert_eq!(unpacked(&packed), labels);
         assert!(
             packed
                 .iter()
@@ -264,7 +248,7 @@ mod tests {
         assert_eq!(format!("{packed:?}"), format!("{labels:?}"));
 
         let empty = PackedMap::new(&BTreeMap::new());
-        assert!(empty.is_empty());
+        assert_eq!(empty.iter().count(), 0);
         assert_eq!(empty.get(""), None);
         assert_eq!(empty, PackedMap::default());
     }
@@ -288,7 +272,7 @@ mod tests {
             cached.labels().get("app.kubernetes.io/instance"),
             Some("demo")
         );
-        assert_eq!(cached.annotations().to_map(), map(&[("a", "b")]));
+        assert_eq!(unpacked(cached.annotations()), map(&[("a", "b")]));
         assert_eq!(cached.metadata.labels, None);
         assert_eq!(cached.metadata.annotations, None);
         assert_eq!(cached.metadata.managed_fields, None);
