@@ -14,6 +14,10 @@ use serde_json::json;
 
 use crate::support::{cm, env, rv};
 
+/// Every namespace gets `kube-root-ca.crt` from the root CA publisher at a moment of its own (on
+/// any API server), possibly after a test's first object: watches that count events leave it out.
+const NOT_ROOT_CA: &str = "metadata.name!=kube-root-ca.crt";
+
 async fn next<S, T>(s: &mut S) -> T
 where
     S: futures::Stream<Item = T> + Unpin,
@@ -31,7 +35,7 @@ async fn runtime_watcher_sees_create_update_delete() {
     api.create(&PostParams::default(), &cm("before", json!({})))
         .await
         .unwrap();
-    let mut stream = watcher(api.clone(), watcher::Config::default()).boxed();
+    let mut stream = watcher(api.clone(), watcher::Config::default().fields(NOT_ROOT_CA)).boxed();
     let mut seen_initial = false;
     loop {
         match next(&mut stream).await.unwrap() {
@@ -87,7 +91,10 @@ async fn watch_resumes_after_resource_version() {
         .await
         .unwrap();
     let mut s = api
-        .watch(&WatchParams::default().timeout(10), &rv(&a))
+        .watch(
+            &WatchParams::default().fields(NOT_ROOT_CA).timeout(10),
+            &rv(&a),
+        )
         .await
         .unwrap()
         .boxed();
@@ -97,7 +104,7 @@ async fn watch_resumes_after_resource_version() {
     }
     // resourceVersion "0": synthetic ADDED events for what exists.
     let mut s0 = api
-        .watch(&WatchParams::default().timeout(10), "0")
+        .watch(&WatchParams::default().fields(NOT_ROOT_CA).timeout(10), "0")
         .await
         .unwrap()
         .boxed();
