@@ -57,12 +57,15 @@ impl Dns {
 
     /// Writes a pod's hosts file now and keeps it up to date until [`Dns::unregister`].
     pub fn register(&self, uid: &str, path: PathBuf, identity: PodIdentity) -> std::io::Result<()> {
+        // Under the lock of the pods' files: an update that publishes records after this read
+        // waits for the lock and then rewrites this file too.
+        let mut local = self.local.lock().ok();
         let content = hosts::pod_file(&identity, &self.current());
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
         }
         write_in_place(&path, &content)?;
-        if let Ok(mut l) = self.local.lock() {
+        if let Some(l) = local.as_mut() {
             l.insert(
                 uid.to_string(),
                 Local {
@@ -83,6 +86,11 @@ impl Dns {
 
     /// Replaces the cluster records and rewrites every file whose content changes.
     pub fn update(&self, records: Vec<Record>) {
+        // The records first: whoever reads a rewritten file and then asks `resolve` gets the
+        // same answer.
+        if let Ok(mut r) = self.records.lock() {
+            r.clone_from(&records);
+        }
         let cluster = hosts::cluster_file(&records);
         if let Err(e) = write_in_place(&self.cluster_file, &cluster) {
             tracing::warn!(path = %self.cluster_file.display(), error = %e, "writing hosts file failed");
@@ -99,9 +107,6 @@ impl Dns {
                     }
                 }
             }
-        }
-        if let Ok(mut r) = self.records.lock() {
-            *r = records;
         }
     }
 

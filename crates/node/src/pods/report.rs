@@ -207,7 +207,9 @@ mod tests {
     fn pod() -> Pod {
         serde_json::from_value(json!({
             "metadata": {"name": "p", "namespace": "t", "uid": "u1"},
-            "spec": {"containers": [{"name": "c", "image": "busybox"}]}
+            // Bound, as every pod an agent reports on: the scheduler leaves it alone (an
+            // unbound one gets `PodScheduled=False` from it, at a moment of its own).
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "busybox"}]}
         }))
         .unwrap()
     }

@@ -99,8 +99,13 @@ async fn etcd_pod_serves_through_dns_and_cluster_ip_and_keeps_its_data() {
             .exec("etcd-0", "etcd", &["cat", "/etc/hosts"])
             .await
             .stdout;
+        // (The pod's own line names it `etcd-0.etcd-peers.t.svc.cluster.local` from the start;
+        // the headless Service's record follows once its endpoints list the pod.)
         if hosts.contains("127.96.20.10\tetcd.t.svc.cluster.local etcd.t.svc etcd.t etcd\n")
-            && hosts.contains(&format!("{ip}\tetcd-0.etcd-peers.t.svc.cluster.local"))
+            && hosts.contains(&format!(
+                "{ip}\tetcd-0.etcd-peers.t.svc.cluster.local etcd-0.etcd-peers.t.svc "
+            ))
+            && env.node().resolve("etcd-0.etcd-peers.t") == Some(ip)
         {
             break;
         }
