@@ -159,6 +159,33 @@ fn cratedb(name: &str) -> (Vec<Secret>, steward_api::cratedb::CrateCluster) {
     (secrets, cluster)
 }
 
+/// The series of `name` in two `/metrics` samples that grew between them: (labels, growth).
+fn series_delta(before: &str, after: &str, name: &str) -> Vec<(String, f64)> {
+    let parse = |text: &str| -> std::collections::HashMap<String, f64> {
+        text.lines()
+            .filter_map(|l| {
+                let rest = l.strip_prefix(name)?;
+                let (labels, value) = rest.rsplit_once(' ')?;
+                Some((
+                    labels.trim_matches(|c| c == '{' || c == '}').to_owned(),
+                    value.parse().ok()?,
+                ))
+            })
+            .collect()
+    };
+    let (before, after) = (parse(before), parse(after));
+    let mut out: Vec<(String, f64)> = after
+        .into_iter()
+        .map(|(labels, v)| {
+            let grown = v - before.get(&labels).copied().unwrap_or(0.0);
+            (labels, grown)
+        })
+        .filter(|(_, grown)| *grown > 0.0)
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
 /// Whether the clusters are all CrateDB (`--engine cratedb`) rather than etcd + PostgreSQL.
 fn cratedb_only() -> bool {
     let args: Vec<String> = std::env::args().collect();
@@ -369,17 +396,19 @@ async fn point(n: u64, steady: u64) -> String {
 
     // 3. Steady state.
     tokio::time::sleep(Duration::from_secs(arg("--settle", 90))).await;
-    let (rv0, ticks0, verbs0, t0) = (
+    let (rv0, ticks0, verbs0, metrics0, t0) = (
         resource_version(&client).await,
         cpu_ticks(pid),
         requests_by_verb(&client).await,
+        operator.metrics_text().unwrap_or_default(),
         Instant::now(),
     );
     tokio::time::sleep(Duration::from_secs(steady)).await;
-    let (rv1, ticks1, verbs1, elapsed) = (
+    let (rv1, ticks1, verbs1, metrics1, elapsed) = (
         resource_version(&client).await,
         cpu_ticks(pid),
         requests_by_verb(&client).await,
+        operator.metrics_text().unwrap_or_default(),
         t0.elapsed(),
     );
     let cpu = (ticks1 - ticks0) as f64 / 100.0 / elapsed.as_secs_f64() * 100.0;
@@ -404,6 +433,33 @@ async fn point(n: u64, steady: u64) -> String {
         heap("active"),
         heap("resident"),
         heap("retained")
+    );
+    // Where the passes' time went: the operator's own step histograms over the window.
+    let passes = series_delta(&metrics0, &metrics1, "steward_reconcile_passes_total");
+    println!(
+        "  passes in that window: {}",
+        passes
+            .iter()
+            .map(|(labels, n)| format!("{labels} {n:.0}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut steps = series_delta(
+        &metrics0,
+        &metrics1,
+        "steward_reconcile_step_duration_seconds_sum",
+    );
+    steps.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let total: f64 = steps.iter().map(|(_, t)| t).sum();
+    println!(
+        "  step time in that window: {:.2} s in all (wall clock, awaits included); most: {}",
+        total,
+        steps
+            .iter()
+            .take(8)
+            .map(|(labels, t)| format!("{labels} {:.0} ms", t * 1000.0))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     let delta: Vec<(String, u64)> = verbs1
         .iter()

@@ -83,6 +83,17 @@ impl Operator {
     /// A sample of the operator's `/metrics`, or `None` with `name` absent: the summed value of
     /// the series whose line starts with `name` (labels included in the prefix).
     pub fn metric(&self, name: &str) -> Option<f64> {
+        let text = self.metrics_text()?;
+        let values: Vec<f64> = text
+            .lines()
+            .filter(|l| l.starts_with(name))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse().ok())
+            .collect();
+        (!values.is_empty()).then(|| values.iter().sum())
+    }
+
+    /// The operator's whole `/metrics` answer (headers included), or `None` if it did not answer.
+    pub fn metrics_text(&self) -> Option<String> {
         use std::io::{Read, Write};
         let mut stream = std::net::TcpStream::connect(self.1).ok()?;
         write!(
@@ -93,12 +104,7 @@ impl Operator {
         .ok()?;
         let mut text = String::new();
         stream.read_to_string(&mut text).ok()?;
-        let values: Vec<f64> = text
-            .lines()
-            .filter(|l| l.starts_with(name))
-            .filter_map(|l| l.rsplit_once(' ')?.1.parse().ok())
-            .collect();
-        (!values.is_empty()).then(|| values.iter().sum())
+        Some(text)
     }
 
     /// Panics with the operator's log if it has exited.

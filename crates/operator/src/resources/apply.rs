@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Debug;
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{DefaultHasher, Hasher};
 use std::sync::{Arc, Mutex};
 
 use kube::api::{Api, Patch, PatchParams};
@@ -59,6 +59,27 @@ impl AppliedMemo {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(key, value);
     }
+}
+
+/// A hash of `obj`'s JSON body, serialised straight into the hasher: most passes compare it
+/// with the memo and stop there, so no body text is built for them.
+fn body_hash<K: Serialize>(obj: &K) -> Result<u64> {
+    struct HashWriter(DefaultHasher);
+    impl std::io::Write for HashWriter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.write(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut writer = HashWriter(DefaultHasher::new());
+    serde_json::to_writer(&mut writer, obj).map_err(|source| Error::Serde {
+        what: "applied object",
+        source,
+    })?;
+    Ok(writer.0.finish())
 }
 
 /// Where [`Applier::apply_unless_current`] reads the `resourceVersion` the watch last saw of
@@ -163,13 +184,7 @@ impl Applier {
             obj.namespace().unwrap_or_default(),
             obj.name_any(),
         );
-        let body = serde_json::to_string(obj).map_err(|source| Error::Serde {
-            what: "applied object",
-            source,
-        })?;
-        let mut hasher = DefaultHasher::new();
-        body.hash(&mut hasher);
-        let hash = hasher.finish();
+        let hash = body_hash(obj)?;
         if let Some(memo) = &self.memo
             && let (Some((last, version)), Some(cached)) = (memo.get(&key), &cached_version)
             && last == hash

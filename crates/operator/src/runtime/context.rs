@@ -34,6 +34,30 @@ pub const STATUS_MANAGER: &str = "steward/status";
 /// off such clusters; 60 s before, 5× the passes).
 pub const UNSCHEDULABLE_RESYNC: Duration = Duration::from_secs(300);
 
+/// A cluster kind's status: the part every kind shares, and the kind's own.
+pub trait ClusterStatus {
+    /// The common part (conditions, operation, generations).
+    fn common(&self) -> &CommonStatus;
+}
+
+impl ClusterStatus for steward_api::etcd::EtcdClusterStatus {
+    fn common(&self) -> &CommonStatus {
+        &self.common
+    }
+}
+
+impl ClusterStatus for steward_api::postgres::PostgresClusterStatus {
+    fn common(&self) -> &CommonStatus {
+        &self.common
+    }
+}
+
+impl ClusterStatus for steward_api::cratedb::CrateClusterStatus {
+    fn common(&self) -> &CommonStatus {
+        &self.common
+    }
+}
+
 /// The pass's next look: its own, unless nothing runs because the scheduler cannot place the
 /// Pods (`Available=False/Unschedulable`) — no pass can change that, and the Pod watch starts
 /// one as soon as a Pod is placed — then [`UNSCHEDULABLE_RESYNC`].
@@ -269,7 +293,7 @@ impl Context {
             + Clone
             + std::fmt::Debug
             + DeserializeOwned,
-        S: Serialize + PartialEq,
+        S: Serialize + PartialEq + ClusterStatus,
     {
         tracing::info!(
             controller = core.controller, namespace = %core.namespace, name = %core.name,
@@ -279,7 +303,9 @@ impl Context {
         let action = self
             .finish_pass(obj, stored, status, effects, report, resync)
             .await?;
-        Ok(backed_off(&core.status, action, resync))
+        // The conditions of the status just written: the engines move the pass's common
+        // status into it, so `core.status` is empty by now.
+        Ok(backed_off(status.common(), action, resync))
     }
 
     /// Writes the status (when it changed) with server-side apply, then executes the pass's
