@@ -124,6 +124,33 @@ async fn metric(handle: &OperatorHandle, name: &str) -> String {
         .join("\n")
 }
 
+/// The etcd controller's passes so far (the operator's own counter).
+async fn etcd_passes(handle: &OperatorHandle) -> u64 {
+    metric(handle, "steward_reconcile_passes_total")
+        .await
+        .lines()
+        .filter(|l| l.contains("controller=\"etcd\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Without a node a cluster's Pods are reported Unschedulable once the scheduler has tried
+/// them; waits until the cluster's status says so.
+async fn settled_unschedulable(clusters: &Api<EtcdCluster>, name: &str) {
+    eventually(
+        "the status settles as Unschedulable",
+        Duration::from_secs(10),
+        || {
+            let clusters = clusters.clone();
+            async move {
+                let c = clusters.get(name).await.ok()?;
+                (condition(&c, "Available") == ("False", "Unschedulable")).then_some(())
+            }
+        },
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn reconciles_status_service_events_and_sweeps_orphans() {
     let Solo {
@@ -312,28 +339,10 @@ async fn a_pass_without_changes_writes_nothing() {
         .await
         .unwrap();
     reconciled(&clusters, "idle", 1).await;
-    // Without a node the Pod is reported Unschedulable once the scheduler has tried it; wait for
-    // that settled status, or the pass after the touch would rightly write it.
-    eventually(
-        "the status settles as Unschedulable",
-        Duration::from_secs(10),
-        || {
-            let clusters = clusters.clone();
-            async move {
-                let c = clusters.get("idle").await.ok()?;
-                (condition(&c, "Available") == ("False", "Unschedulable")).then_some(())
-            }
-        },
-    )
-    .await;
+    // The settled status first, or the pass after the touch would rightly write it.
+    settled_unschedulable(&clusters, "idle").await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let passes = |text: String| -> u64 {
-        text.lines()
-            .filter(|l| l.contains("controller=\"etcd\""))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .sum()
-    };
-    let before = passes(metric(&op, "steward_reconcile_passes_total").await);
+    let before = etcd_passes(&op).await;
     // A metadata-only change triggers a pass but changes nothing the operator computes.
     let patch = serde_json::json!({"metadata": {"annotations": {"touched": "yes"}}});
     let touched = clusters
@@ -347,9 +356,7 @@ async fn a_pass_without_changes_writes_nothing() {
     eventually(
         "a pass after the touch",
         Duration::from_secs(10),
-        || async {
-            (passes(metric(&op, "steward_reconcile_passes_total").await) > before).then_some(())
-        },
+        || async { (etcd_passes(&op).await > before).then_some(()) },
     )
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -378,30 +385,13 @@ async fn a_cluster_whose_pods_cannot_be_placed_is_not_requeued_every_few_seconds
         .await
         .unwrap();
     reconciled(&clusters, "unplaced", 1).await;
-    eventually(
-        "the status settles as Unschedulable",
-        Duration::from_secs(10),
-        || {
-            let clusters = clusters.clone();
-            async move {
-                let c = clusters.get("unplaced").await.ok()?;
-                (condition(&c, "Available") == ("False", "Unschedulable")).then_some(())
-            }
-        },
-    )
-    .await;
+    settled_unschedulable(&clusters, "unplaced").await;
     // The pass that wrote that status, and those its own write and the peer's triggered.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let passes = |text: String| -> u64 {
-        text.lines()
-            .filter(|l| l.contains("controller=\"etcd\""))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .sum()
-    };
-    let before = passes(metric(&op, "steward_reconcile_passes_total").await);
+    let before = etcd_passes(&op).await;
     // Two of the steps' 5 s requeues.
     tokio::time::sleep(Duration::from_secs(11)).await;
-    let after = passes(metric(&op, "steward_reconcile_passes_total").await);
+    let after = etcd_passes(&op).await;
     assert_eq!(
         after - before,
         0,
