@@ -6,7 +6,9 @@
 //! them, deletes a CRD's objects before the CRD, and (like the real PodGC) removes terminating
 //! Pods whose Node no longer exists. Pods are deleted gracefully like any client's delete: on a
 //! namespace or owner deletion, Pods on a node wait for their node agent. Owners are matched by
-//! uid (and namespace), not by kind/name, like the real collector.
+//! uid (and namespace), not by kind/name, like the real collector. On a large store a pass
+//! takes long enough to matter to requests waiting on the lock, and the collector paces itself
+//! ([`PACE`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,34 +27,47 @@ use crate::write::{Fields, commit};
 
 const MANAGER: &str = "kube-controller-manager";
 
+/// A pass looks at every stored object under the store's lock, so on a large store the
+/// collector paces itself: the next pass starts no sooner than `PACE` times the last one's
+/// duration after it ended (at most a fifth of the lock), and never sooner than 20 ms after the
+/// change that woke it (so the request that triggered it returns first).
+const PACE: u32 = 4;
+
 pub async fn run(server: Arc<Server>, notify: Arc<Notify>) {
     let mut last_rv = 0;
+    let mut rest = Duration::ZERO;
     loop {
         tokio::select! {
             _ = server.cancel.cancelled() => return,
             _ = notify.notified() => {}
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
         }
-        // Let the request that triggered us return first.
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(rest.max(Duration::from_millis(20))).await;
         let mut state = server.lock();
         if state.rv == last_rv {
             continue;
         }
+        let started = std::time::Instant::now();
         for _ in 0..50 {
-            if !pass(&mut state) {
+            if !server
+                .metrics
+                .timed("garbage-collector", || pass(&mut state))
+            {
                 break;
             }
         }
         last_rv = state.rv;
+        rest = started.elapsed() * PACE;
     }
 }
 
-struct Owner {
+/// What the collector needs of an owner, borrowed from the pass's view of the store.
+struct Owner<'a> {
     namespaced: bool,
-    ns: String,
+    ns: &'a str,
     deleting: bool,
-    finalizers: Vec<String>,
+    orphan: bool,
+    foreground: bool,
 }
 
 enum Action {
@@ -65,36 +80,42 @@ enum Action {
 /// One collection pass; returns whether anything changed.
 pub fn pass(state: &mut State) -> bool {
     let defs = state.registry.storage_resources();
-    let mut owners: HashMap<String, Owner> = HashMap::new();
     // Shared handles, not copies: a pass looks at every stored object.
     let mut objects: Vec<(Arc<ResourceDef>, Arc<Value>)> = Vec::new();
     for def in &defs {
         for obj in state.list_shared(&def.gr(), None) {
-            if let Some(uid) = meta::uid(obj) {
-                owners.insert(
-                    uid.to_string(),
-                    Owner {
-                        namespaced: def.namespaced,
-                        ns: meta::namespace(obj).unwrap_or_default().to_string(),
-                        deleting: meta::is_deleting(obj),
-                        finalizers: meta::finalizers(obj),
-                    },
-                );
-            }
             objects.push((def.clone(), obj.clone()));
+        }
+    }
+    // Owners by uid, borrowed from `objects` (a pass allocates per owner, not per field).
+    let mut owners: HashMap<&str, Owner<'_>> = HashMap::with_capacity(objects.len());
+    for (def, obj) in &objects {
+        if let Some(uid) = meta::uid(obj) {
+            let finalizers = meta::get_path(obj, "metadata.finalizers")
+                .and_then(Value::as_array)
+                .map_or(&[][..], Vec::as_slice);
+            owners.insert(
+                uid,
+                Owner {
+                    namespaced: def.namespaced,
+                    ns: meta::namespace(obj).unwrap_or_default(),
+                    deleting: meta::is_deleting(obj),
+                    orphan: finalizers.iter().any(|f| f == "orphan"),
+                    foreground: finalizers.iter().any(|f| f == "foregroundDeletion"),
+                },
+            );
         }
     }
     let mut actions = Vec::new();
     // Dependents.
     for (def, obj) in &objects {
-        let refs = meta::owner_references(obj);
+        let refs = meta::owner_references_ref(obj);
         if refs.is_empty() {
             continue;
         }
-        let ns = meta::namespace(obj).unwrap_or_default().to_string();
-        let name = meta::name(obj).unwrap_or_default().to_string();
+        let ns = meta::namespace(obj).unwrap_or_default();
         let (mut solid, mut waiting, mut orphaning) = (Vec::new(), 0, 0);
-        for r in &refs {
+        for r in refs {
             let owner = r
                 .get("uid")
                 .and_then(Value::as_str)
@@ -102,29 +123,43 @@ pub fn pass(state: &mut State) -> bool {
             match owner {
                 Some(o) if o.namespaced && o.ns != ns => {}
                 None => {}
-                Some(o) if o.deleting && o.finalizers.iter().any(|f| f == "orphan") => {
-                    orphaning += 1
-                }
-                Some(o) if o.deleting && o.finalizers.iter().any(|f| f == "foregroundDeletion") => {
-                    waiting += 1
-                }
-                Some(_) => solid.push(r.clone()),
+                Some(o) if o.deleting && o.orphan => orphaning += 1,
+                Some(o) if o.deleting && o.foreground => waiting += 1,
+                Some(_) => solid.push(r),
             }
         }
+        let name = || meta::name(obj).unwrap_or_default().to_string();
         if !solid.is_empty() {
             if solid.len() < refs.len() {
-                actions.push(Action::SetOwnerRefs(def.clone(), ns, name, solid));
+                let kept = solid.into_iter().cloned().collect();
+                actions.push(Action::SetOwnerRefs(
+                    def.clone(),
+                    ns.to_string(),
+                    name(),
+                    kept,
+                ));
             }
         } else if orphaning > 0 {
-            actions.push(Action::SetOwnerRefs(def.clone(), ns, name, Vec::new()));
+            actions.push(Action::SetOwnerRefs(
+                def.clone(),
+                ns.to_string(),
+                name(),
+                Vec::new(),
+            ));
         } else if meta::is_deleting(obj) {
             // Already on its way out.
         } else if waiting > 0 {
-            actions.push(Action::Delete(def.clone(), ns, name, Some("Foreground")));
+            actions.push(Action::Delete(
+                def.clone(),
+                ns.to_string(),
+                name(),
+                Some("Foreground"),
+            ));
         } else {
-            actions.push(Action::Delete(def.clone(), ns, name, None));
+            actions.push(Action::Delete(def.clone(), ns.to_string(), name(), None));
         }
     }
+    drop(owners);
     // PodGC: terminating Pods whose Node is gone are deleted at once (their delete picks grace 0).
     for (def, obj) in &objects {
         if is_pod(def)

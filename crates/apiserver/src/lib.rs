@@ -22,6 +22,7 @@ mod fieldpath;
 mod gc;
 mod handlers;
 mod hints;
+mod index;
 mod ipam;
 mod managed_fields;
 mod meta;

@@ -100,6 +100,14 @@ pub fn labels(obj: &Value) -> Map<String, Value> {
         .unwrap_or_default()
 }
 
+/// The owner references, borrowed (empty when absent).
+pub fn owner_references_ref(obj: &Value) -> &[Value] {
+    meta(obj)
+        .and_then(|m| m.get("ownerReferences"))
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
 pub fn owner_references(obj: &Value) -> Vec<Value> {
     meta(obj)
         .and_then(|m| m.get("ownerReferences"))

@@ -4,6 +4,11 @@
 //! `resource`/`namespace`/`cluster` —, `component="apiserver"`, `code`), in Prometheus' text
 //! format. Resource requests only; non-resource requests (discovery, `/healthz`) are not
 //! counted. Benchmarks and tests read it to count what a client (the operator) asked.
+//!
+//! Beside it, what kube-controller-manager would publish on its own port: the time the built-in
+//! controllers and the garbage collector spent in their passes (`steward_dev_controller_passes_total`
+//! and `steward_dev_controller_seconds_total`, by `controller`). They run under the store's lock,
+//! so that time is time no request was answered: the scale benchmark prints it.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -29,6 +34,8 @@ struct Key {
 #[derive(Debug, Default)]
 pub struct RequestMetrics {
     counts: Mutex<BTreeMap<Key, u64>>,
+    /// Passes and seconds by controller.
+    controllers: Mutex<BTreeMap<&'static str, (u64, f64)>>,
 }
 
 /// The verb as upstream's metrics report it.
@@ -85,6 +92,25 @@ impl RequestMetrics {
         *counts.entry(key).or_insert(0) += 1;
     }
 
+    /// Counts one pass of a built-in controller that took `took`.
+    pub fn controller_pass(&self, controller: &'static str, took: std::time::Duration) {
+        let mut m = self
+            .controllers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let e = m.entry(controller).or_insert((0, 0.0));
+        e.0 += 1;
+        e.1 += took.as_secs_f64();
+    }
+
+    /// Runs `f` as one pass of `controller`, counted.
+    pub fn timed<T>(&self, controller: &'static str, f: impl FnOnce() -> T) -> T {
+        let started = std::time::Instant::now();
+        let out = f();
+        self.controller_pass(controller, started.elapsed());
+        out
+    }
+
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         let counts = self
@@ -100,6 +126,31 @@ impl RequestMetrics {
                 out,
                 "apiserver_request_total{{code=\"{}\",component=\"apiserver\",dry_run=\"\",group=\"{}\",resource=\"{}\",scope=\"{}\",subresource=\"{}\",verb=\"{}\",version=\"{}\"}} {n}",
                 k.code, k.group, k.resource, k.scope, k.subresource, k.verb, k.version
+            );
+        }
+        drop(counts);
+        let controllers = self
+            .controllers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        out.push_str(
+            "# HELP steward_dev_controller_passes_total Passes of the embedded control plane's built-in controllers.\n\
+             # TYPE steward_dev_controller_passes_total counter\n",
+        );
+        for (c, (n, _)) in controllers.iter() {
+            let _ = writeln!(
+                out,
+                "steward_dev_controller_passes_total{{controller=\"{c}\"}} {n}"
+            );
+        }
+        out.push_str(
+            "# HELP steward_dev_controller_seconds_total Time the built-in controllers spent in their passes, under the store's lock.\n\
+             # TYPE steward_dev_controller_seconds_total counter\n",
+        );
+        for (c, (_, secs)) in controllers.iter() {
+            let _ = writeln!(
+                out,
+                "steward_dev_controller_seconds_total{{controller=\"{c}\"}} {secs:.6}"
             );
         }
         out
@@ -133,5 +184,16 @@ mod tests {
         assert!(text.contains("resource=\"pods\",scope=\"resource\",subresource=\"\",verb=\"POST\",version=\"v1\"} 1"), "{text}");
         assert!(text.contains("group=\"apps\",resource=\"deployments\",scope=\"resource\",subresource=\"status\",verb=\"PATCH\",version=\"v1\"} 1"), "{text}");
         assert!(!text.contains("healthz"));
+        assert_eq!(m.timed("scheduler", || 7), 7);
+        m.controller_pass("scheduler", std::time::Duration::from_millis(500));
+        let text = m.render();
+        assert!(
+            text.contains("steward_dev_controller_passes_total{controller=\"scheduler\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("steward_dev_controller_seconds_total{controller=\"scheduler\"} 0.50"),
+            "{text}"
+        );
     }
 }

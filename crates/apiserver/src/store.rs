@@ -74,6 +74,8 @@ pub struct State {
     /// The ClusterIPs stored Services hold, kept with every Service write so that allocating
     /// one does not scan every Service.
     service_ips: HashSet<Ipv4Addr>,
+    /// Labels and selectors of the kinds the built-in controllers match, kept with every write.
+    indexes: crate::index::Indexes,
 }
 
 /// The ClusterIP a stored Service holds, if any.
@@ -106,6 +108,7 @@ impl State {
             tx,
             gc,
             service_ips: HashSet::new(),
+            indexes: Default::default(),
         };
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             let obj = json!({
@@ -160,6 +163,11 @@ impl State {
             .flat_map(move |m| m.range(from.clone()..))
             .take_while(move |((n, _), _)| ns.is_none_or(|x| x == n))
             .map(|(_, v)| v)
+    }
+
+    /// The store's label and selector indexes.
+    pub fn indexes(&self) -> &crate::index::Indexes {
+        &self.indexes
     }
 
     pub fn resources(
@@ -221,6 +229,10 @@ impl State {
             .entry(gr.clone())
             .or_default()
             .insert(key, stored.clone());
+        if let Some(p) = &prev {
+            self.indexes.remove(gr, p);
+        }
+        self.indexes.insert(gr, &stored);
         if let Some(ip) = prev.as_ref().and_then(|p| cluster_ip(gr, p)) {
             self.service_ips.remove(&ip);
         }
@@ -247,9 +259,11 @@ impl State {
         let last = Arc::new(last);
         if let Some(m) = self.objects.get_mut(gr)
             && let Some(gone) = m.remove(&key)
-            && let Some(ip) = cluster_ip(gr, &gone)
         {
-            self.service_ips.remove(&ip);
+            self.indexes.remove(gr, &gone);
+            if let Some(ip) = cluster_ip(gr, &gone) {
+                self.service_ips.remove(&ip);
+            }
         }
         self.record(gr, EventType::Deleted, last.clone(), None);
         self.gc.notify_one();
@@ -286,8 +300,10 @@ impl State {
     pub fn load(&mut self, rv: u64, objects: Vec<(GroupResource, Value)>) {
         self.objects.clear();
         self.service_ips.clear();
+        self.indexes.clear();
         for (gr, obj) in objects {
             self.service_ips.extend(cluster_ip(&gr, &obj));
+            self.indexes.insert(&gr, &obj);
             let key = Self::key_of(&obj);
             self.objects
                 .entry(gr)

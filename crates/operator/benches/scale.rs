@@ -203,6 +203,43 @@ fn postgres(name: &str) -> (Secret, PostgresCluster) {
     (secret, cluster)
 }
 
+/// The API server's `/metrics` text.
+async fn server_metrics(client: &Client) -> String {
+    let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    client.request_text(req).await.unwrap_or_default()
+}
+
+/// The embedded control plane's controller time between two `/metrics` samples (its
+/// controllers run under the store's lock: time no request was answered); empty on a real API
+/// server, which publishes no such series.
+fn controller_time(before: &str, after: &str, over: Duration) -> String {
+    let mut secs = series_delta(before, after, "steward_dev_controller_seconds_total");
+    if secs.is_empty() {
+        return "not published (a real API server)".to_owned();
+    }
+    let passes = series_delta(before, after, "steward_dev_controller_passes_total");
+    secs.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let total: f64 = secs.iter().map(|(_, t)| t).sum();
+    format!(
+        "{total:.1} s of {:.0} s; most: {}",
+        over.as_secs_f64(),
+        secs.iter()
+            .take(6)
+            .map(|(labels, t)| {
+                let n = passes
+                    .iter()
+                    .find(|(l, _)| l == labels)
+                    .map_or(0.0, |(_, n)| *n);
+                format!(
+                    "{} {t:.1} s ({n:.0} passes)",
+                    labels.trim_start_matches("controller=")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
 /// `apiserver_request_total` summed by verb, and by `VERB resource[/subresource]`.
 async fn requests_by_verb(client: &Client) -> std::collections::BTreeMap<String, u64> {
     let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
@@ -342,6 +379,7 @@ async fn point(n: u64, steady: u64) -> String {
 
     // 2. The operator, as its own process, until every cluster has its first child.
     let dir = tempfile::tempdir().unwrap();
+    let server_before = server_metrics(&client).await;
     let started = Instant::now();
     let operator = Operator::start(&plane, dir.path());
     let pid = operator.0.id();
@@ -393,9 +431,18 @@ async fn point(n: u64, steady: u64) -> String {
         at(0.99),
         at(1.0)
     );
+    println!(
+        "  the embedded API server's controllers meanwhile: {}",
+        controller_time(
+            &server_before,
+            &server_metrics(&client).await,
+            started.elapsed()
+        )
+    );
 
     // 3. Steady state.
     tokio::time::sleep(Duration::from_secs(arg("--settle", 90))).await;
+    let server0 = server_metrics(&client).await;
     let (rv0, ticks0, verbs0, metrics0, t0) = (
         resource_version(&client).await,
         cpu_ticks(pid),
@@ -460,6 +507,10 @@ async fn point(n: u64, steady: u64) -> String {
             .map(|(labels, t)| format!("{labels} {:.0} ms", t * 1000.0))
             .collect::<Vec<_>>()
             .join(", ")
+    );
+    println!(
+        "  the embedded API server's controllers in that window: {}",
+        controller_time(&server0, &server_metrics(&client).await, elapsed)
     );
     let delta: Vec<(String, u64)> = verbs1
         .iter()

@@ -9,7 +9,7 @@
 //! ([`Changes`]): a pass converges only the Services that changed, whose Endpoints or slices
 //! changed, or whose selector matches a Pod that changed.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
@@ -201,17 +201,17 @@ fn affected(state: &State, changes: &Changes) -> BTreeSet<(String, String)> {
             .map(key),
     );
     out.extend(slice_services(changes.objects(&slice_gr())));
-    let pods: Vec<&Value> = changes.objects(&GroupResource::new("", "pods")).collect();
-    let namespaces: BTreeSet<&str> = pods.iter().filter_map(|p| meta::namespace(p)).collect();
-    for ns in namespaces {
-        for svc in state.list(&svc_gr, Some(ns)) {
-            let Some(sel) = selector(svc) else { continue };
-            if pods
-                .iter()
-                .any(|p| meta::namespace(p) == Some(ns) && sel.matches(p))
-            {
-                out.insert(key(svc));
-            }
+    // The Services whose selectors a changed Pod satisfies, before or after the change: from
+    // the store's selector index, whatever the number of Services in the namespace.
+    for pod in changes.objects(&GroupResource::new("", "pods")) {
+        let Some(ns) = meta::namespace(pod) else {
+            continue;
+        };
+        for name in state
+            .indexes()
+            .selecting(&svc_gr, ns, meta::labels_ref(pod))
+        {
+            out.insert((ns.to_string(), name));
         }
     }
     out
@@ -248,7 +248,7 @@ fn selector(svc: &Value) -> Option<LabelSelector> {
 
 /// What one Service wants: its Endpoints and EndpointSlices (none when the Service is gone,
 /// being deleted, or has no selector).
-fn desired(state: &State, index: &Index<'_>, ns: &str, name: &str) -> (Option<Value>, Vec<Value>) {
+fn desired(state: &State, ns: &str, name: &str) -> (Option<Value>, Vec<Value>) {
     let svc_gr = GroupResource::new("", "services");
     let Some(svc) = state
         .get(&svc_gr, ns, name)
@@ -259,10 +259,8 @@ fn desired(state: &State, index: &Index<'_>, ns: &str, name: &str) -> (Option<Va
     let Some(sel) = selector(svc) else {
         return (None, Vec::new());
     };
-    let matching: Vec<&Value> = index
-        .candidates(svc, ns)
-        .iter()
-        .copied()
+    let matching: Vec<&Value> = candidates(state, svc, ns)
+        .into_iter()
         .filter(|p| !meta::is_deleting(p) && sel.matches(p))
         .collect();
     let groups = groups(svc, &matching);
@@ -312,62 +310,35 @@ fn desired(state: &State, index: &Index<'_>, ns: &str, name: &str) -> (Option<Va
     (Some(ep), slices)
 }
 
-/// The namespaces' Pods by (namespace, label, value) and EndpointSlices by (namespace,
-/// `kubernetes.io/service-name`), built once per pass: a Service looks only at the Pods that carry the
-/// most selective pair of its selector, and at its own slices (a pass costs the Pods plus the
-/// affected Services, not their product — 10,000 clusters' Services share one namespace in the
-/// scale benchmark).
-struct Index<'a> {
-    pods: HashMap<(&'a str, &'a str, &'a Value), Vec<&'a Value>>,
-    slices: HashMap<(&'a str, &'a str), Vec<&'a Value>>,
+/// The Pods that carry the rarest pair of the Service's selector (a superset of those it
+/// selects; none when it has no selector), from the store's label index: a Service looks at
+/// its own candidates, not at its namespace (10,000 clusters' Services share one namespace in
+/// the scale benchmark).
+fn candidates<'a>(state: &'a State, svc: &Value, ns: &str) -> Vec<&'a Value> {
+    let pods_gr = GroupResource::new("", "pods");
+    let index = state.indexes();
+    let rarest = meta::get_path(svc, "spec.selector")
+        .and_then(Value::as_object)
+        .and_then(|sel| {
+            sel.iter()
+                .map(|(k, v)| index.labelled(&pods_gr, ns, k, v.as_str().unwrap_or_default()))
+                .min_by_key(|names| names.len())
+        });
+    rarest
+        .into_iter()
+        .flatten()
+        .filter_map(|name| state.get(&pods_gr, ns, name))
+        .collect()
 }
 
-impl<'a> Index<'a> {
-    fn new(state: &'a State, namespaces: impl Iterator<Item = &'a str>) -> Self {
-        let mut index = Index {
-            pods: HashMap::new(),
-            slices: HashMap::new(),
-        };
-        for ns in namespaces {
-            for pod in state.list(&GroupResource::new("", "pods"), Some(ns)) {
-                for (k, v) in meta::labels_ref(pod) {
-                    index.pods.entry((ns, k.as_str(), v)).or_default().push(pod);
-                }
-            }
-            for slice in state.list(&slice_gr(), Some(ns)) {
-                if let Some(service) = meta::labels_ref(slice)
-                    .get("kubernetes.io/service-name")
-                    .and_then(Value::as_str)
-                {
-                    index.slices.entry((ns, service)).or_default().push(slice);
-                }
-            }
-        }
-        index
-    }
-
-    /// The Pods that carry the rarest pair of the Service's selector (a superset of those it
-    /// selects; none when it has no selector).
-    fn candidates<'s>(&'s self, svc: &'s Value, ns: &'s str) -> &'s [&'s Value] {
-        let pods: &'s HashMap<(&'s str, &'s str, &'s Value), Vec<&'s Value>> = &self.pods;
-        meta::get_path(svc, "spec.selector")
-            .and_then(Value::as_object)
-            .and_then(|sel| {
-                sel.iter()
-                    .map(|(k, v)| {
-                        pods.get(&(ns, k.as_str(), v))
-                            .map_or(&[][..], Vec::as_slice)
-                    })
-                    .min_by_key(|pods| pods.len())
-            })
-            .unwrap_or(&[])
-    }
-
-    /// The EndpointSlices labelled as the Service's.
-    fn slices<'s>(&'s self, ns: &'s str, service: &'s str) -> &'s [&'s Value] {
-        let slices: &'s HashMap<(&'s str, &'s str), Vec<&'s Value>> = &self.slices;
-        slices.get(&(ns, service)).map_or(&[][..], Vec::as_slice)
-    }
+/// The EndpointSlices labelled as the Service's.
+fn slices_of<'a>(state: &'a State, ns: &str, service: &str) -> Vec<&'a Value> {
+    state
+        .indexes()
+        .labelled(&slice_gr(), ns, "kubernetes.io/service-name", service)
+        .iter()
+        .filter_map(|name| state.get(&slice_gr(), ns, name))
+        .collect()
 }
 
 /// What a pass writes and deletes for one Service.
@@ -387,15 +358,10 @@ pub fn reconcile(state: &mut State, changes: &Changes) {
     if affected.is_empty() {
         return;
     }
-    let plans: Vec<Plan> = {
-        let st: &State = state;
-        let namespaces: BTreeSet<&str> = affected.iter().map(|(ns, _)| ns.as_str()).collect();
-        let index = Index::new(st, namespaces.into_iter());
-        affected
-            .iter()
-            .map(|(ns, name)| plan(st, &index, ns, name))
-            .collect()
-    };
+    let plans: Vec<Plan> = affected
+        .iter()
+        .map(|(ns, name)| plan(state, ns, name))
+        .collect();
     let ep_gr = GroupResource::new("", "endpoints");
     for plan in plans {
         if let Some(ep) = plan.endpoints {
@@ -433,9 +399,9 @@ pub fn reconcile(state: &mut State, changes: &Changes) {
 
 /// One Service's plan: its desired Endpoints and slices, and the controllers' objects of it
 /// that nothing wants any more.
-fn plan(state: &State, index: &Index<'_>, ns: &str, name: &str) -> Plan {
+fn plan(state: &State, ns: &str, name: &str) -> Plan {
     let ep_gr = GroupResource::new("", "endpoints");
-    let (endpoints, slices) = desired(state, index, ns, name);
+    let (endpoints, slices) = desired(state, ns, name);
     let wanted: BTreeSet<&str> = slices.iter().filter_map(meta::name).collect();
     let ours = |o: &Value, label: &str, manager: &str| {
         meta::labels_ref(o).get(label).and_then(Value::as_str) == Some(manager)
@@ -454,8 +420,7 @@ fn plan(state: &State, index: &Index<'_>, ns: &str, name: &str) -> Plan {
         }
     }
     stale.extend(
-        index
-            .slices(ns, name)
+        slices_of(state, ns, name)
             .iter()
             .filter(|s| {
                 ours(

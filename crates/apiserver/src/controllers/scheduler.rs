@@ -464,7 +464,10 @@ pub fn schedule(state: &mut State, changes: &Changes) {
         .collect();
     let mut load: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     let mut placed = Vec::new();
-    for p in state.list(&pods_gr, None) {
+    // The placed Pods matter only to a choice between nodes: with no ready node, nothing is
+    // placed and the store's Pods are not looked at.
+    let placed_pods = state.list(&pods_gr, None).take_while(|_| !nodes.is_empty());
+    for p in placed_pods {
         if let Some(n) = meta::get_path(p, "spec.nodeName").and_then(Value::as_str) {
             *load.entry(n.to_string()).or_default() += 1;
             placed.push(Placed {
