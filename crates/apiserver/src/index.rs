@@ -8,6 +8,9 @@
 //!   (or is empty) is kept apart, as "irregular": every query returns it, for the caller's own
 //!   selector check.
 //!
+//! - every object by uid, and the objects that name an owner by that owner's uid (the garbage
+//!   collector's graph: it looks at what changed and at their owners and dependents).
+//!
 //! Which selectors may select a Pod is then one lookup per distinct set of selector keys in
 //! its namespace (a handful), whatever the number of Services or budgets.
 
@@ -19,6 +22,9 @@ use crate::meta;
 use crate::registry::GroupResource;
 
 type Names = BTreeSet<String>;
+
+/// Where an object is stored: (resource, namespace, name).
+pub type Loc = (GroupResource, String, String);
 
 /// Values → names, for one set of selector keys.
 type ByValues = HashMap<Vec<String>, Names>;
@@ -36,6 +42,10 @@ pub struct Indexes {
     labels: HashMap<GroupResource, HashMap<String, HashMap<String, HashMap<String, Names>>>>,
     /// gr → namespace → selectors.
     selectors: HashMap<GroupResource, HashMap<String, Selectors>>,
+    /// uid → where the object is.
+    uids: HashMap<String, Loc>,
+    /// Owner uid → the objects whose `ownerReferences` name it.
+    dependents: HashMap<String, BTreeSet<Loc>>,
 }
 
 /// What the index keeps of a selector.
@@ -98,11 +108,55 @@ impl Indexes {
     pub fn clear(&mut self) {
         self.labels.clear();
         self.selectors.clear();
+        self.uids.clear();
+        self.dependents.clear();
+    }
+
+    /// Where the object with this uid is stored.
+    pub fn by_uid(&self, uid: &str) -> Option<&Loc> {
+        self.uids.get(uid)
+    }
+
+    /// The objects whose `ownerReferences` name this uid.
+    pub fn dependents_of(&self, uid: &str) -> impl Iterator<Item = &Loc> {
+        self.dependents.get(uid).into_iter().flatten()
+    }
+
+    fn graph(&mut self, gr: &GroupResource, ns: &str, name: &str, obj: &Value, add: bool) {
+        let loc = || (gr.clone(), ns.to_owned(), name.to_owned());
+        if let Some(uid) = meta::uid(obj) {
+            if add {
+                self.uids.insert(uid.to_owned(), loc());
+            } else if self
+                .uids
+                .get(uid)
+                .is_some_and(|l| l.0 == *gr && l.1 == ns && l.2 == name)
+            {
+                self.uids.remove(uid);
+            }
+        }
+        for owner in meta::owner_references_ref(obj)
+            .iter()
+            .filter_map(|r| r.get("uid").and_then(Value::as_str))
+        {
+            if add {
+                self.dependents
+                    .entry(owner.to_owned())
+                    .or_default()
+                    .insert(loc());
+            } else if let Some(set) = self.dependents.get_mut(owner) {
+                set.remove(&loc());
+                if set.is_empty() {
+                    self.dependents.remove(owner);
+                }
+            }
+        }
     }
 
     fn apply(&mut self, gr: &GroupResource, obj: &Value, add: bool) {
         let ns = meta::namespace(obj).unwrap_or_default();
         let Some(name) = meta::name(obj) else { return };
+        self.graph(gr, ns, name, obj, add);
         if labelled_resource(gr) {
             let by_ns = self.labels.entry(gr.clone()).or_default();
             for (k, v) in meta::labels_ref(obj) {
@@ -287,6 +341,31 @@ mod tests {
         ix.remove(&services(), &svc("all", json!({"app": "x"})));
         let got: Vec<String> = ix.selecting(&services(), "n", &pod).into_iter().collect();
         assert_eq!(got, ["primary"]);
+    }
+
+    #[test]
+    fn owners_and_dependents_by_uid() {
+        let mut ix = Indexes::default();
+        let cms = GroupResource::new("", "configmaps");
+        let owner = json!({"metadata": {"name": "o", "namespace": "n", "uid": "u1"}});
+        let dep = |refs: Value| json!({"metadata": {"name": "d", "namespace": "n", "uid": "u2", "ownerReferences": refs}});
+        let one = dep(json!([{"uid": "u1", "kind": "ConfigMap", "name": "o"}]));
+        ix.insert(&cms, &owner);
+        ix.insert(&pods(), &one);
+        let loc = |gr: &GroupResource, name: &str| (gr.clone(), "n".to_owned(), name.to_owned());
+        assert_eq!(ix.by_uid("u1"), Some(&loc(&cms, "o")));
+        assert_eq!(ix.by_uid("u2"), Some(&loc(&pods(), "d")));
+        assert_eq!(
+            ix.dependents_of("u1").collect::<Vec<_>>(),
+            [&loc(&pods(), "d")]
+        );
+        // The dependent now names another owner: the index follows the stored version.
+        ix.remove(&pods(), &one);
+        ix.insert(&pods(), &dep(json!([{"uid": "u9"}])));
+        assert_eq!(ix.dependents_of("u1").count(), 0);
+        assert_eq!(ix.dependents_of("u9").count(), 1);
+        ix.remove(&cms, &owner);
+        assert_eq!(ix.by_uid("u1"), None);
     }
 
     #[test]

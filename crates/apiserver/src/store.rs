@@ -140,6 +140,13 @@ impl State {
             .map(AsRef::as_ref)
     }
 
+    /// As [`Self::get`], the shared handle.
+    pub fn get_shared(&self, gr: &GroupResource, ns: &str, name: &str) -> Option<&Arc<Value>> {
+        self.objects
+            .get(gr)?
+            .get(&(ns.to_string(), name.to_string()))
+    }
+
     /// Objects of a resource, sorted by (namespace, name); `ns = None` means all namespaces.
     pub fn list<'a>(
         &'a self,

@@ -29,11 +29,19 @@ pub struct Memory {
 }
 
 /// The uid of a Pod's controlling Job, if any.
-fn controller_job(pod: &Value) -> Option<String> {
-    meta::owner_references(pod)
-        .into_iter()
+fn controller_job(pod: &Value) -> Option<&str> {
+    // Borrowed: a pass looks at every Pod.
+    meta::owner_references_ref(pod)
+        .iter()
         .find(|r| r["controller"] == true && r["kind"] == "Job" && r["apiVersion"] == "batch/v1")
-        .and_then(|r| r["uid"].as_str().map(String::from))
+        .and_then(|r| r["uid"].as_str())
+}
+
+/// Whether the Pod carries the Job controller's tracking finalizer (without copying the list).
+fn tracked(pod: &Value) -> bool {
+    meta::get_path(pod, "metadata.finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|fs| fs.iter().any(|f| f == TRACKING_FINALIZER))
 }
 
 fn release(state: &mut State, def: &ResourceDef, ns: &str, name: &str) -> ApiResult<()> {
@@ -65,13 +73,10 @@ pub fn reconcile(state: &mut State, now: jiff::Timestamp, memory: &mut Memory) -
     let uids: HashSet<&str> = jobs.iter().filter_map(meta::uid).collect();
     for pod in state.list(&pods_gr, None) {
         match controller_job(pod) {
-            Some(owner) if uids.contains(owner.as_str()) => {
-                owned.entry(owner).or_default().push(pod.clone());
+            Some(owner) if uids.contains(owner) => {
+                owned.entry(owner.to_owned()).or_default().push(pod.clone());
             }
-            _ if meta::finalizers(pod)
-                .iter()
-                .any(|f| f == TRACKING_FINALIZER) =>
-            {
+            _ if tracked(pod) => {
                 orphans.push((
                     meta::namespace(pod).unwrap_or_default().to_string(),
                     meta::name(pod).unwrap_or_default().to_string(),
