@@ -26,6 +26,9 @@ type Names = BTreeSet<String>;
 /// Where an object is stored: (resource, namespace, name).
 pub type Loc = (GroupResource, String, String);
 
+/// A namespace's labels: key → value → names.
+type ByLabel = HashMap<String, HashMap<String, Names>>;
+
 /// Values → names, for one set of selector keys.
 type ByValues = HashMap<Vec<String>, Names>;
 
@@ -39,7 +42,7 @@ struct Selectors {
 #[derive(Debug, Default)]
 pub struct Indexes {
     /// gr → namespace → key → value → names.
-    labels: HashMap<GroupResource, HashMap<String, HashMap<String, HashMap<String, Names>>>>,
+    labels: HashMap<GroupResource, HashMap<String, ByLabel>>,
     /// gr → namespace → selectors.
     selectors: HashMap<GroupResource, HashMap<String, Selectors>>,
     /// uid → where the object is.

@@ -413,7 +413,7 @@ fn node_change_matters(event: &WatchEvent) -> bool {
 
 /// Namespace and name of the Pods to look at on this pass: every pending Pod when the Nodes
 /// changed in a way that matters (or on a full pass), else the pending Pods that changed.
-fn candidates(state: &State, changes: &Changes) -> Vec<(String, String)> {
+fn candidates(state: &State, changes: &Changes, any_ready: bool) -> Vec<(String, String)> {
     let pods_gr = GroupResource::new("", "pods");
     let nodes_gr = GroupResource::new("", "nodes");
     let key = |p: &Value| {
@@ -424,10 +424,11 @@ fn candidates(state: &State, changes: &Changes) -> Vec<(String, String)> {
     };
     let everything = match changes {
         Changes::All => true,
-        // A Pod gone may free a topology domain for a Pod its anti-affinity kept out.
+        // A Pod gone may free a topology domain for a Pod its anti-affinity kept out (when
+        // there is a Ready node to place it on).
         Changes::Events(events) => events.iter().any(|e| {
             (e.gr == nodes_gr && node_change_matters(e))
-                || (e.gr == pods_gr && e.etype == crate::store::EventType::Deleted)
+                || (any_ready && e.gr == pods_gr && e.etype == crate::store::EventType::Deleted)
         }),
     };
     let mut out: Vec<(String, String)> = if everything {
@@ -449,15 +450,15 @@ pub fn schedule(state: &mut State, changes: &Changes) {
     let Some(pod_def) = state.registry.storage_def(&pods_gr) else {
         return;
     };
-    let candidates = candidates(state, changes);
-    if candidates.is_empty() {
-        return;
-    }
     let nodes: Vec<Value> = state
         .list(&GroupResource::new("", "nodes"), None)
         .filter(|n| is_ready(n))
         .cloned()
         .collect();
+    let candidates = candidates(state, changes, !nodes.is_empty());
+    if candidates.is_empty() {
+        return;
+    }
     let by_name: std::collections::HashMap<String, Value> = state
         .list(&GroupResource::new("", "nodes"), None)
         .filter_map(|n| Some((meta::name(n)?.to_string(), n.clone())))
@@ -582,6 +583,10 @@ pub fn schedule(state: &mut State, changes: &Changes) {
                     )
                 };
                 set_condition(&mut with_status, "False", Some("Unschedulable"), Some(&msg));
+                if with_status == pod {
+                    // Still unschedulable, for the same reason: nothing to write.
+                    continue;
+                }
                 commit(
                     state,
                     &pod_def,
