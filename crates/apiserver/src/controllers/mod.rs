@@ -88,6 +88,7 @@ pub async fn run(server: Arc<Server>) {
     let mut rx = server.rv_rx.clone();
     let mut jobs = job::Memory::default();
     let mut budgets = disruption::Memory::default();
+    let mut claims = pvc_protection::Memory::default();
     let mut wake = IDLE_WAKE;
     let mut seen: Option<u64> = None;
     let mut rbac_seen: Option<u64> = None;
@@ -108,9 +109,13 @@ pub async fn run(server: Arc<Server>) {
         let m = &server.metrics;
         m.timed("scheduler", || scheduler::schedule(&mut state, &changes));
         m.timed("endpoints", || endpoints::reconcile(&mut state, &changes));
-        let job_due = m.timed("job", || job::reconcile(&mut state, now, &mut jobs));
+        let job_due = m.timed("job", || {
+            job::reconcile(&mut state, &changes, now, &mut jobs)
+        });
         let cron_due = m.timed("cronjob", || cronjob::reconcile(&mut state, now));
-        m.timed("pvc-protection", || pvc_protection::reconcile(&mut state));
+        m.timed("pvc-protection", || {
+            pvc_protection::reconcile(&mut state, &changes, &mut claims)
+        });
         m.timed("namespace-defaults", || {
             namespace_defaults::reconcile(&mut state, &changes);
         });

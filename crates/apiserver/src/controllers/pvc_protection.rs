@@ -6,7 +6,11 @@
 //! running Pod stays `Terminating` until the Pod has been deleted and its node agent let it go,
 //! as on a real cluster. Generic ephemeral volumes are not modelled.
 
+use std::collections::BTreeSet;
+
 use serde_json::Value;
+
+use super::Changes;
 
 use crate::defaults::PVC_PROTECTION;
 use crate::meta;
@@ -32,24 +36,65 @@ fn uses(pod: &Value, name: &str) -> bool {
         })
 }
 
-/// One pass: releases every claim being deleted that no Pod uses any more.
-pub fn reconcile(state: &mut State) {
+/// What the controller keeps between passes: the claims being deleted that a Pod still used.
+#[derive(Debug, Default)]
+pub struct Memory {
+    waiting: BTreeSet<(String, String)>,
+}
+
+/// The claims a pass looks at: every claim on a full pass; else the claims that changed, the
+/// claims the changed Pods name (before or after the change), and those still in use last
+/// time. A pass costs what changed, not the claims stored.
+fn candidates(state: &State, changes: &Changes, memory: &Memory) -> BTreeSet<(String, String)> {
+    let claims_gr = GroupResource::new("", "persistentvolumeclaims");
+    let key = |o: &Value| {
+        (
+            meta::namespace(o).unwrap_or_default().to_string(),
+            meta::name(o).unwrap_or_default().to_string(),
+        )
+    };
+    if changes.is_all() {
+        return state.list(&claims_gr, None).map(key).collect();
+    }
+    let mut out = memory.waiting.clone();
+    out.extend(changes.objects(&claims_gr).map(key));
+    for pod in changes.objects(&GroupResource::new("", "pods")) {
+        let ns = meta::namespace(pod).unwrap_or_default();
+        let volumes = meta::get_path(pod, "spec.volumes")
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice);
+        out.extend(volumes.iter().filter_map(|v| {
+            let claim = meta::get_path(v, "persistentVolumeClaim.claimName")?.as_str()?;
+            Some((ns.to_string(), claim.to_string()))
+        }));
+    }
+    out
+}
+
+/// One pass: releases every claim being deleted (among [`candidates`]) that no Pod uses any
+/// more.
+pub fn reconcile(state: &mut State, changes: &Changes, memory: &mut Memory) {
     let claims_gr = GroupResource::new("", "persistentvolumeclaims");
     let pods_gr = GroupResource::new("", "pods");
     let Some(def) = state.registry.storage_def(&claims_gr) else {
         return;
     };
-    let releasable: Vec<Value> = state
-        .list(&claims_gr, None)
-        .filter(|c| meta::is_deleting(c))
-        .filter(|c| meta::finalizers(c).iter().any(|f| f == PVC_PROTECTION))
-        .filter(|c| {
-            let ns = meta::namespace(c).unwrap_or_default();
-            let name = meta::name(c).unwrap_or_default();
-            !state.list(&pods_gr, Some(ns)).any(|p| uses(p, name))
-        })
-        .cloned()
-        .collect();
+    let mut releasable: Vec<Value> = Vec::new();
+    memory.waiting.clear();
+    for (ns, name) in candidates(state, changes, memory) {
+        let Some(claim) = state.get(&claims_gr, &ns, &name) else {
+            continue;
+        };
+        if !meta::is_deleting(claim) || !meta::finalizers(claim).iter().any(|f| f == PVC_PROTECTION)
+        {
+            continue;
+        }
+        if state.list(&pods_gr, Some(&ns)).any(|p| uses(p, &name)) {
+            memory.waiting.insert((ns, name));
+        } else {
+            releasable.push(claim.clone());
+        }
+    }
     for old in releasable {
         let mut new = old.clone();
         let kept: Vec<String> = meta::finalizers(&old)
@@ -59,6 +104,10 @@ pub fn reconcile(state: &mut State) {
         meta::set_finalizers(&mut new, &kept);
         if let Err(e) = commit(state, &def, &old, new, "", Fields::Record(MANAGER)) {
             tracing::debug!(error = %e.message, "pvc-protection controller write failed");
+            memory.waiting.insert((
+                meta::namespace(&old).unwrap_or_default().to_string(),
+                meta::name(&old).unwrap_or_default().to_string(),
+            ));
         }
     }
 }

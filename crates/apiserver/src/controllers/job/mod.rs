@@ -6,26 +6,29 @@
 
 pub mod plan;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use serde_json::Value;
 
 use self::plan::{Backoff, TRACKING_FINALIZER, plan, pod_for};
+use super::Changes;
 use crate::meta;
 use crate::registry::{GroupResource, ResourceDef};
 use crate::status::ApiResult;
-use crate::store::State;
+use crate::store::{EventType, State};
 use crate::write::create::create;
 use crate::write::delete::{DeleteOptions, delete};
 use crate::write::{Fields, commit};
 
 const MANAGER: &str = "job-controller";
 
-/// What the controller remembers between passes: failure back-off per Job uid.
+/// What the controller remembers between passes: failure back-off per Job uid, and the
+/// orphaned Pods whose release failed (tried again on the next pass).
 #[derive(Default)]
 pub struct Memory {
     backoff: HashMap<String, Backoff>,
+    retry: BTreeSet<(String, String)>,
 }
 
 /// The uid of a Pod's controlling Job, if any.
@@ -57,8 +60,54 @@ fn release(state: &mut State, def: &ResourceDef, ns: &str, name: &str) -> ApiRes
     commit(state, def, &old, new, "", Fields::Record(MANAGER)).map(|_| ())
 }
 
-/// One pass over all Jobs; returns when the next time-based action is due.
-pub fn reconcile(state: &mut State, now: jiff::Timestamp, memory: &mut Memory) -> Option<Duration> {
+/// The tracked Pods that may have lost their Job: every Pod on a full pass; else the Pods
+/// that changed, the dependents of the Jobs deleted (the store's owner index), and those whose
+/// release failed. A pass costs what changed, not the Pods stored.
+fn orphan_candidates(state: &State, changes: &Changes, memory: &Memory) -> Vec<(String, String)> {
+    let (jobs_gr, pods_gr) = (
+        GroupResource::new("batch", "jobs"),
+        GroupResource::new("", "pods"),
+    );
+    let key = |p: &Value| {
+        (
+            meta::namespace(p).unwrap_or_default().to_string(),
+            meta::name(p).unwrap_or_default().to_string(),
+        )
+    };
+    let Changes::Events(events) = changes else {
+        return state
+            .list(&pods_gr, None)
+            .filter(|p| tracked(p))
+            .map(key)
+            .collect();
+    };
+    let mut out = memory.retry.clone();
+    out.extend(changes.objects(&pods_gr).map(key));
+    for e in events
+        .iter()
+        .filter(|e| e.gr == jobs_gr && e.etype == EventType::Deleted)
+    {
+        let uid = meta::uid(&e.object).unwrap_or_default();
+        out.extend(
+            state
+                .indexes()
+                .dependents_of(uid)
+                .filter(|(gr, _, _)| *gr == pods_gr)
+                .map(|(_, ns, name)| (ns.clone(), name.clone())),
+        );
+    }
+    out.into_iter().collect()
+}
+
+/// One pass over all Jobs, each with the Pods it controls (from the store's owner index), and
+/// over the tracked Pods that may have lost their Job; returns when the next time-based action
+/// is due.
+pub fn reconcile(
+    state: &mut State,
+    changes: &Changes,
+    now: jiff::Timestamp,
+    memory: &mut Memory,
+) -> Option<Duration> {
     let jobs_gr = GroupResource::new("batch", "jobs");
     let pods_gr = GroupResource::new("", "pods");
     let (Some(job_def), Some(pod_def)) = (
@@ -68,26 +117,34 @@ pub fn reconcile(state: &mut State, now: jiff::Timestamp, memory: &mut Memory) -
         return None;
     };
     let jobs: Vec<Value> = state.list(&jobs_gr, None).cloned().collect();
-    let mut owned: HashMap<String, Vec<Value>> = HashMap::new();
-    let mut orphans = Vec::new();
     let uids: HashSet<&str> = jobs.iter().filter_map(meta::uid).collect();
-    for pod in state.list(&pods_gr, None) {
-        match controller_job(pod) {
-            Some(owner) if uids.contains(owner) => {
-                owned.entry(owner.to_owned()).or_default().push(pod.clone());
-            }
-            _ if tracked(pod) => {
-                orphans.push((
-                    meta::namespace(pod).unwrap_or_default().to_string(),
-                    meta::name(pod).unwrap_or_default().to_string(),
-                ));
-            }
-            _ => {}
-        }
+    let mut owned: HashMap<String, Vec<Value>> = HashMap::new();
+    for uid in &uids {
+        let pods = state
+            .indexes()
+            .dependents_of(uid)
+            .filter(|(gr, _, _)| *gr == pods_gr)
+            .filter_map(|(gr, ns, name)| state.get(gr, ns, name))
+            .filter(|p| controller_job(p) == Some(uid))
+            .cloned()
+            .collect();
+        owned.insert((*uid).to_owned(), pods);
     }
+    let orphans: Vec<(String, String)> = orphan_candidates(state, changes, memory)
+        .into_iter()
+        .filter(|(ns, name)| {
+            state
+                .get(&pods_gr, ns, name)
+                .is_some_and(|p| tracked(p) && !controller_job(p).is_some_and(|u| uids.contains(u)))
+        })
+        .collect();
     let mut errors = Vec::new();
+    memory.retry.clear();
     for (ns, name) in orphans {
-        errors.extend(release(state, &pod_def, &ns, &name).err());
+        if let Err(e) = release(state, &pod_def, &ns, &name) {
+            errors.push(e);
+            memory.retry.insert((ns, name));
+        }
     }
     memory.backoff.retain(|uid, _| uids.contains(uid.as_str()));
     let mut requeue: Option<Duration> = None;
