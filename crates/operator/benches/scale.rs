@@ -8,7 +8,9 @@
 //! 1. **Create** the clusters, 16 requests in flight: the apply time, and the slowest
 //!    `/readyz` the API server answered meanwhile (a stalling server shows here).
 //! 2. **First child**: start the operator; the time until every cluster has its first child
-//!    (its Service), and the last cluster's time.
+//!    (its Service), and the last cluster's time; and the time the embedded API server's
+//!    controllers held its store meanwhile (its `steward_dev_controller_seconds_total`), as
+//!    again for the steady window.
 //! 3. **Steady state** (`--steady S` seconds, default 60, after `--settle S` seconds, default
 //!    90): the operator's RSS (anonymous and file-backed, and its peak) and CPU share of one
 //!    core (from `/proc`), the API writes in that window (the API server's resourceVersion
