@@ -172,6 +172,29 @@ impl State {
             .map(|(_, v)| v)
     }
 
+    /// The Pods of `ns` that carry the rarest of these `key=value` pairs, from the label index:
+    /// a superset of those a selector made of the pairs selects; `None` when there are none.
+    pub fn pods_by_rarest_pair(
+        &self,
+        ns: &str,
+        pairs: &serde_json::Map<String, Value>,
+    ) -> Option<Vec<&Value>> {
+        let pods = GroupResource::new("", "pods");
+        let names = pairs
+            .iter()
+            .map(|(k, v)| {
+                self.indexes
+                    .labelled(&pods, ns, k, v.as_str().unwrap_or_default())
+            })
+            .min_by_key(|names| names.len())?;
+        Some(
+            names
+                .iter()
+                .filter_map(|n| self.get(&pods, ns, n))
+                .collect(),
+        )
+    }
+
     /// The store's label and selector indexes.
     pub fn indexes(&self) -> &crate::index::Indexes {
         &self.indexes

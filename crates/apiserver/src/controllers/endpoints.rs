@@ -315,20 +315,10 @@ fn desired(state: &State, ns: &str, name: &str) -> (Option<Value>, Vec<Value>) {
 /// its own candidates, not at its namespace (10,000 clusters' Services share one namespace in
 /// the scale benchmark).
 fn candidates<'a>(state: &'a State, svc: &Value, ns: &str) -> Vec<&'a Value> {
-    let pods_gr = GroupResource::new("", "pods");
-    let index = state.indexes();
-    let rarest = meta::get_path(svc, "spec.selector")
+    meta::get_path(svc, "spec.selector")
         .and_then(Value::as_object)
-        .and_then(|sel| {
-            sel.iter()
-                .map(|(k, v)| index.labelled(&pods_gr, ns, k, v.as_str().unwrap_or_default()))
-                .min_by_key(|names| names.len())
-        });
-    rarest
-        .into_iter()
-        .flatten()
-        .filter_map(|name| state.get(&pods_gr, ns, name))
-        .collect()
+        .and_then(|sel| state.pods_by_rarest_pair(ns, sel))
+        .unwrap_or_default()
 }
 
 /// The EndpointSlices labelled as the Service's.

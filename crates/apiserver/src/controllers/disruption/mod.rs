@@ -155,22 +155,14 @@ fn affected(
 /// The Pods a budget's selector may select: those carrying the rarest of its `matchLabels`
 /// pairs (from the store's label index), or every Pod of its namespace when it has none.
 fn candidates<'a>(state: &'a State, selector: Option<&Value>, ns: &'a str) -> Vec<&'a Value> {
-    let pods_gr = GroupResource::new("", "pods");
-    let index = state.indexes();
-    let rarest = selector
+    selector
         .and_then(|s| s["matchLabels"].as_object())
-        .and_then(|m| {
-            m.iter()
-                .map(|(k, v)| index.labelled(&pods_gr, ns, k, v.as_str().unwrap_or_default()))
-                .min_by_key(|names| names.len())
-        });
-    match rarest {
-        Some(names) => names
-            .iter()
-            .filter_map(|n| state.get(&pods_gr, ns, n))
-            .collect(),
-        None => state.list(&pods_gr, Some(ns)).collect(),
-    }
+        .and_then(|m| state.pods_by_rarest_pair(ns, m))
+        .unwrap_or_else(|| {
+            state
+                .list(&GroupResource::new("", "pods"), Some(ns))
+                .collect()
+        })
 }
 
 /// One pass over the budgets that changes may affect (see [`affected`]); returns when the
