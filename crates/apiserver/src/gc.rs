@@ -105,11 +105,8 @@ pub enum Scope {
 }
 
 fn loc_of(gr: &GroupResource, obj: &Value) -> Loc {
-    (
-        gr.clone(),
-        meta::namespace(obj).unwrap_or_default().to_owned(),
-        meta::name(obj).unwrap_or_default().to_owned(),
-    )
+    let (ns, name) = State::key_of(obj);
+    (gr.clone(), ns, name)
 }
 
 /// The objects the changes concern: every changed object still stored (it may name an owner

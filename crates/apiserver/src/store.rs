@@ -134,10 +134,7 @@ impl State {
     }
 
     pub fn get(&self, gr: &GroupResource, ns: &str, name: &str) -> Option<&Value> {
-        self.objects
-            .get(gr)?
-            .get(&(ns.to_string(), name.to_string()))
-            .map(AsRef::as_ref)
+        self.get_shared(gr, ns, name).map(AsRef::as_ref)
     }
 
     /// As [`Self::get`], the shared handle.
@@ -212,7 +209,8 @@ impl State {
             .is_some()
     }
 
-    fn key_of(obj: &Value) -> ObjKey {
+    /// An object's (namespace, name): its key in the store.
+    pub fn key_of(obj: &Value) -> ObjKey {
         (
             meta::namespace(obj).unwrap_or_default().to_string(),
             meta::name(obj).unwrap_or_default().to_string(),

@@ -177,12 +177,7 @@ fn upsert(state: &mut State, gr: &GroupResource, desired: Value, fields: &[&str]
 /// them), and those whose selector matches a changed Pod (before or after the change).
 fn affected(state: &State, changes: &Changes) -> BTreeSet<(String, String)> {
     let svc_gr = GroupResource::new("", "services");
-    let key = |o: &Value| {
-        (
-            meta::namespace(o).unwrap_or_default().to_string(),
-            meta::name(o).unwrap_or_default().to_string(),
-        )
-    };
+    let key = State::key_of;
     if changes.is_all() {
         let mut all: BTreeSet<(String, String)> = state.list(&svc_gr, None).map(key).collect();
         // Endpoints and slices whose Service is gone, so they are swept.

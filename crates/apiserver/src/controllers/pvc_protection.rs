@@ -47,12 +47,7 @@ pub struct Memory {
 /// time. A pass costs what changed, not the claims stored.
 fn candidates(state: &State, changes: &Changes, memory: &Memory) -> BTreeSet<(String, String)> {
     let claims_gr = GroupResource::new("", "persistentvolumeclaims");
-    let key = |o: &Value| {
-        (
-            meta::namespace(o).unwrap_or_default().to_string(),
-            meta::name(o).unwrap_or_default().to_string(),
-        )
-    };
+    let key = State::key_of;
     if changes.is_all() {
         return state.list(&claims_gr, None).map(key).collect();
     }
@@ -104,10 +99,7 @@ pub fn reconcile(state: &mut State, changes: &Changes, memory: &mut Memory) {
         meta::set_finalizers(&mut new, &kept);
         if let Err(e) = commit(state, &def, &old, new, "", Fields::Record(MANAGER)) {
             tracing::debug!(error = %e.message, "pvc-protection controller write failed");
-            memory.waiting.insert((
-                meta::namespace(&old).unwrap_or_default().to_string(),
-                meta::name(&old).unwrap_or_default().to_string(),
-            ));
+            memory.waiting.insert(State::key_of(&old));
         }
     }
 }

@@ -416,12 +416,7 @@ fn node_change_matters(event: &WatchEvent) -> bool {
 fn candidates(state: &State, changes: &Changes, any_ready: bool) -> Vec<(String, String)> {
     let pods_gr = GroupResource::new("", "pods");
     let nodes_gr = GroupResource::new("", "nodes");
-    let key = |p: &Value| {
-        (
-            meta::namespace(p).unwrap_or_default().to_string(),
-            meta::name(p).unwrap_or_default().to_string(),
-        )
-    };
+    let key = State::key_of;
     let everything = match changes {
         Changes::All => true,
         // A Pod gone may free a topology domain for a Pod its anti-affinity kept out (when

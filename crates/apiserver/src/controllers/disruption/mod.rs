@@ -112,12 +112,7 @@ fn affected(
     now: jiff::Timestamp,
 ) -> BTreeSet<(String, String)> {
     let gr = GroupResource::new("policy", "poddisruptionbudgets");
-    let key = |o: &Value| {
-        (
-            meta::namespace(o).unwrap_or_default().to_string(),
-            meta::name(o).unwrap_or_default().to_string(),
-        )
-    };
+    let key = State::key_of;
     // A CustomResourceDefinition written may add or drop the scale subresource budgets read.
     let crds = GroupResource::new("apiextensions.k8s.io", "customresourcedefinitions");
     let events = match changes {

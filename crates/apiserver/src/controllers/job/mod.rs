@@ -68,12 +68,7 @@ fn orphan_candidates(state: &State, changes: &Changes, memory: &Memory) -> Vec<(
         GroupResource::new("batch", "jobs"),
         GroupResource::new("", "pods"),
     );
-    let key = |p: &Value| {
-        (
-            meta::namespace(p).unwrap_or_default().to_string(),
-            meta::name(p).unwrap_or_default().to_string(),
-        )
-    };
+    let key = State::key_of;
     let Changes::Events(events) = changes else {
         return state
             .list(&pods_gr, None)
