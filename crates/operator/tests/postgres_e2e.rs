@@ -2409,7 +2409,21 @@ async fn a_verify_schedule_proves_the_newest_backup_and_reports_a_broken_one() {
     assert_eq!(notified["verify_data"]["backup"], label.as_str());
     assert_eq!(notified["verify_data"]["result"], "4");
 
-    // Break the backup: remove its data files from the repository.
+    // The run to compare with is the last one recorded now that the schedule is idle: a run
+    // that started before the suspend finishes, and records its (good) result, after the one
+    // read above (issue 35: taking `verified` as "before" let that run's success pass for the
+    // run after the break).
+    let before = plane
+        .api::<PostgresCluster>()
+        .get("vf")
+        .await
+        .unwrap()
+        .status
+        .and_then(|s| s.last_verified_restore)
+        .expect("a verified restore recorded");
+    assert_eq!(before.phase, "Succeeded", "{before:?}");
+    // Break the backup: remove every file of the set but its manifest, whatever the layout
+    // (files under `pg_data/`, or bundles under `bundle/`).
     plane.kubectl(&[
         "-n",
         &plane.namespace,
@@ -2420,9 +2434,12 @@ async fn a_verify_schedule_proves_the_newest_backup_and_reports_a_broken_one() {
         "--",
         "sh",
         "-c",
-        &format!("rm -rf /pgbackrest/repo/backup/db/{label}/pg_data/base"),
+        &format!(
+            "cd /pgbackrest/repo/backup/db/{label} && \
+             find . -mindepth 1 -maxdepth 1 ! -name 'backup.manifest*' -exec rm -rf {{}} + && \
+             test -z \"$(find . -type f ! -name 'backup.manifest*')\""
+        ),
     ]);
-    let before = verified.finished_at.clone();
     plane
         .patch_spec::<Schedule>("prove", serde_json::json!({"suspend": false}))
         .await;
@@ -2435,7 +2452,7 @@ async fn a_verify_schedule_proves_the_newest_backup_and_reports_a_broken_one() {
                 c.status
                     .as_ref()
                     .and_then(|s| s.last_verified_restore.as_ref())
-                    .is_some_and(|v| v.finished_at != before)
+                    .is_some_and(|v| v.run != before.run)
             },
         )
         .await;

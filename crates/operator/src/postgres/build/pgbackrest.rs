@@ -769,6 +769,7 @@ pub fn restore_job(
             node_selector,
             affinity,
             target_args,
+            delta: true,
         },
     )
 }
@@ -802,6 +803,7 @@ where
             node_selector: cluster.pod_template.node_selector.clone(),
             affinity: node_affinity_of(cluster),
             target_args: vec![format!("--set={label}"), "--archive-mode=off".into()],
+            delta: false,
         },
     )?;
     job.metadata.labels = Some(labels.clone());
@@ -829,6 +831,7 @@ pub fn clone_job(owner: &PostgresCluster, cluster: &ValidatedPostgresCluster) ->
             node_selector: cluster.pod_template.node_selector.clone(),
             affinity: node_affinity_of(cluster),
             target_args: args,
+            delta: true,
         },
     )?;
     if let Some(spec) = job.spec.as_mut() {
@@ -847,6 +850,11 @@ struct RestoreInto {
     node_selector: BTreeMap<String, String>,
     affinity: Option<Affinity>,
     target_args: Vec<String>,
+    /// `--delta`: keep what a claim already holds where its checksum matches (a re-run restore
+    /// on the cluster's own claims). A verify restores into a new, empty claim without it, so
+    /// pgBackRest reads every file of the backup from the repository (and refuses a claim
+    /// that is not empty): a proof that cannot pass on files that did not come from the backup.
+    delta: bool,
 }
 
 /// The node part of the instances' affinity (`nodeLabel`, the template's node affinity).
@@ -870,8 +878,10 @@ where
         "pgbackrest".to_owned(),
         format!("--config={}", what.config),
         format!("--stanza={STANZA}"),
-        "--delta".to_owned(),
     ];
+    if what.delta {
+        command.push("--delta".to_owned());
+    }
     command.extend(what.target_args);
     command.push("restore".into());
     let mut volumes = what.volumes;

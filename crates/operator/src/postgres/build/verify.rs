@@ -175,6 +175,9 @@ mod tests {
             command.contains(&"--archive-mode=off".to_owned()),
             "{command:?}"
         );
+        // Every file of the set is read from the repository: no delta restore, which would
+        // keep whatever a claim already held where its checksum matched.
+        assert!(!command.contains(&"--delta".to_owned()), "{command:?}");
 
         let pod = pod(&cluster, &valid, "prove-1", &labels).unwrap();
         assert_eq!(pod.metadata.labels.as_ref(), Some(&labels));
