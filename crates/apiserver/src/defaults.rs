@@ -49,6 +49,7 @@ pub fn on_create(def: &ResourceDef, obj: &mut Value, ips: &mut Allocator<'_>) ->
             causes
         }
         "Secret" => {
+            secret_string_data(obj);
             default_str(obj, "type", "Opaque");
             Vec::new()
         }
@@ -94,6 +95,7 @@ pub fn on_update(
         "Pod" => pod(obj),
         "Service" => service(obj, Some(old), ips),
         "Secret" => {
+            secret_string_data(obj);
             default_str(obj, "type", "Opaque");
             Vec::new()
         }
@@ -150,6 +152,34 @@ fn default_toleration_seconds(obj: &mut Value) {
     }
     if tolerations.len() != before {
         meta::set_path(obj, "spec.tolerations", Value::Array(tolerations));
+    }
+}
+
+/// A Secret's `stringData` is write-only: the real server's conversion to the internal
+/// version (`Convert_v1_Secret_To_core_Secret`) merges it into `data`, base64-encoded, a
+/// `stringData` key winning over a `data` key of the same name, and the field is never stored
+/// or returned. Done on every write (create, update, every patch type and apply), since each
+/// reaches here with the whole object.
+fn secret_string_data(obj: &mut Value) {
+    use base64::Engine;
+    let Some(Value::Object(map)) = obj.as_object_mut().and_then(|o| o.remove("stringData")) else {
+        return;
+    };
+    if map.is_empty() {
+        return;
+    }
+    if !obj.get("data").is_some_and(Value::is_object) {
+        obj["data"] = json!({});
+    }
+    if let Some(Value::Object(data)) = obj.get_mut("data") {
+        for (key, value) in map {
+            let text = match value {
+                Value::String(s) => s,
+                other => other.to_string(),
+            };
+            let encoded = base64::engine::general_purpose::STANDARD.encode(text.as_bytes());
+            data.insert(key, Value::String(encoded));
+        }
     }
 }
 

@@ -384,3 +384,101 @@ async fn metadata_of_the_wrong_type_is_a_bad_request() {
     }
     env.finish().await;
 }
+
+/// A Secret's `stringData` is write-only: every write merges it into `data` (base64 on the
+/// wire, a `stringData` key winning over a `data` key of the same name), and no read returns
+/// it — on create, update, each patch type and server-side apply (issue 34).
+#[tokio::test]
+async fn secret_string_data_is_merged_into_data_on_every_write() {
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::Secret;
+    let env = env("stringdata").await;
+    let api: Api<Secret> = env.api();
+    let value = |s: &Secret, key: &str| {
+        assert!(s.string_data.is_none(), "stringData returned: {s:?}");
+        s.data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+    };
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "s1"},
+        "data": {"a": "b2xk", "keep": "a2VwdA=="},
+        "stringData": {"a": "new", "b": "hello"},
+    }))
+    .unwrap();
+    let created = api.create(&PostParams::default(), &secret).await.unwrap();
+    for s in [&created, &api.get("s1").await.unwrap()] {
+        assert_eq!(value(s, "a").as_deref(), Some("new"), "stringData wins");
+        assert_eq!(value(s, "b").as_deref(), Some("hello"));
+        assert_eq!(value(s, "keep").as_deref(), Some("kept"));
+        assert_eq!(s.type_.as_deref(), Some("Opaque"));
+    }
+
+    let mut update = created.clone();
+    update.string_data = Some([("c".to_owned(), "put".to_owned())].into());
+    update
+        .data
+        .get_or_insert_default()
+        .insert("d".into(), ByteString(b"raw".to_vec()));
+    let updated = api
+        .replace("s1", &PostParams::default(), &update)
+        .await
+        .unwrap();
+    assert_eq!(value(&updated, "c").as_deref(), Some("put"));
+    assert_eq!(value(&updated, "d").as_deref(), Some("raw"));
+    assert_eq!(value(&updated, "a").as_deref(), Some("new"));
+
+    let patches = [
+        ("merge", Patch::Merge(json!({"stringData": {"e": "merge"}}))),
+        (
+            "strategic",
+            Patch::Strategic(json!({"stringData": {"f": "strategic"}})),
+        ),
+        (
+            "json",
+            Patch::Json(
+                serde_json::from_value(
+                    json!([{"op": "add", "path": "/stringData", "value": {"g": "json"}}]),
+                )
+                .unwrap(),
+            ),
+        ),
+    ];
+    for (kind, patch) in patches {
+        let patched = api
+            .patch("s1", &PatchParams::default(), &patch)
+            .await
+            .unwrap();
+        let key = match kind {
+            "merge" => "e",
+            "strategic" => "f",
+            _ => "g",
+        };
+        assert_eq!(value(&patched, key).as_deref(), Some(kind), "{kind} patch");
+        assert_eq!(
+            value(&patched, "b").as_deref(),
+            Some("hello"),
+            "{kind} patch"
+        );
+    }
+
+    let applied = api
+        .patch(
+            "s2",
+            &PatchParams::apply("conformance"),
+            &Patch::Apply(json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "s2"},
+                "stringData": {"password": "applied"},
+            })),
+        )
+        .await
+        .unwrap();
+    assert_eq!(value(&applied, "password").as_deref(), Some("applied"));
+    let listed = api.list(&ListParams::default()).await.unwrap();
+    for s in &listed.items {
+        assert!(s.string_data.is_none(), "stringData listed: {s:?}");
+    }
+    env.finish().await;
+}

@@ -116,17 +116,13 @@ pub async fn fetch(client: &Client, pod: &Pod) -> Result<Objects, kube::Error> {
     Ok(Objects { namespace, found })
 }
 
+/// A Secret's `data`, as a kubelet reads it (an API server folds `stringData` into it).
 fn secret_data(s: Secret) -> Data {
-    let mut out: Data = s
-        .data
+    s.data
         .unwrap_or_default()
         .into_iter()
         .map(|(k, v)| (k, v.0))
-        .collect();
-    for (k, v) in s.string_data.unwrap_or_default() {
-        out.insert(k, v.into_bytes());
-    }
-    out
+        .collect()
 }
 
 fn config_map_data(c: ConfigMap) -> Data {

@@ -318,15 +318,16 @@ mod tests {
                 labels: Some(BTreeMap::from([(USER_LABEL.to_owned(), "true".to_owned())])),
                 ..Default::default()
             },
-            // `data`: the embedded API server does not fold `stringData` into it.
-            data: Some(
+            // Written as people write it; the API server folds `stringData` into `data`,
+            // which is all the watch reads.
+            string_data: Some(
                 [
                     ("username", user.to_owned()),
                     ("password-hash", hash_password(password).unwrap()),
                     ("roles", roles.to_owned()),
                 ]
                 .into_iter()
-                .map(|(k, v)| (k.to_owned(), k8s_openapi::ByteString(v.into_bytes())))
+                .map(|(k, v)| (k.to_owned(), v))
                 .collect(),
             ),
             ..Default::default()

@@ -166,22 +166,16 @@ pub fn replication_secret(
     )
 }
 
-/// The value of `key` in a Secret read back from the API (`data`, or `stringData` of a Secret
-/// not yet stored). `None` when it is missing or not UTF-8.
+/// The value of `key` in a Secret read back from the API (`data`: an API server folds a
+/// written `stringData` into it and never returns `stringData`). `None` when it is missing or
+/// not UTF-8.
 pub fn key_of(secret: &Secret, key: &str) -> Option<Password> {
-    let from_data = secret
+    secret
         .data
         .as_ref()
         .and_then(|d| d.get(key))
-        .and_then(|b| String::from_utf8(b.0.clone()).ok());
-    let from_string_data = || {
-        secret
-            .string_data
-            .as_ref()
-            .and_then(|d| d.get(key))
-            .cloned()
-    };
-    from_data.or_else(from_string_data).map(Password)
+        .and_then(|b| String::from_utf8(b.0.clone()).ok())
+        .map(Password)
 }
 
 /// The password in a credential Secret read back from the API. `None` when it is missing,
@@ -267,12 +261,22 @@ mod tests {
         assert!(replication_secret(&owner, &v, &Password::new("x")).is_none());
         let mut secret = Secret::default();
         assert_eq!(password_of(&secret), None);
-        secret.string_data = Some(BTreeMap::from([(PASSWORD_KEY.to_owned(), "pw".to_owned())]));
+        let data = |v: &str| {
+            Some(BTreeMap::from([(
+                PASSWORD_KEY.to_owned(),
+                k8s_openapi::ByteString(v.as_bytes().to_vec()),
+            )]))
+        };
+        secret.data = data("pw");
         assert_eq!(
             password_of(&secret).map(|p| p.expose().to_owned()),
             Some("pw".into())
         );
-        secret.string_data = Some(BTreeMap::from([(PASSWORD_KEY.to_owned(), String::new())]));
+        secret.data = data("");
+        assert_eq!(password_of(&secret), None);
+        // `stringData` is what a client writes, never what an API server returns.
+        secret.data = None;
+        secret.string_data = Some(BTreeMap::from([(PASSWORD_KEY.to_owned(), "pw".to_owned())]));
         assert_eq!(password_of(&secret), None);
     }
 }
