@@ -12,7 +12,9 @@ pub mod policy;
 pub mod postgres;
 pub mod schedule;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+};
 use kube::CustomResourceExt;
 
 /// The API group of every Steward kind.
@@ -22,7 +24,7 @@ pub const VERSION: &str = "v1alpha1";
 
 /// Every CRD Steward serves, in a stable order (the order of `deploy/crds/steward.dev.yaml`).
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![
+    let mut crds = vec![
         etcd::EtcdCluster::crd(),
         etcd::EtcdPeer::crd(),
         postgres::PostgresCluster::crd(),
@@ -31,5 +33,53 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         schedule::Schedule::crd(),
         policy::PostgresPolicy::crd(),
         cratedb::CrateCluster::crd(),
-    ]
+    ];
+    for crd in &mut crds {
+        for version in &mut crd.spec.versions {
+            if let Some(schema) = version
+                .schema
+                .as_mut()
+                .and_then(|s| s.open_api_v3_schema.as_mut())
+            {
+                known_formats(schema);
+            }
+        }
+    }
+    crds
+}
+
+/// The integer formats a Kubernetes API server knows are `int32` and `int64` (it warns
+/// `unrecognized format` on any other, on every apply of the CRD). schemars writes `uint32` and
+/// `uint64` for unsigned fields, with `minimum: 0`: a `uint32` becomes `int64` (every value
+/// fits), a `uint64` loses its format (the minimum stays).
+fn known_formats(schema: &mut JSONSchemaProps) {
+    schema.format = match schema.format.take().as_deref() {
+        Some("uint32") => Some("int64".to_owned()),
+        Some("uint64" | "uint" | "uint8" | "uint16" | "int8" | "int16") => None,
+        other => other.map(str::to_owned),
+    };
+    let children = schema
+        .properties
+        .iter_mut()
+        .flat_map(|p| p.values_mut())
+        .chain(schema.items.iter_mut().flat_map(|i| match i {
+            JSONSchemaPropsOrArray::Schema(s) => std::slice::from_mut(s.as_mut()),
+            JSONSchemaPropsOrArray::Schemas(v) => v.as_mut_slice(),
+        }))
+        .chain(
+            schema
+                .additional_properties
+                .iter_mut()
+                .filter_map(|a| match a {
+                    JSONSchemaPropsOrBool::Schema(s) => Some(s.as_mut()),
+                    JSONSchemaPropsOrBool::Bool(_) => None,
+                }),
+        )
+        .chain(schema.all_of.iter_mut().flatten())
+        .chain(schema.any_of.iter_mut().flatten())
+        .chain(schema.one_of.iter_mut().flatten())
+        .chain(schema.not.iter_mut().map(|n| n.as_mut()));
+    for child in children {
+        known_formats(child);
+    }
 }

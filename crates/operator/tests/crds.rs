@@ -21,6 +21,76 @@ fn committed_crds_are_current() {
     );
 }
 
+/// Every `format` in the CRDs is one a Kubernetes API server recognises (apiextensions'
+/// supported formats); any other is warned about (`unrecognized format "uint64"`) on every
+/// apply of the CRDs to a real server.
+#[test]
+fn every_schema_format_is_one_kubernetes_knows() {
+    const KNOWN: &[&str] = &[
+        "int32",
+        "int64",
+        "float",
+        "double",
+        "byte",
+        "date",
+        "date-time",
+        "datetime",
+        "duration",
+        "password",
+        "uri",
+        "email",
+        "hostname",
+        "ipv4",
+        "ipv6",
+        "cidr",
+        "mac",
+        "uuid",
+        "uuid3",
+        "uuid4",
+        "uuid5",
+        "bsonobjectid",
+        "isbn",
+        "isbn10",
+        "isbn13",
+        "creditcard",
+        "ssn",
+        "hexcolor",
+        "rgbcolor",
+    ];
+    fn formats(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                if let Some(serde_json::Value::String(f)) = m.get("format") {
+                    out.push(f.clone());
+                }
+                // `format` is also the name of a property: look inside `properties` too.
+                m.values().for_each(|c| formats(c, out));
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|c| formats(c, out)),
+            _ => {}
+        }
+    }
+    let mut seen = Vec::new();
+    for crd in steward_api::crds() {
+        for version in &crd.spec.versions {
+            let schema = serde_json::to_value(&version.schema).unwrap();
+            formats(&schema["openAPIV3Schema"], &mut seen);
+        }
+    }
+    assert!(
+        seen.iter().any(|f| f == "int64"),
+        "formats are kept: {seen:?}"
+    );
+    let unknown: Vec<&String> = seen
+        .iter()
+        .filter(|f| !KNOWN.contains(&f.as_str()))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "formats Kubernetes does not know: {unknown:?}"
+    );
+}
+
 #[test]
 fn every_kind_has_short_names_printer_columns_and_a_status_subresource() {
     for crd in steward_api::crds() {
