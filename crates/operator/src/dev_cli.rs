@@ -263,12 +263,16 @@ async fn status(dir: &Path) -> anyhow::Result<()> {
     for c in clusters.list(&ListParams::default()).await?.items {
         let s = c.status.unwrap_or_default();
         println!(
-            "EtcdCluster {}/{}: {}/{} ready members, quorate={:?}",
+            "EtcdCluster {}/{}: {}/{} ready members, {}",
             c.metadata.namespace.unwrap_or_default(),
             c.metadata.name.unwrap_or_default(),
             s.ready_members,
             c.spec.replicas,
-            s.quorate
+            match s.quorate {
+                Some(true) => "quorum held",
+                Some(false) => "quorum LOST",
+                None => "quorum not known yet",
+            }
         );
     }
     let clusters: Api<PostgresCluster> = Api::all(client.clone());
