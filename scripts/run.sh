@@ -6,18 +6,24 @@
 # a real three-member etcd cluster, a real PostgreSQL primary with two streaming replicas, and a
 # CrateDB cluster of 3 masters and two data sets on the CrateDB stand-in (CrateDB cannot run
 # here; docs/cratedb-standin.md). Needs root (the node agent gives
-# each container its own mount namespace). Stop it with `target/release/steward dev down`.
+# each container its own mount namespace). Stop it with `target/release-fast/steward dev down`.
+#
+# The build uses the `release-fast` profile (Cargo.toml: no whole-program LTO, parallel codegen
+# units): what is shipped and benchmarked is the `release` profile, which takes far longer to
+# build on a small machine (docs/performance.md, "A newcomer's first run").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/prereqs.sh
 # The node agent runs the CrateDB stand-in for CrateDB images, found next to the steward binary.
-cargo build --locked --release -p steward-operator -p steward-cratedb-standin
-./target/release/steward dev up -f examples/etcd-cluster.yaml -f examples/postgres-cluster.yaml \
+cargo build --locked --profile release-fast -p steward-operator -p steward-cratedb-standin \
+  --bin steward --bin cratedb-standin
+bin=./target/release-fast
+$bin/steward dev up -f examples/etcd-cluster.yaml -f examples/postgres-cluster.yaml \
   -f examples/cratedb-cluster.yaml "$@"
 echo "==> waiting for the example clusters (etcd, PostgreSQL, CrateDB)"
 for _ in $(seq 1 120); do
-  status="$(./target/release/steward dev status)"
+  status="$($bin/steward dev status)"
   if grep -q "example: 3/3 ready members" <<<"$status" &&
     grep -q "demo-pg: 3/3 ready instances" <<<"$status" &&
     grep -q "demo-crate: 7/7 nodes in the cluster, health=GREEN, bootstrapped=true" <<<"$status"; then
@@ -25,7 +31,7 @@ for _ in $(seq 1 120); do
   fi
   sleep 1
 done
-./target/release/steward dev status
+$bin/steward dev status
 echo "kubectl: export KUBECONFIG=$PWD/.steward/dev/kubeconfig; kubectl get etcd,etcdpeers,pg,crate,pods"
-echo "CLI:     ./target/release/steward show cluster   (settings: .steward/dev/cli.yaml; docs/api.md)"
-echo "stop:    ./target/release/steward dev down"
+echo "CLI:     $bin/steward show cluster   (settings: .steward/dev/cli.yaml; docs/api.md)"
+echo "stop:    $bin/steward dev down"
