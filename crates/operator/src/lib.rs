@@ -14,6 +14,7 @@ pub mod crd;
 pub mod dev;
 pub mod dev_identity;
 pub mod embedded;
+pub mod engines;
 pub mod error;
 pub mod etcd;
 pub mod metrics;

@@ -29,7 +29,7 @@ use super::clusters::{Engine, postgres};
 use super::cratedb;
 use super::server::{ApiError, ApiJson, ApiState};
 use crate::clock::format_time;
-use crate::postgres::build::secrets::generate_password;
+use crate::resources::secrets::generate_password;
 
 /// The label on the Secrets the API created for users (and so may delete with them).
 pub const API_MANAGED_LABEL: &str = "steward.dev/api-managed";

@@ -7,6 +7,7 @@
 pub mod admin;
 pub mod build;
 pub mod controller;
+pub mod engine;
 pub mod names;
 pub mod plan;
 pub mod steps;
@@ -98,8 +99,8 @@ impl Pass for CratePass {
 
 impl CratePass {
     /// The CrateDB channels (real, or the model in tests).
-    pub fn channels(&self) -> Arc<dyn admin::CrateChannels> {
-        self.ctx.cratedb.clone()
+    pub fn channels(&self) -> Result<Arc<dyn admin::CrateChannels>, crate::error::Error> {
+        self.ctx.seam::<Arc<dyn admin::CrateChannels>>()
     }
 }
 

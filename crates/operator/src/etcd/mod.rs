@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod build;
 pub mod controller;
+pub mod engine;
 pub mod names;
 pub mod peer;
 pub mod steps;

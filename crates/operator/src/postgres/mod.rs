@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod build;
 pub mod controller;
+pub mod engine;
 pub mod names;
 pub mod policy;
 pub mod repository;
@@ -24,7 +25,7 @@ use steward_api::postgres::{PostgresCluster, PostgresClusterStatus};
 use crate::pipeline::{Pass, PassCore, Pipeline};
 use crate::resources::{AppliedSet, Applier};
 use crate::runtime::context::Context;
-use admin::{ConnectionTarget, PgAdminError, PostgresAdmin};
+use admin::{ConnectionTarget, PgAdminError, PostgresAdmin, PostgresConnector};
 use names::{ClusterNames, PORT, SUPERUSER};
 use topology::InstanceView;
 use validate::ValidatedPostgresCluster;
@@ -160,10 +161,23 @@ impl PostgresPass {
         let target = self
             .target(ip)
             .ok_or_else(|| PgAdminError::Unavailable("credentials not read yet".into()))?;
-        self.ctx
-            .postgres
+        self.connector()
+            .map_err(|e| PgAdminError::Unavailable(e.to_string()))?
             .connect(&target, self.ctx.database_timeout)
             .await
+    }
+
+    /// The PostgreSQL connector (real, or the model in tests).
+    pub fn connector(&self) -> Result<Arc<dyn PostgresConnector>, crate::error::Error> {
+        self.ctx.seam::<Arc<dyn PostgresConnector>>()
+    }
+
+    /// The pgBackRest repository reader (real, or the model in tests).
+    pub fn repository(
+        &self,
+    ) -> Result<Arc<dyn crate::postgres::repository::Repository>, crate::error::Error> {
+        self.ctx
+            .seam::<Arc<dyn crate::postgres::repository::Repository>>()
     }
 }
 

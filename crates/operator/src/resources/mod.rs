@@ -7,6 +7,7 @@ pub mod nodes;
 pub mod packed;
 pub mod passwords;
 pub mod pods;
+pub mod secrets;
 pub mod sweep;
 
 pub use apply::{AppliedSet, Applier};

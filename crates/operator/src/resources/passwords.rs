@@ -12,7 +12,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::Store;
 
 use crate::error::Error;
-use crate::postgres::build::secrets::key_of;
+use crate::resources::secrets::key_of;
 use crate::resources::{Labels, child_meta};
 use crate::runtime::stores::cached_or_get;
 
@@ -27,7 +27,7 @@ pub enum UserSecret {
         /// The Secret's version.
         version: Option<String>,
         /// The clear-text password; never logged.
-        password: crate::postgres::build::secrets::Password,
+        password: crate::resources::secrets::Password,
     },
     /// The Secret does not exist.
     Missing(String),

@@ -17,12 +17,8 @@ use steward_api::common::{CommonStatus, TimeoutOverrides, condition_types};
 use crate::clock::Clock;
 use crate::config::TimeoutArgs;
 use crate::error::{Error, Result};
-use crate::etcd::admin::EtcdConnector;
-use crate::etcd::admin::client::GrpcConnector;
 use crate::metrics::Metrics;
 use crate::pipeline::{Effect, EventType, PassCore, PassReport};
-use crate::postgres::admin::PostgresConnector;
-use crate::postgres::admin::client::PgConnector;
 use crate::webhook::WebhookSender;
 
 /// The field manager of status writes.
@@ -38,24 +34,6 @@ pub const UNSCHEDULABLE_RESYNC: Duration = Duration::from_secs(300);
 pub trait ClusterStatus {
     /// The common part (conditions, operation, generations).
     fn common(&self) -> &CommonStatus;
-}
-
-impl ClusterStatus for steward_api::etcd::EtcdClusterStatus {
-    fn common(&self) -> &CommonStatus {
-        &self.common
-    }
-}
-
-impl ClusterStatus for steward_api::postgres::PostgresClusterStatus {
-    fn common(&self) -> &CommonStatus {
-        &self.common
-    }
-}
-
-impl ClusterStatus for steward_api::cratedb::CrateClusterStatus {
-    fn common(&self) -> &CommonStatus {
-        &self.common
-    }
 }
 
 /// The pass's next look: its own, unless nothing runs because the scheduler cannot place the
@@ -101,15 +79,10 @@ pub struct Context {
     /// What the controllers' appliers applied last (they skip unchanged applies of cached
     /// kinds).
     pub applied: crate::resources::apply::AppliedMemo,
-    /// Opens etcd admin sessions (real gRPC, or the model in tests).
-    pub etcd: Arc<dyn EtcdConnector>,
-    /// Opens PostgreSQL admin sessions (real `tokio-postgres`, or the model in tests).
-    pub postgres: Arc<dyn PostgresConnector>,
-    /// Reads pgBackRest repositories (`pods/exec` into the repository host, or the model in
-    /// tests).
-    pub pgbackrest: Arc<dyn crate::postgres::repository::Repository>,
-    /// Reaches CrateDB nodes (HTTP, PostgreSQL wire, `crash` over exec; the model in tests).
-    pub cratedb: Arc<dyn crate::cratedb::admin::CrateChannels>,
+    /// The engines' admin seams (database clients), each under a type of its engine's: the
+    /// production clients, put there by each engine ([`super::engine::Engine::install_seams`]),
+    /// or models in tests. The runtime names none of them.
+    pub seams: http::Extensions,
     /// The newest `resourceVersion` this operator knows of each cluster object, by uid: what
     /// its last status write returned, or its last fresh read. See [`Self::fresh`].
     known_versions: Arc<Mutex<HashMap<String, String>>>,
@@ -145,17 +118,25 @@ impl Context {
             max_concurrent_reconciles: 0,
             own_namespace: "steward-system".into(),
             applied: crate::resources::apply::AppliedMemo::default(),
-            etcd: Arc::new(GrpcConnector),
-            postgres: Arc::new(PgConnector),
-            pgbackrest: Arc::new(crate::postgres::repository::exec::ExecRepository::new(
-                client.clone(),
-            )),
-            cratedb: Arc::new(crate::cratedb::admin::client::RealChannels::new(
-                client.clone(),
-                Duration::from_secs(10),
-            )),
+            seams: {
+                let mut seams = http::Extensions::new();
+                for engine in crate::engines::all() {
+                    engine.install_seams(&client, &mut seams);
+                }
+                seams
+            },
             known_versions: Arc::default(),
         }
+    }
+
+    /// The admin seam of type `T` an engine installed ([`Self::seams`]).
+    pub fn seam<T: Clone + Send + Sync + 'static>(&self) -> Result<T> {
+        self.seams
+            .get::<T>()
+            .cloned()
+            .ok_or_else(|| Error::Internal {
+                message: format!("no admin seam {} installed", std::any::type_name::<T>()),
+            })
     }
 
     /// The configuration of every engine controller: at most

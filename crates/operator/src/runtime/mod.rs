@@ -335,7 +335,7 @@ const CONTROLLER_GRACE: Duration = Duration::from_secs(5);
 /// graceful shutdown waits for its cache to be ready before it lets the runner end, so a stop
 /// that comes before a cache's first list completes (a SIGTERM right after winning the Lease)
 /// would wait forever. Dropping the controller cancels its passes.
-async fn logged(
+pub(crate) async fn logged(
     name: &'static str,
     stop: CancellationToken,
     controller: impl std::future::Future<Output = ()>,
@@ -360,13 +360,15 @@ async fn logged(
 const CACHE_FILL: Duration = Duration::from_secs(30);
 
 /// Waits until every cache of `filling` holds its first list, [`CACHE_FILL`] at most (then
-/// names the ones still empty); `false` when `stop` came first.
-async fn caches_filled(
-    filling: [(&'static str, BoxFuture<'_, Result<(), WriterDropped>>); 8],
+/// names the ones still empty); `false` when `stop` came first. Engines call it for caches of
+/// their own kinds too.
+pub(crate) async fn caches_filled(
+    filling: Vec<(&'static str, BoxFuture<'_, Result<(), WriterDropped>>)>,
     stop: &CancellationToken,
 ) -> bool {
     let started = std::time::Instant::now();
-    let mut empty: Vec<&str> = filling.iter().map(|(kind, _)| *kind).collect();
+    let kinds: Vec<&str> = filling.iter().map(|(kind, _)| *kind).collect();
+    let mut empty = kinds.clone();
     let mut pending: Vec<BoxFuture<'_, &str>> = filling
         .into_iter()
         .map(|(kind, ready)| {
@@ -389,7 +391,7 @@ async fn caches_filled(
                 tracing::warn!(
                     waited_s = CACHE_FILL.as_secs(),
                     empty = %empty.join(", "),
-                    "shared caches without their first list (see their watch errors); \
+                    "caches without their first list (see their watch errors); \
                      starting the controllers anyway"
                 );
                 return true;
@@ -398,40 +400,48 @@ async fn caches_filled(
         }
     }
     tracing::info!(
+        kinds = %kinds.join(", "),
         took_ms = started.elapsed().as_millis() as u64,
-        "shared caches filled"
+        "caches filled"
     );
     true
 }
 
-/// Builds the shared caches and runs every engine's controllers until `stop` is cancelled.
-async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
+/// The shared caches, with as many subscriptions to each kind as the engines' [`engine::Wakes`]
+/// add up to, handed out to the engines in their order.
+fn start_shared_caches(
+    ctx: &Arc<Context>,
+    wakes: &[engine::Wakes],
+    stop: &CancellationToken,
+) -> (engine::SharedCaches, Vec<engine::Subscriptions>) {
     use crate::resources::packed::CachedMeta;
-    use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
-    use steward_api::etcd::EtcdPeer;
-    tokio::spawn({
-        let (recorder, stop) = (ctx.recorder.clone(), stop.clone());
-        async move { recorder.forget_while_idle(stop).await }
-    });
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret, Service};
+    let total = |f: fn(&engine::Wakes) -> usize| wakes.iter().map(f).sum::<usize>();
     // Services and claims: metadata only (Services are applied and swept by their labels; of a
     // claim steps read its UID, deletion and annotations), labels and annotations packed, like
-    // Pods' (`resources::packed`). Peers without labels: a peer names its cluster in its spec.
-    // One subscription per controller a kind wakes: Services wake the etcd, CrateDB and
-    // PostgreSQL controllers, Pods the etcd peer, CrateDB and PostgreSQL controllers, peers the
-    // etcd cluster and peer controllers.
-    let (services, [services_etcd, services_cratedb, services_postgres]) =
-        stores::shared::<CachedMeta<Service>, 3>(&ctx, stores::slim, stop.clone());
-    let (pods, [pods_peer, pods_cratedb, pods_postgres]) =
-        stores::shared::<crate::resources::pods::CachedPod, 3>(&ctx, stores::slim, stop.clone());
+    // Pods' (`resources::packed`). One subscription per controller a kind wakes.
+    let (services, mut services_subs) = stores::shared::<CachedMeta<Service>>(
+        ctx,
+        stores::slim,
+        total(|w| w.services),
+        stop.clone(),
+    );
+    let (pods, mut pods_subs) = stores::shared::<crate::resources::pods::CachedPod>(
+        ctx,
+        stores::slim,
+        total(|w| w.pods),
+        stop.clone(),
+    );
     // Claims are read from the cache only: no controller watches them through it.
     let claims =
         stores::cached::<CachedMeta<PersistentVolumeClaim>>(ctx.watched_api(), stop.clone());
-    let (peers, [peers_etcd, peers_peer]) =
-        stores::shared::<EtcdPeer, 2>(&ctx, stores::unlabelled, stop.clone());
-    let (statefulsets, [statefulsets_cratedb]) = stores::shared::<
-        k8s_openapi::api::apps::v1::StatefulSet,
-        1,
-    >(&ctx, stores::slim, stop.clone());
+    let (statefulsets, mut statefulsets_subs) =
+        stores::shared::<k8s_openapi::api::apps::v1::StatefulSet>(
+            ctx,
+            stores::slim,
+            total(|w| w.statefulsets),
+            stop.clone(),
+        );
     // Kinds only applied, never read: their metadata, so unchanged applies can be skipped.
     let budgets = stores::metadata::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(
         ctx.watched_api(),
@@ -440,126 +450,101 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     let config_maps =
         stores::metadata::<k8s_openapi::api::core::v1::ConfigMap>(ctx.watched_api(), stop.clone());
     // Steward's Secrets are read by name, for their data only.
-    let secrets = stores::cached_with::<k8s_openapi::api::core::v1::Secret>(
-        ctx.watched_api(),
-        stores::unlabelled,
+    let secrets =
+        stores::cached_with::<Secret>(ctx.watched_api(), stores::unlabelled, stop.clone());
+    let (user_secrets, mut user_secrets_subs) = stores::labelled::<Secret>(
+        ctx,
+        crate::resources::passwords::USER_PASSWORD_LABEL,
+        total(|w| w.user_secrets),
         stop.clone(),
     );
-    let (user_secrets, [user_secrets_cratedb, user_secrets_postgres]) =
-        stores::labelled::<k8s_openapi::api::core::v1::Secret, 2>(
-            &ctx,
-            crate::postgres::names::USER_PASSWORD_LABEL,
-            stop.clone(),
-        );
-    let (nodes, node_events) = stores::nodes(ctx.client.clone(), stop.clone());
-    let backups = stores::watched::<steward_api::pgbackrest::PostgresBackup>(&ctx, stop.clone());
-    let restores = stores::watched::<steward_api::pgbackrest::PostgresRestore>(&ctx, stop.clone());
-    let policies = stores::watched::<steward_api::policy::PostgresPolicy>(&ctx, stop.clone());
-    // The first passes see the children that exist (an operator restarted over many clusters
-    // would otherwise create, read or apply what it already has).
-    let filling = [
-        ("Services", services.wait_until_ready().boxed()),
-        ("Pods", pods.wait_until_ready().boxed()),
-        ("PersistentVolumeClaims", claims.wait_until_ready().boxed()),
-        ("EtcdPeers", peers.wait_until_ready().boxed()),
-        ("StatefulSets", statefulsets.wait_until_ready().boxed()),
-        ("PodDisruptionBudgets", budgets.wait_until_ready().boxed()),
-        ("ConfigMaps", config_maps.wait_until_ready().boxed()),
-        ("Secrets", secrets.wait_until_ready().boxed()),
-    ];
-    if !caches_filled(filling, &stop).await {
-        return;
+    let (nodes, mut nodes_subs) =
+        stores::nodes(ctx.client.clone(), total(|w| w.nodes), stop.clone());
+    fn take<T>(from: &mut Vec<T>, n: usize) -> Vec<T> {
+        from.drain(..n.min(from.len())).collect()
     }
-    let etcd = crate::etcd::EtcdStores {
+    let handed = wakes
+        .iter()
+        .map(|w| engine::Subscriptions {
+            services: take(&mut services_subs, w.services),
+            pods: take(&mut pods_subs, w.pods),
+            statefulsets: take(&mut statefulsets_subs, w.statefulsets),
+            user_secrets: take(&mut user_secrets_subs, w.user_secrets),
+            nodes: take(&mut nodes_subs, w.nodes),
+        })
+        .collect();
+    let shared = engine::SharedCaches {
         services,
         pods,
         claims,
-        peers,
-        nodes: nodes.clone(),
-        budgets: budgets.clone(),
-    };
-    let cratedb = crate::cratedb::CrateStores {
-        services: etcd.services.clone(),
-        pods: etcd.pods.clone(),
         statefulsets,
-        budgets: budgets.clone(),
-        secrets: secrets.clone(),
-        user_secrets: user_secrets.clone(),
-    };
-    let postgres = crate::postgres::PostgresStores {
-        services: etcd.services.clone(),
-        pods: etcd.pods.clone(),
-        claims: etcd.claims.clone(),
-        nodes,
-        backups: backups.0,
-        restores: restores.0,
-        policies: policies.0,
         budgets,
         config_maps,
         secrets,
         user_secrets,
+        nodes,
     };
-    tokio::join!(
-        logged(
-            "etcd",
-            stop.clone(),
-            crate::etcd::controller::run(
-                ctx.clone(),
-                etcd.clone(),
-                services_etcd,
-                peers_etcd,
-                stop.clone()
-            )
+    (shared, handed)
+}
+
+/// Builds the shared caches and runs every engine's controllers (`crate::engines::all`) and
+/// the scheduler's until `stop` is cancelled.
+async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
+    tokio::spawn({
+        let (recorder, stop) = (ctx.recorder.clone(), stop.clone());
+        async move { recorder.forget_while_idle(stop).await }
+    });
+    let engines = crate::engines::all();
+    let wakes: Vec<engine::Wakes> = engines.iter().map(|e| e.wakes()).collect();
+    let (shared, handed) = start_shared_caches(&ctx, &wakes, &stop);
+    // The first passes see the children that exist (an operator restarted over many clusters
+    // would otherwise create, read or apply what it already has).
+    let filling = vec![
+        ("Services", shared.services.wait_until_ready().boxed()),
+        ("Pods", shared.pods.wait_until_ready().boxed()),
+        (
+            "PersistentVolumeClaims",
+            shared.claims.wait_until_ready().boxed(),
         ),
-        logged(
-            "etcd-peer",
-            stop.clone(),
-            crate::etcd::peer::run(ctx.clone(), etcd, peers_peer, pods_peer, stop.clone())
+        (
+            "StatefulSets",
+            shared.statefulsets.wait_until_ready().boxed(),
         ),
+        (
+            "PodDisruptionBudgets",
+            shared.budgets.wait_until_ready().boxed(),
+        ),
+        ("ConfigMaps", shared.config_maps.wait_until_ready().boxed()),
+        ("Secrets", shared.secrets.wait_until_ready().boxed()),
+    ];
+    if !caches_filled(filling, &stop).await {
+        return;
+    }
+    let mut controllers: Vec<BoxFuture<'static, ()>> = engines
+        .iter()
+        .zip(handed)
+        .map(|(engine, subscriptions)| {
+            tracing::debug!(engine = engine.name(), "starting the engine's controllers");
+            engine.run(ctx.clone(), shared.clone(), subscriptions, stop.clone())
+        })
+        .collect();
+    controllers.push(
         logged(
             "schedule",
             stop.clone(),
-            crate::schedule::run(ctx.clone(), stop.clone())
-        ),
+            crate::schedule::run(ctx.clone(), stop.clone()),
+        )
+        .boxed(),
+    );
+    controllers.push(
         logged(
             "schedule-configmaps",
             stop.clone(),
-            crate::schedule::configmaps::run(ctx.clone(), ctx.own_namespace.clone(), stop.clone())
-        ),
-        logged(
-            "cratedb",
-            stop.clone(),
-            crate::cratedb::controller::run(
-                ctx.clone(),
-                cratedb,
-                crate::cratedb::controller::Streams {
-                    services: services_cratedb,
-                    statefulsets: statefulsets_cratedb,
-                    pods: pods_cratedb,
-                    user_secrets: user_secrets_cratedb,
-                },
-                stop.clone()
-            )
-        ),
-        logged(
-            "postgres",
-            stop.clone(),
-            crate::postgres::controller::run(
-                ctx,
-                postgres,
-                crate::postgres::controller::Streams {
-                    services: services_postgres,
-                    pods: pods_postgres,
-                    nodes: node_events,
-                    backups: backups.1,
-                    restores: restores.1,
-                    policies: policies.1,
-                    user_secrets: user_secrets_postgres,
-                },
-                stop
-            )
-        ),
+            crate::schedule::configmaps::run(ctx.clone(), ctx.own_namespace.clone(), stop.clone()),
+        )
+        .boxed(),
     );
+    futures::future::join_all(controllers).await;
 }
 
 #[cfg(test)]

@@ -163,7 +163,44 @@ where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
     let (store, writer) = reflector::store::<K>();
-    let (fanout, subscriptions) = Fanout::new(store.clone());
+    let mut fanout = Fanout::new(store.clone());
+    let subscriptions = std::array::from_fn(|_| fanout.subscribe());
+    let changes = start(api, config, trim, writer, fanout, stop);
+    (store, changes, subscriptions)
+}
+
+/// [`subscribed`] with the number of subscriptions known at run time (one per controller of
+/// the registered engines that the kind wakes).
+fn subscribed_n<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    trim: fn(&mut K),
+    n: usize,
+    stop: CancellationToken,
+) -> (Store<K>, Arc<AtomicU64>, Vec<Subscription<K>>)
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store::<K>();
+    let mut fanout = Fanout::new(store.clone());
+    let subscriptions = (0..n).map(|_| fanout.subscribe()).collect();
+    let changes = start(api, config, trim, writer, fanout, stop);
+    (store, changes, subscriptions)
+}
+
+/// Drives the watch of `api` into `writer` ([`drive`]); returns the counter of the events it
+/// applied.
+fn start<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    trim: fn(&mut K),
+    writer: reflector::store::Writer<K>,
+    fanout: Fanout<K>,
+    stop: CancellationToken,
+) -> Arc<AtomicU64>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
     let changes = Arc::new(AtomicU64::new(0));
     drive(
         reflector::reflector(writer, watcher(api, config).default_backoff().modify(trim)),
@@ -171,7 +208,7 @@ where
         fanout,
         stop,
     );
-    (store, changes, subscriptions)
+    changes
 }
 
 /// Drops what no step reads before an object enters a cache: `managedFields` (often the
@@ -334,15 +371,20 @@ struct Fanout<K: Resource<DynamicType = ()> + 'static> {
 }
 
 impl<K: Resource<DynamicType = ()> + Clone + 'static> Fanout<K> {
-    /// `N` subscriptions to what the watch feeding `store` applies to it.
-    fn new<const N: usize>(store: Store<K>) -> (Self, [Subscription<K>; N]) {
-        let mut subscribers = Vec::with_capacity(N);
-        let subscriptions = std::array::from_fn(|_| {
-            let (tx, rx) = mpsc::channel(BUFFER);
-            subscribers.push(tx);
-            Subscription { objects: rx }
-        });
-        (Self { store, subscribers }, subscriptions)
+    /// A fanout of what the watch feeding `store` applies to it, to no one yet.
+    fn new(store: Store<K>) -> Self {
+        Self {
+            store,
+            subscribers: Vec::new(),
+        }
+    }
+
+    /// One more subscription (taken before the watch starts: a later one misses what came
+    /// before it).
+    fn subscribe(&mut self) -> Subscription<K> {
+        let (tx, rx) = mpsc::channel(BUFFER);
+        self.subscribers.push(tx);
+        Subscription { objects: rx }
     }
 
     /// Hands the objects `event` changed to every subscriber, waiting for room (a subscriber
@@ -411,13 +453,33 @@ where
 
 /// Starts a shared cache of `K` (objects labelled `managed-by=steward`, each slimmed by `trim`
 /// — [`slim`], or a kind's own that also drops the fields no step reads), driven until `stop`,
-/// with `N` [`Subscription`]s, one for each controller the kind wakes. Every subscription must
+/// with `n` [`Subscription`]s, one for each controller the kind wakes. Every subscription must
 /// be read: one that falls [`BUFFER`] objects behind holds the watch (and so every other
 /// subscriber and the cache) until it reads again; kinds only read from the cache use
 /// [`cached`]. With `K` a `PartialObjectMeta` the watch is metadata-only, and so is the cache
 /// (for kinds whose steps read only metadata: a typed object's empty spec and status structs
 /// are most of its size).
-pub fn shared<K, const N: usize>(
+pub fn shared<K>(
+    ctx: &Arc<Context>,
+    trim: fn(&mut K),
+    n: usize,
+    stop: CancellationToken,
+) -> (Indexed<K>, Vec<Subscription<K>>)
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, changes, subscriptions) = subscribed_n(ctx.watched_api(), managed(), trim, n, stop);
+    (Indexed::new(store, Some(changes)), subscriptions)
+}
+
+/// [`shared`] with `N` subscriptions known when compiled: for an engine's own kinds.
+pub fn shared_array<K, const N: usize>(
     ctx: &Arc<Context>,
     trim: fn(&mut K),
     stop: CancellationToken,
@@ -456,11 +518,12 @@ where
 /// slimmed, driven until `stop`, with a subscription for the controller those objects wake.
 /// The store holds an event's object before the subscription sees it, so a pass woken by a
 /// change reads the changed object from the store.
-pub fn labelled<K, const N: usize>(
+pub fn labelled<K>(
     ctx: &Arc<Context>,
     label: &str,
+    n: usize,
     stop: CancellationToken,
-) -> (Store<K>, [Subscription<K>; N])
+) -> (Store<K>, Vec<Subscription<K>>)
 where
     K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
         + Clone
@@ -470,11 +533,13 @@ where
         + Sync
         + 'static,
 {
-    labelled_with(ctx, watcher::Config::default().labels(label), stop)
+    let config = watcher::Config::default().labels(label);
+    let (store, _, subscriptions) = subscribed_n(ctx.watched_api(), config, slim, n, stop);
+    (store, subscriptions)
 }
 
-/// [`watched`] and [`labelled`]: a shared, slimmed cache of the `K`s `config` selects in the
-/// watched namespaces, with a subscription.
+/// [`watched`]: a shared, slimmed cache of the `K`s `config` selects in the watched
+/// namespaces, with a subscription.
 fn labelled_with<K, const N: usize>(
     ctx: &Arc<Context>,
     config: watcher::Config,
@@ -512,24 +577,26 @@ where
 }
 
 /// Starts the cluster-wide cache of Nodes (slimmed to what `resources::nodes::state` reads),
-/// driven until `stop`, with a subscription for a controller that reacts to cordons and lost
+/// driven until `stop`, with `n` subscriptions, for the controllers that react to cordons and lost
 /// Nodes. Needs `list`/`watch` on Nodes (the `steward-operator-nodes` ClusterRole); without
 /// it the watch logs the 403 and every Node counts as usable.
 pub fn nodes(
     client: kube::Client,
+    n: usize,
     stop: CancellationToken,
 ) -> (
     Store<k8s_openapi::api::core::v1::Node>,
-    Subscription<k8s_openapi::api::core::v1::Node>,
+    Vec<Subscription<k8s_openapi::api::core::v1::Node>>,
 ) {
     let config = watcher::Config::default();
-    let (store, _, [subscription]) = subscribed(
+    let (store, _, subscriptions) = subscribed_n(
         Api::all(client),
         config,
         crate::resources::nodes::slim,
+        n,
         stop,
     );
-    (store, subscription)
+    (store, subscriptions)
 }
 
 #[cfg(test)]
@@ -596,7 +663,8 @@ mod tests {
         use futures::channel::mpsc::unbounded;
         let (events, watch) = unbounded::<watcher::Result<watcher::Event<_>>>();
         let (store, writer) = reflector::store();
-        let (fanout, [subscription]) = Fanout::new(store.clone());
+        let mut fanout = Fanout::new(store.clone());
+        let subscription = fanout.subscribe();
         let changes = Arc::new(AtomicU64::new(0));
         let stop = CancellationToken::new();
         drive(
@@ -653,7 +721,8 @@ mod tests {
         use futures::channel::mpsc::unbounded;
         let (events, watch) = unbounded::<watcher::Result<watcher::Event<_>>>();
         let (store, writer) = reflector::store();
-        let (fanout, [one, two]) = Fanout::new(store.clone());
+        let mut fanout = Fanout::new(store.clone());
+        let (one, two) = (fanout.subscribe(), fanout.subscribe());
         let stop = CancellationToken::new();
         drive(
             reflector::reflector(writer, watch),

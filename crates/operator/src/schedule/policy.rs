@@ -18,8 +18,8 @@ use steward_api::schedule::{PolicySchedule, Schedule, ScheduleRun, ScheduleStatu
 use crate::clock::format_time;
 use crate::error::Error;
 use crate::postgres::admin::ConnectionTarget;
-use crate::postgres::build::secrets::{PASSWORD_KEY, USERNAME_KEY, key_of};
 use crate::postgres::names::{ClusterNames, PORT};
+use crate::resources::secrets::{PASSWORD_KEY, USERNAME_KEY, key_of};
 use crate::runtime::context::Context;
 
 /// Marks runs left `Running` by an earlier operator (a policy run ends within its reconcile)
@@ -93,8 +93,9 @@ pub async fn run(
     };
     let target = ConnectionTarget::new(ip, u16::try_from(PORT).unwrap_or(5432), user, password)
         .on_database(&options.database);
+    let connector = ctx.seam::<std::sync::Arc<dyn crate::postgres::admin::PostgresConnector>>()?;
     Ok(crate::postgres::policy::run(
-        ctx.postgres.as_ref(),
+        connector.as_ref(),
         &target,
         &sql.sql,
         Duration::from_secs(u64::from(options.timeout_seconds)),

@@ -26,12 +26,12 @@ use crate::clock::{format_time, parse_time};
 use crate::error::Error;
 use crate::pipeline::{Effect, EventType};
 use crate::postgres::admin::{ConnectionTarget, PgAdminError};
-use crate::postgres::build::secrets::{PASSWORD_KEY, key_of};
 use crate::postgres::build::{pgbackrest, verify as build};
 use crate::postgres::names::{PORT, SUPERUSER};
 use crate::postgres::steps::run_backups::termination_message;
 use crate::postgres::validate::validate;
 use crate::resources::labels::{COMPONENT, MANAGED_BY, MANAGER};
+use crate::resources::secrets::{PASSWORD_KEY, key_of};
 use crate::runtime::context::Context;
 use crate::webhook::{VerifyData, WebhookEvent, WebhookPayload, WebhookStatus};
 
@@ -304,7 +304,8 @@ async fn check(
 ) -> Result<Progress, Error> {
     let timeout = ctx.database_timeout;
     let recovering = || Progress::Waiting(format!("recovering the restored backup {backup}"));
-    let admin = match ctx.postgres.connect(target, timeout).await {
+    let connector = ctx.seam::<std::sync::Arc<dyn crate::postgres::admin::PostgresConnector>>()?;
+    let admin = match connector.connect(target, timeout).await {
         Ok(a) => a,
         // Starting, or replaying WAL without hot standby: not an answer yet.
         Err(PgAdminError::Unavailable(_)) => return Ok(recovering()),
@@ -326,8 +327,7 @@ async fn check(
         .query
         .clone()
         .unwrap_or_else(|| DEFAULT_CHECK.to_owned());
-    let checked = match ctx
-        .postgres
+    let checked = match connector
         .connect(&target.on_database(&opts.database), timeout)
         .await
     {

@@ -24,7 +24,7 @@ pub mod ops;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::postgres::build::secrets::Password;
+use crate::resources::secrets::Password;
 
 /// Why a CrateDB call failed. Messages never contain a statement or a password.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{CrateChannels, CrateError, Endpoint, Login, Rows};
 use crate::cratedb::plan::scale::CopyView;
-use crate::postgres::build::secrets::Password;
+use crate::resources::secrets::Password;
 
 /// A CrateDB string literal: `'` doubled.
 pub fn literal(text: &str) -> String {

@@ -7,7 +7,7 @@ use super::operator::Memory;
 use super::world::{Phase, World};
 use crate::cratedb::admin::ops;
 use crate::cratedb::admin::{CrateError, Login};
-use crate::postgres::build::secrets::Password;
+use crate::resources::secrets::Password;
 
 impl World {
     pub(super) fn event(&mut self) {

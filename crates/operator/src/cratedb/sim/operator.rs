@@ -12,7 +12,7 @@ use crate::cratedb::admin::{Endpoint, Login};
 use crate::cratedb::names::{MASTER_SET, SYSTEM_USER};
 use crate::cratedb::plan::restart::{self, PodView, RestartAction};
 use crate::cratedb::plan::scale::{self, DbView, ScaleAction, SetReplicas};
-use crate::postgres::build::secrets::Password;
+use crate::resources::secrets::Password;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Op {

@@ -22,7 +22,7 @@ use crate::cratedb::steps::{SOON, database, validated};
 use crate::error::Error;
 use crate::operation::{OperationRequest, Started};
 use crate::pipeline::{EventType, Outcome, SubReconciler};
-use crate::postgres::build::secrets::key_of;
+use crate::resources::secrets::key_of;
 
 /// See the module documentation.
 pub struct Bootstrap;
@@ -80,7 +80,7 @@ impl SubReconciler<CratePass> for Bootstrap {
                 "waiting for a ready master node",
             ));
         }
-        let channels = pass.channels();
+        let channels = pass.channels()?;
         let masters = pass.masters.clone();
         if !pass.status.bootstrap.license {
             if let Some(license) = &valid.license {

@@ -12,7 +12,7 @@ use crate::cratedb::admin::Login;
 use crate::cratedb::names::{ENGINE, SYSTEM_USER};
 use crate::error::Error;
 use crate::pipeline::{EventType, Outcome, SubReconciler};
-use crate::postgres::build::secrets::{Password, credential_secret, password_of};
+use crate::resources::secrets::{Password, credential_secret, password_of};
 use crate::runtime::stores::cached_or_get;
 
 /// See the module documentation.

@@ -79,7 +79,7 @@ impl SubReconciler<CratePass> for ObserveCluster {
         let Some(system) = pass.system.clone() else {
             return Ok(Outcome::Continue);
         };
-        let channels = pass.channels();
+        let channels = pass.channels()?;
         match ops::observe(channels.as_ref(), &pass.nodes, &system).await {
             Ok(observed) => {
                 pass.observed = Some(observed);

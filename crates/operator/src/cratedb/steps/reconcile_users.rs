@@ -31,8 +31,8 @@ use crate::cratedb::names::ENGINE;
 use crate::cratedb::steps::{SOON, database};
 use crate::error::Error;
 use crate::pipeline::{EventType, Outcome, SubReconciler};
-use crate::postgres::build::secrets::Password;
 use crate::resources::passwords::{self, UserSecret, user_secret};
+use crate::resources::secrets::Password;
 
 /// See the module documentation.
 pub struct ReconcileUsers;
@@ -132,7 +132,7 @@ async fn reconcile_user(
             return Ok(Ok(status));
         }
     };
-    let channels = pass.channels();
+    let channels = pass.channels()?;
     let nodes = pass.nodes.clone();
     let as_user = |p: &Password| Login {
         user: user.name.clone(),

@@ -156,7 +156,7 @@ impl SubReconciler<CratePass> for ScaleNodes {
             progress.step = progress.step.max(step);
         }
         let system = pass.system.clone();
-        let channels = pass.channels();
+        let channels = pass.channels()?;
         let nodes = pass.nodes.clone();
         let step_name = |n: u32| match n {
             1 => "Masters",

@@ -23,7 +23,7 @@ use crate::embedded::Embedded;
 use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::pipeline::{Effect, PassCore, SubReconciler};
-use crate::postgres::build::secrets::Password;
+use crate::resources::secrets::Password;
 use crate::resources::{AppliedSet, Applier};
 use crate::runtime::context::Context;
 use crate::webhook::WebhookSender;
@@ -119,7 +119,10 @@ impl Harness {
             None,
             "test".into(),
         );
-        ctx.cratedb = Arc::new(self.channels.clone());
+        ctx.seams
+            .insert::<Arc<dyn crate::cratedb::admin::CrateChannels>>(Arc::new(
+                self.channels.clone(),
+            ));
         let mut core = PassCore::new(
             "cratedb",
             NS,

@@ -242,7 +242,7 @@ async fn reconcile(peer: Arc<EtcdPeer>, state: Arc<State>) -> Result<Action, Err
     {
         let url = pod_client_url(&ip);
         if let Ok(admin) = ctx
-            .etcd
+            .seam::<Arc<dyn crate::etcd::admin::EtcdConnector>>()?
             .connect(std::slice::from_ref(&url), ctx.database_timeout)
             .await
             && let Ok(answer) = admin.status(&url).await
@@ -332,8 +332,11 @@ async fn node_lost(
         None => false,
         Some(ip) => {
             let url = pod_client_url(&ip);
-            match ctx
-                .etcd
+            // Without a client nothing can be asked: never call a member lost then.
+            let connector = ctx
+                .seam::<Arc<dyn crate::etcd::admin::EtcdConnector>>()
+                .ok()?;
+            match connector
                 .connect(std::slice::from_ref(&url), ctx.database_timeout)
                 .await
             {

@@ -6,6 +6,7 @@
 //! cannot be placed.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::future::join_all;
@@ -97,7 +98,10 @@ impl SubReconciler<EtcdPass> for ObserveCluster {
         }
         let urls: Vec<String> = endpoints.values().cloned().collect();
         let timeout = pass.ctx.database_timeout;
-        let admin = match pass.ctx.etcd.connect(&urls, timeout).await {
+        let connector = pass
+            .ctx
+            .seam::<Arc<dyn crate::etcd::admin::EtcdConnector>>()?;
+        let admin = match connector.connect(&urls, timeout).await {
             Ok(admin) => admin,
             Err(err) => {
                 pass.observe_error = Some(err.to_string());

@@ -89,8 +89,9 @@ impl SubReconciler<PostgresPass> for ApplyPolicies {
                 Ok(sql) if entry.version.as_deref() == Some(sql.version.as_str()) => {}
                 Ok(sql) => {
                     let target = superuser.on_database(&r.database);
+                    let connector = pass.connector()?;
                     let result = policy::run(
-                        pass.ctx.postgres.as_ref(),
+                        connector.as_ref(),
                         &target,
                         &sql.sql,
                         POLICY_TIMEOUT,

@@ -319,8 +319,7 @@ async fn rotate(
     let timeout = pass.ctx.database_timeout;
     // Already in place (first sight of an existing role, or a Secret rewritten unchanged)?
     match pass
-        .ctx
-        .postgres
+        .connector()?
         .check_login(&base.as_user(&user.name, new), timeout)
         .await
     {
@@ -337,8 +336,7 @@ async fn rotate(
         )));
     };
     let session = match pass
-        .ctx
-        .postgres
+        .connector()?
         .connect(&base.as_user(&user.name, old), timeout)
         .await
     {

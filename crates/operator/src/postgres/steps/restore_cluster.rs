@@ -317,7 +317,7 @@ async fn begin(
         namespace: pass.core.namespace.clone(),
         pod: pass.names.repo(),
     };
-    let info = match pass.ctx.pgbackrest.info(&host).await {
+    let info = match pass.repository()?.info(&host).await {
         Ok(info) => info,
         Err(err) => {
             pending(pass, restore, &format!("reading the repository: {err}")).await?;

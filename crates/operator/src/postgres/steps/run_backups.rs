@@ -348,7 +348,7 @@ async fn refresh(
     backups: &[Arc<PostgresBackup>],
 ) -> Result<Option<RepoInfo>, Error> {
     let host = repo_host(pass);
-    let info = match pass.ctx.pgbackrest.info(&host).await {
+    let info = match pass.repository()?.info(&host).await {
         Ok(info) => info,
         Err(err) => {
             tracing::warn!(cluster = %pass.object(), error = %err, "could not read the pgBackRest repository");

@@ -94,8 +94,10 @@ fn context(
         None,
         "test".into(),
     );
-    ctx.postgres = Arc::new(model.connector());
-    ctx.pgbackrest = Arc::new(repo.clone());
+    ctx.seams
+        .insert::<Arc<dyn crate::postgres::admin::PostgresConnector>>(Arc::new(model.connector()));
+    ctx.seams
+        .insert::<Arc<dyn crate::postgres::repository::Repository>>(Arc::new(repo.clone()));
     Arc::new(ctx)
 }
 
