@@ -70,9 +70,10 @@ if [ ! -x "$KUBECTL_VENV/bin/kubectl" ]; then
 fi
 
 # schemathesis fuzzes the REST API from its OpenAPI document (crates/operator/tests/api_fuzz.rs);
-# scripts/test.sh points SCHEMATHESIS at it.
+# scripts/test.sh points SCHEMATHESIS at it. Only the tests need it: `prereqs.sh run` (what
+# scripts/run.sh calls) leaves it out.
 ST_VENV="${STEWARD_CI_CACHE:-$HOME/.cache/steward-ci}/schemathesis-venv"
-if [ ! -x "$ST_VENV/bin/st" ]; then
+if [ "${1:-}" != "run" ] && [ ! -x "$ST_VENV/bin/st" ]; then
   echo "==> installing schemathesis (PyPI) into $ST_VENV"
   python3 -m venv "$ST_VENV"
   "$ST_VENV/bin/pip" install -q schemathesis==4.32.5

@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/prereqs.sh
+bash scripts/prereqs.sh run
 # The node agent runs the CrateDB stand-in for CrateDB images, found next to the steward binary.
 cargo build --locked --profile release-fast -p steward-operator -p steward-cratedb-standin \
   --bin steward --bin cratedb-standin
