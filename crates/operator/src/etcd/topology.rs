@@ -19,6 +19,11 @@ pub struct Observed {
     pub members: Vec<Member>,
     /// Status of every member that answered, by member ID.
     pub statuses: BTreeMap<u64, EndpointStatus>,
+    /// The member list was read linearizably (`EtcdAdmin::member_list`: a read the leader
+    /// serves only after a majority confirmed its leadership), so the cluster had a quorum and
+    /// a leader when it was observed, whatever the members' own status calls then answered: a
+    /// status call that times out (a member slow under load) is not a lost member (issue 33).
+    pub quorum_confirmed: bool,
 }
 
 /// Majority of `voters`.
@@ -51,10 +56,16 @@ impl Observed {
         votes.into_iter().max_by_key(|(_, n)| *n).map(|(id, _)| id)
     }
 
-    /// A majority of voting members answers and there is a leader.
+    /// The cluster has a quorum: the member list was read linearizably
+    /// ([`Self::quorum_confirmed`]), or a majority of voting members answered their status
+    /// call and there is a leader. Slow or failed status calls alone never make it `false`
+    /// while the linearizable read succeeded; the steps that need every member healthy (a
+    /// removal, a rolling update) count [`Self::healthy_voters`] themselves and wait.
     pub fn quorate(&self) -> bool {
         let voters = self.voters().count();
-        voters > 0 && self.healthy_voters() >= quorum(voters) && self.leader().is_some()
+        voters > 0
+            && (self.quorum_confirmed
+                || (self.healthy_voters() >= quorum(voters) && self.leader().is_some()))
     }
 
     /// The member name: its etcd name, or (not started yet) the name in its peer URL.

@@ -630,3 +630,73 @@ async fn member_pods_that_cannot_be_scheduled_are_the_reported_cause() {
     let unplaced = pass.unschedulable.clone().unwrap();
     assert!(unplaced.contains("demo-2: 0/2 nodes"), "{unplaced}");
 }
+
+/// Issue 33: two of three members too slow to answer their status call (a member starved of
+/// CPU) while the linearizable member list went through. The cluster has a quorum, and status
+/// says so (`quorate` never flips on a slow answer); neither a shrink nor a growth acts on the
+/// members that only answered late. Red before the fix: `quorate` was `false` here.
+#[tokio::test]
+async fn slow_status_answers_never_read_as_a_lost_quorum_and_nothing_acts_on_them() {
+    use crate::etcd::steps::update_status::UpdateStatus;
+    let model = model(3);
+    let clock = ManualClock::new("2026-03-01T12:00:00Z".parse().unwrap());
+    let slow = || AdminError::Unavailable("no answer within 1s".into());
+    let starve_two = || {
+        for _ in 0..2 {
+            model.fail_next_call(CallKind::Status, slow());
+        }
+    };
+    starve_two();
+    let mut p = pass(&model, 3, &clock).await;
+    let observed = p.observed.clone().unwrap();
+    assert_eq!(observed.statuses.len(), 1, "two status calls timed out");
+    assert_eq!(observed.healthy_voters(), 1);
+    assert!(
+        observed.quorate(),
+        "the linearizable member list proved a quorum"
+    );
+    UpdateStatus.reconcile(&mut p).await.unwrap();
+    assert_eq!(p.status.quorate, Some(true));
+    let condition = |t: &str| {
+        p.core
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == t)
+            .cloned()
+            .unwrap()
+    };
+    let quorate = condition("Quorate");
+    assert_eq!(
+        (quorate.status.as_str(), quorate.reason.as_str()),
+        ("True", "QuorumConfirmed"),
+        "{}",
+        quorate.message
+    );
+    assert!(quorate.message.contains("1 of 3"), "{}", quorate.message);
+    assert_eq!(condition("Available").status, "True");
+    // Neither a shrink nor a growth acts on members that only answered late.
+    for replicas in [2, 4] {
+        starve_two();
+        let mut p = pass(&model, replicas, &clock).await;
+        model.clear_calls();
+        ScaleMembers.reconcile(&mut p).await.unwrap();
+        assert!(
+            model.changes().is_empty(),
+            "scale to {replicas}: {:?}",
+            model.changes()
+        );
+    }
+    // Once they answer again, a shrink goes ahead as usual.
+    let mut p = pass(&model, 2, &clock).await;
+    model.clear_calls();
+    ScaleMembers.reconcile(&mut p).await.unwrap();
+    assert!(
+        model
+            .changes()
+            .iter()
+            .any(|c| matches!(c, Call::MemberRemove { .. } | Call::MoveLeader { .. })),
+        "{:?}",
+        model.changes()
+    );
+}

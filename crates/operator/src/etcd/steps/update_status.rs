@@ -15,6 +15,7 @@ use steward_api::etcd::EtcdMemberStatus;
 use crate::conditions::Status;
 use crate::error::Error;
 use crate::etcd::EtcdPass;
+use crate::etcd::topology::quorum;
 use crate::pipeline::{Outcome, SubReconciler};
 use crate::resources::Labels;
 
@@ -74,17 +75,30 @@ impl SubReconciler<EtcdPass> for UpdateStatus {
                 pass.status.replicas = i32::try_from(voters).unwrap_or(i32::MAX);
                 pass.status.cluster_version = observed.min_version();
                 if quorate {
-                    pass.core.set_condition(
-                        "Quorate",
-                        Status::True,
-                        "MajorityHealthy",
-                        format!("{healthy} of {voters} voting members healthy"),
-                    );
+                    // A quorum the linearizable member list proved, while fewer members answered
+                    // their status call: said as it is, never as a lost majority (issue 33).
+                    let (reason, why) = if healthy >= quorum(voters) {
+                        (
+                            "MajorityHealthy",
+                            format!("{healthy} of {voters} voting members healthy"),
+                        )
+                    } else {
+                        (
+                            "QuorumConfirmed",
+                            format!(
+                                "the member list was read through the leader (a quorum answered); \
+                                 {healthy} of {voters} voting members answered their status call \
+                                 in time"
+                            ),
+                        )
+                    };
+                    pass.core
+                        .set_condition("Quorate", Status::True, reason, why.clone());
                     pass.core.set_condition(
                         condition_types::AVAILABLE,
                         Status::True,
                         "Quorate",
-                        format!("{healthy} of {voters} voting members healthy; leader elected"),
+                        format!("{why}; leader elected"),
                     );
                     let bootstrapping = pass
                         .core

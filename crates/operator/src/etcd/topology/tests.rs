@@ -42,7 +42,11 @@ fn cluster(n: u32, leader: u64, down: &[u64]) -> Observed {
         .filter(|m| !down.contains(&m.id))
         .map(|m| (m.id, status(m.id, leader)))
         .collect();
-    Observed { members, statuses }
+    Observed {
+        members,
+        statuses,
+        quorum_confirmed: false,
+    }
 }
 
 #[test]
