@@ -1,84 +1,61 @@
 //! The cluster routes of the REST API: list, show, create, update, delete, and the day-2
 //! actions — scale, restart, fail-over. Every write is one Kubernetes API call on the
 //! engine's custom resource (the operator's controllers do the work), so the API needs no
-//! leader and its answers are what the Kubernetes API said, validation errors included.
-//! CrateDB's node sets (create, scale, update) are handled in `cratedb.rs`.
+//! leader and its answers are what the Kubernetes API said, validation errors included. No
+//! route names an engine: what differs between them is each engine's `ClusterApi`
+//! (`api::engine`), found by name in `crate::engines::all()`.
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use steward_api::cratedb::CrateCluster;
-use steward_api::etcd::{EtcdCluster, EtcdClusterSpec};
-use steward_api::postgres::{PostgresCluster, PostgresClusterSpec};
 
-use super::cratedb;
+use super::engine::{Capability, ClusterApi, NewCluster, Size};
 use super::server::{ApiError, ApiJson, ApiState, Caller};
 use crate::clock::format_time;
 
-/// The annotation a restart puts on every Pod (through `spec.podTemplate.annotations`): a new
-/// value changes the Pods' spec hash, so the engine's rolling restart replaces them one at a
-/// time, in its safe order — as `kubectl rollout restart` does for a Deployment.
-pub const RESTARTED_AT: &str = "steward.dev/restarted-at";
+pub use super::engine::RESTARTED_AT;
 
-/// The engines the API knows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Engine {
-    /// `EtcdCluster`.
-    Etcd,
-    /// `PostgresCluster`.
-    Postgres,
-    /// `CrateCluster`.
-    Cratedb,
+/// Every engine the API serves, in the order of `crate::engines::all()`.
+pub fn engines() -> impl Iterator<Item = &'static dyn ClusterApi> {
+    crate::engines::all()
+        .iter()
+        .copied()
+        .map(|e| -> &'static dyn ClusterApi { e })
 }
 
-/// The engines' names, for messages.
-pub const ENGINES: &str = "etcd, postgres or cratedb";
-
-impl Engine {
-    /// The engine named in a path or body.
-    pub fn parse(name: &str) -> Result<Self, ApiError> {
-        match name {
-            "etcd" => Ok(Self::Etcd),
-            "postgres" => Ok(Self::Postgres),
-            "cratedb" => Ok(Self::Cratedb),
-            other => Err(ApiError::new(
-                StatusCode::NOT_FOUND,
-                format!("unknown engine {other:?}: {ENGINES}"),
-            )),
-        }
+/// The engines' names, for messages: `etcd, postgres or cratedb`.
+pub fn engine_names() -> String {
+    let names: Vec<&str> = engines().map(|e| e.name()).collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        Some((last, _)) => (*last).to_owned(),
+        None => String::new(),
     }
+}
 
-    /// Its name in paths.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Etcd => "etcd",
-            Self::Postgres => "postgres",
-            Self::Cratedb => "cratedb",
-        }
-    }
+/// The engine named in a path or body, or `404`.
+pub fn engine(name: &str) -> Result<&'static dyn ClusterApi, ApiError> {
+    engines().find(|e| e.name() == name).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("unknown engine {name:?}: {}", engine_names()),
+        )
+    })
+}
 
-    /// The spec field that holds the size (a CrateDB cluster has one per node set).
-    fn size_field(self) -> Option<&'static str> {
-        match self {
-            Self::Etcd => Some("replicas"),
-            Self::Postgres => Some("instances"),
-            Self::Cratedb => None,
-        }
-    }
-
-    fn kind(self) -> &'static str {
-        match self {
-            Self::Etcd => "EtcdCluster",
-            Self::Postgres => "PostgresCluster",
-            Self::Cratedb => "CrateCluster",
-        }
-    }
+/// The engines sized by node sets, for messages (`cratedb`).
+fn node_set_engines() -> String {
+    let names: Vec<&str> = engines()
+        .filter(|e| e.size() == Size::NodeSets)
+        .map(|e| e.name())
+        .collect();
+    names.join(" and ")
 }
 
 /// One line of a cluster list.
@@ -94,36 +71,36 @@ pub struct ClusterSummary {
     operation: Option<String>,
 }
 
-fn summary<K: ResourceExt>(
-    engine: Engine,
-    o: &K,
-    common: Option<&steward_api::common::CommonStatus>,
-) -> ClusterSummary {
-    let available = common.and_then(|c| {
-        c.conditions
-            .iter()
-            .find(|c| c.type_ == "Available")
-            .map(|c| c.status.clone())
-    });
+/// (pure) A list line from a cluster object of any engine (its status's common part).
+fn summary(engine: &dyn ClusterApi, o: &DynamicObject) -> ClusterSummary {
+    let status = o.data.get("status");
+    let available = status
+        .and_then(|s| s.get("conditions"))
+        .and_then(Value::as_array)
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some("Available"))
+        })
+        .and_then(|c| c.get("status").and_then(Value::as_str))
+        .map(str::to_owned);
     ClusterSummary {
-        engine: engine.as_str(),
+        engine: engine.name(),
         namespace: o.namespace().unwrap_or_default(),
         name: o.name_any(),
         available,
-        operation: common
-            .and_then(|c| c.operation.as_ref())
-            .map(|op| op.kind.as_str().to_owned()),
+        operation: status
+            .and_then(|s| s.pointer("/operation/kind"))
+            .and_then(Value::as_str)
+            .map(str::to_owned),
     }
 }
 
-fn apis<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>,
-    <K as kube::Resource>::DynamicType: Default,
-{
+/// The engine's resource in `namespace` (or all).
+fn api(client: &Client, engine: &dyn ClusterApi, namespace: Option<&str>) -> Api<DynamicObject> {
+    let resource = engine.resource();
     match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
     }
 }
 
@@ -133,35 +110,15 @@ pub async fn clusters_in(
     namespace: Option<&str>,
 ) -> Result<Vec<ClusterSummary>, ApiError> {
     let lp = ListParams::default();
-    let etcd: Api<EtcdCluster> = apis(client, namespace);
-    let postgres: Api<PostgresCluster> = apis(client, namespace);
-    let crates: Api<CrateCluster> = apis(client, namespace);
-    let mut out: Vec<ClusterSummary> = etcd
-        .list(&lp)
-        .await
-        .map_err(|e| ApiError::kube("list EtcdClusters", &e))?
-        .items
-        .iter()
-        .map(|c| summary(Engine::Etcd, c, c.status.as_ref().map(|s| &s.common)))
-        .collect();
-    out.extend(
-        postgres
+    let mut out = Vec::new();
+    for engine in engines() {
+        let kind = engine.resource().kind;
+        let listed = api(client, engine, namespace)
             .list(&lp)
             .await
-            .map_err(|e| ApiError::kube("list PostgresClusters", &e))?
-            .items
-            .iter()
-            .map(|c| summary(Engine::Postgres, c, c.status.as_ref().map(|s| &s.common))),
-    );
-    out.extend(
-        crates
-            .list(&lp)
-            .await
-            .map_err(|e| ApiError::kube("list CrateClusters", &e))?
-            .items
-            .iter()
-            .map(|c| summary(Engine::Cratedb, c, c.status.as_ref().map(|s| &s.common))),
-    );
+            .map_err(|e| ApiError::kube(&format!("list {kind}s"), &e))?;
+        out.extend(listed.items.iter().map(|c| summary(engine, c)));
+    }
     out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     Ok(out)
 }
@@ -216,68 +173,74 @@ pub struct ClusterDetail {
     status: Option<Value>,
 }
 
-fn detail<K>(engine: Engine, o: &K, spec: &impl Serialize, status: Option<&impl Serialize>) -> Value
-where
-    K: ResourceExt,
-{
-    json!({
-        "engine": engine.as_str(),
+/// (pure) The answer about one cluster: its spec and status as the engine's type reads them.
+pub fn detail(engine: &dyn ClusterApi, o: &DynamicObject) -> Result<Value, ApiError> {
+    let object = serde_json::to_value(o)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let (spec, status) = engine.parts(&object)?;
+    Ok(json!({
+        "engine": engine.name(),
         "namespace": o.namespace().unwrap_or_default(),
         "name": o.name_any(),
-        "generation": o.meta().generation,
+        "generation": o.metadata.generation,
         "spec": spec,
         "status": status,
-    })
+    }))
 }
 
-fn not_found(engine: Engine, namespace: &str, name: &str) -> ApiError {
+fn not_found(engine: &dyn ClusterApi, namespace: &str, name: &str) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
         format!(
             "{} cluster {namespace}/{name} does not exist",
-            engine.as_str()
+            engine.name()
         ),
     )
+}
+
+/// The cluster object, or 404.
+pub async fn get(
+    client: &Client,
+    engine: &dyn ClusterApi,
+    namespace: &str,
+    name: &str,
+) -> Result<DynamicObject, ApiError> {
+    let kind = engine.resource().kind;
+    api(client, engine, Some(namespace))
+        .get_opt(name)
+        .await
+        .map_err(|e| ApiError::kube(&format!("get {kind}"), &e))?
+        .ok_or_else(|| not_found(engine, namespace, name))
+}
+
+/// Writes a cluster object back with its read `resourceVersion` (a concurrent edit is a `409`,
+/// never a lost update), without its status and managed fields.
+pub async fn replace(
+    client: &Client,
+    engine: &dyn ClusterApi,
+    mut object: DynamicObject,
+) -> Result<DynamicObject, ApiError> {
+    let namespace = object.namespace().unwrap_or_default();
+    let name = object.name_any();
+    let kind = engine.resource().kind;
+    if let Some(data) = object.data.as_object_mut() {
+        data.remove("status");
+    }
+    object.metadata.managed_fields = None;
+    api(client, engine, Some(&namespace))
+        .replace(&name, &PostParams::default(), &object)
+        .await
+        .map_err(|e| ApiError::kube(&format!("update {kind}"), &e))
 }
 
 /// The cluster's detail, or 404.
 pub async fn get_detail(
     client: &Client,
-    engine: Engine,
+    engine: &dyn ClusterApi,
     namespace: &str,
     name: &str,
 ) -> Result<Value, ApiError> {
-    Ok(match engine {
-        Engine::Etcd => {
-            let c = Api::<EtcdCluster>::namespaced(client.clone(), namespace)
-                .get_opt(name)
-                .await
-                .map_err(|e| ApiError::kube("get EtcdCluster", &e))?
-                .ok_or_else(|| not_found(engine, namespace, name))?;
-            detail(engine, &c, &c.spec, c.status.as_ref())
-        }
-        Engine::Postgres => {
-            let c = postgres(client, namespace, name).await?;
-            detail(engine, &c, &c.spec, c.status.as_ref())
-        }
-        Engine::Cratedb => {
-            let c = cratedb::get(client, namespace, name).await?;
-            detail(engine, &c, &c.spec, c.status.as_ref())
-        }
-    })
-}
-
-/// The `PostgresCluster`, or 404.
-pub async fn postgres(
-    client: &Client,
-    namespace: &str,
-    name: &str,
-) -> Result<PostgresCluster, ApiError> {
-    Api::<PostgresCluster>::namespaced(client.clone(), namespace)
-        .get_opt(name)
-        .await
-        .map_err(|e| ApiError::kube("get PostgresCluster", &e))?
-        .ok_or_else(|| not_found(Engine::Postgres, namespace, name))
+    detail(engine, &get(client, engine, namespace, name).await?)
 }
 
 /// One cluster: its spec and status (conditions, operation and progress).
@@ -290,9 +253,9 @@ pub async fn postgres(
         (status = 403, body = super::server::ErrorBody), (status = 404, body = super::server::ErrorBody)))]
 pub async fn show(
     State(state): State<Arc<ApiState>>,
-    Path((namespace, engine, name)): Path<(String, String, String)>,
+    Path((namespace, engine_name, name)): Path<(String, String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let engine = Engine::parse(&engine)?;
+    let engine = engine(&engine_name)?;
     Ok(Json(
         get_detail(&state.client, engine, &namespace, &name).await?,
     ))
@@ -325,7 +288,7 @@ pub struct CreateCluster {
 }
 
 /// RFC 7386 JSON merge patch of `patch` into `target`.
-fn merge(target: &mut Value, patch: &Value) {
+pub fn merge(target: &mut Value, patch: &Value) {
     match (target, patch) {
         (Value::Object(t), Value::Object(p)) => {
             for (k, v) in p {
@@ -344,45 +307,30 @@ fn bad_request(message: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::BAD_REQUEST, message)
 }
 
-/// (pure) The spec a create request asks for, as the engine's JSON.
-fn spec_of(request: &CreateCluster, engine: Engine) -> Result<Value, ApiError> {
-    let mut spec = match engine {
-        Engine::Etcd => serde_json::to_value(EtcdClusterSpec::new(
-            request.instances,
-            request.version.clone().unwrap_or_else(|| "3.4.23".into()),
-        )),
-        Engine::Postgres => serde_json::to_value(PostgresClusterSpec::new(
-            request.instances,
-            request.version.clone().unwrap_or_else(|| "15".into()),
-        )),
-        Engine::Cratedb => Ok(cratedb::create_spec(&cratedb::CreateRequest {
-            name: &request.name,
-            replicas: request.instances,
-            version: request.version.as_deref(),
-            storage: request.storage.as_deref(),
-            node_set: request.node_set.as_deref(),
-            extra: request.spec.as_ref(),
-        })?),
+/// (pure) The spec a create request asks for, as the engine's type writes it.
+fn spec_of(request: &CreateCluster, engine: &dyn ClusterApi) -> Result<Value, ApiError> {
+    if request.node_set.is_some() && engine.size() != Size::NodeSets {
+        return Err(bad_request(format!(
+            "nodeSet is for {} clusters: a {} cluster has one size (instances)",
+            node_set_engines(),
+            engine.name()
+        )));
     }
-    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    if engine != Engine::Cratedb {
-        if request.node_set.is_some() {
-            return Err(bad_request(format!(
-                "nodeSet is for cratedb clusters: a {} cluster has one size (instances)",
-                engine.as_str()
-            )));
-        }
-        if let Some(size) = &request.storage {
-            merge(&mut spec, &json!({"storage": {"size": size}}));
-        }
-    }
+    let mut spec = engine.create_spec(&NewCluster {
+        name: &request.name,
+        instances: request.instances,
+        version: request.version.as_deref(),
+        storage: request.storage.as_deref(),
+        node_set: request.node_set.as_deref(),
+        extra: request.spec.as_ref(),
+    })?;
     if let Some(extra) = &request.spec {
         if !extra.is_object() {
             return Err(bad_request("spec must be an object"));
         }
         merge(&mut spec, extra);
     }
-    Ok(spec)
+    engine.normalize(spec)
 }
 
 /// Creates a cluster; the operator bootstraps it (`GET` it for progress).
@@ -397,50 +345,22 @@ pub async fn create(
     Path(namespace): Path<String>,
     ApiJson(request): ApiJson<CreateCluster>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let engine = Engine::parse(&request.engine)
-        .map_err(|_| bad_request(format!("unknown engine {:?}: {ENGINES}", request.engine)))?;
+    let engine = engine(&request.engine).map_err(|_| {
+        bad_request(format!(
+            "unknown engine {:?}: {}",
+            request.engine,
+            engine_names()
+        ))
+    })?;
     let spec = spec_of(&request, engine)?;
-    let invalid = |e: serde_json::Error| bad_request(format!("spec: {e}"));
-    let pp = PostParams::default();
-    let body = match engine {
-        Engine::Etcd => {
-            let mut c = EtcdCluster::new(
-                &request.name,
-                serde_json::from_value(spec).map_err(invalid)?,
-            );
-            c.metadata.namespace = Some(namespace.clone());
-            let made = Api::<EtcdCluster>::namespaced(state.client.clone(), &namespace)
-                .create(&pp, &c)
-                .await
-                .map_err(|e| ApiError::kube("create EtcdCluster", &e))?;
-            detail(engine, &made, &made.spec, made.status.as_ref())
-        }
-        Engine::Postgres => {
-            let mut c = PostgresCluster::new(
-                &request.name,
-                serde_json::from_value(spec).map_err(invalid)?,
-            );
-            c.metadata.namespace = Some(namespace.clone());
-            let made = Api::<PostgresCluster>::namespaced(state.client.clone(), &namespace)
-                .create(&pp, &c)
-                .await
-                .map_err(|e| ApiError::kube("create PostgresCluster", &e))?;
-            detail(engine, &made, &made.spec, made.status.as_ref())
-        }
-        Engine::Cratedb => {
-            let mut c = CrateCluster::new(
-                &request.name,
-                serde_json::from_value(spec).map_err(invalid)?,
-            );
-            c.metadata.namespace = Some(namespace.clone());
-            let made = Api::<CrateCluster>::namespaced(state.client.clone(), &namespace)
-                .create(&pp, &c)
-                .await
-                .map_err(|e| ApiError::kube("create CrateCluster", &e))?;
-            detail(engine, &made, &made.spec, made.status.as_ref())
-        }
-    };
-    Ok((StatusCode::CREATED, Json(body)))
+    let resource = engine.resource();
+    let mut object = DynamicObject::new(&request.name, &resource).within(&namespace);
+    object.data = json!({"spec": spec});
+    let made = api(&state.client, engine, Some(&namespace))
+        .create(&PostParams::default(), &object)
+        .await
+        .map_err(|e| ApiError::kube(&format!("create {}", resource.kind), &e))?;
+    Ok((StatusCode::CREATED, Json(detail(engine, &made)?)))
 }
 
 /// `PATCH` of a cluster.
@@ -453,43 +373,23 @@ pub struct UpdateCluster {
 }
 
 /// Merge-patches the custom resource's spec and answers with the patched object.
-async fn patch_spec(
+pub async fn patch_spec(
     client: &Client,
-    engine: Engine,
+    engine: &dyn ClusterApi,
     namespace: &str,
     name: &str,
     spec: &Value,
 ) -> Result<Value, ApiError> {
     let patch = Patch::Merge(json!({"spec": spec}));
-    let pp = PatchParams::default();
-    let what = format!("patch {}", engine.kind());
-    let missing = |e: kube::Error| match &e {
-        kube::Error::Api(s) if s.code == 404 => not_found(engine, namespace, name),
-        _ => ApiError::kube(&what, &e),
-    };
-    Ok(match engine {
-        Engine::Etcd => {
-            let c = Api::<EtcdCluster>::namespaced(client.clone(), namespace)
-                .patch(name, &pp, &patch)
-                .await
-                .map_err(missing)?;
-            detail(engine, &c, &c.spec, c.status.as_ref())
-        }
-        Engine::Postgres => {
-            let c = Api::<PostgresCluster>::namespaced(client.clone(), namespace)
-                .patch(name, &pp, &patch)
-                .await
-                .map_err(missing)?;
-            detail(engine, &c, &c.spec, c.status.as_ref())
-        }
-        Engine::Cratedb => {
-            let c = Api::<CrateCluster>::namespaced(client.clone(), namespace)
-                .patch(name, &pp, &patch)
-                .await
-                .map_err(missing)?;
-            detail(engine, &c, &c.spec, c.status.as_ref())
-        }
-    })
+    let what = format!("patch {}", engine.resource().kind);
+    let patched = api(client, engine, Some(namespace))
+        .patch(name, &PatchParams::default(), &patch)
+        .await
+        .map_err(|e| match &e {
+            kube::Error::Api(s) if s.code == 404 => not_found(engine, namespace, name),
+            _ => ApiError::kube(&what, &e),
+        })?;
+    detail(engine, &patched)
 }
 
 /// Changes a cluster's spec (a JSON merge patch); the operator rolls it out.
@@ -504,23 +404,25 @@ async fn patch_spec(
         (status = 404, body = super::server::ErrorBody), (status = 422, body = super::server::ErrorBody)))]
 pub async fn update(
     State(state): State<Arc<ApiState>>,
-    Path((namespace, engine, name)): Path<(String, String, String)>,
+    Path((namespace, engine_name, name)): Path<(String, String, String)>,
     ApiJson(request): ApiJson<UpdateCluster>,
 ) -> Result<Json<Value>, ApiError> {
-    let engine = Engine::parse(&engine)?;
+    let engine = engine(&engine_name)?;
     let Some(fields) = request.spec.as_object() else {
         return Err(bad_request("spec must be an object (a JSON merge patch)"));
     };
-    match engine.size_field() {
-        Some(size) if fields.contains_key(size) => {
+    match engine.size() {
+        Size::Field(size) if fields.contains_key(size) => {
             return Err(bad_request(format!(
                 "spec.{size} is changed with POST …/{name}/scale (permission ScaleCluster)"
             )));
         }
-        Some(_) => {}
-        None => {
-            let current = cratedb::get(&state.client, &namespace, &name).await?;
-            cratedb::check_update(&current.spec, &request.spec)?;
+        Size::Field(_) => {}
+        Size::NodeSets => {
+            let current = get(&state.client, engine, &namespace, &name).await?;
+            let empty = Value::Null;
+            let spec = current.data.get("spec").unwrap_or(&empty);
+            engine.check_update(spec, &request.spec)?;
         }
     }
     Ok(Json(
@@ -576,36 +478,19 @@ fn accepted(
         (status = 403, body = super::server::ErrorBody), (status = 404, body = super::server::ErrorBody)))]
 pub async fn delete(
     State(state): State<Arc<ApiState>>,
-    Path((namespace, engine, name)): Path<(String, String, String)>,
+    Path((namespace, engine_name, name)): Path<(String, String, String)>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let engine = Engine::parse(&engine)?;
-    let dp = DeleteParams::default();
-    let what = format!("delete {}", engine.kind());
-    let missing = |e: kube::Error| match &e {
-        kube::Error::Api(s) if s.code == 404 => not_found(engine, &namespace, &name),
-        _ => ApiError::kube(&what, &e),
-    };
-    match engine {
-        Engine::Etcd => {
-            Api::<EtcdCluster>::namespaced(state.client.clone(), &namespace)
-                .delete(&name, &dp)
-                .await
-                .map_err(missing)?;
-        }
-        Engine::Postgres => {
-            Api::<PostgresCluster>::namespaced(state.client.clone(), &namespace)
-                .delete(&name, &dp)
-                .await
-                .map_err(missing)?;
-        }
-        Engine::Cratedb => {
-            Api::<CrateCluster>::namespaced(state.client.clone(), &namespace)
-                .delete(&name, &dp)
-                .await
-                .map_err(missing)?;
-        }
-    }
-    let d = json!({"engine": engine.as_str(), "namespace": namespace, "name": name, "generation": null});
+    let engine = engine(&engine_name)?;
+    let what = format!("delete {}", engine.resource().kind);
+    api(&state.client, engine, Some(&namespace))
+        .delete(&name, &DeleteParams::default())
+        .await
+        .map_err(|e| match &e {
+            kube::Error::Api(s) if s.code == 404 => not_found(engine, &namespace, &name),
+            _ => ApiError::kube(&what, &e),
+        })?;
+    let d =
+        json!({"engine": engine.name(), "namespace": namespace, "name": name, "generation": null});
     Ok(accepted(
         &d,
         "delete",
@@ -641,24 +526,29 @@ pub struct ScaleRequest {
         (status = 422, body = super::server::ErrorBody)))]
 pub async fn scale(
     State(state): State<Arc<ApiState>>,
-    Path((namespace, engine, name)): Path<(String, String, String)>,
+    Path((namespace, engine_name, name)): Path<(String, String, String)>,
     ApiJson(request): ApiJson<ScaleRequest>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let engine = Engine::parse(&engine)?;
+    let engine = engine(&engine_name)?;
     let replicas = request.instances;
-    let Some(size) = engine.size_field() else {
-        let mut c = cratedb::get(&state.client, &namespace, &name).await?;
+    let Size::Field(size) = engine.size() else {
+        let mut c = get(&state.client, engine, &namespace, &name).await?;
         let set = request.node_set.as_deref();
-        cratedb::scale_spec(&mut c.spec, &name, set, replicas)?;
-        let c = cratedb::replace(&state.client, c).await?;
-        let d = detail(engine, &c, &c.spec, c.status.as_ref());
+        let spec = c
+            .data
+            .get_mut("spec")
+            .ok_or_else(|| not_found(engine, &namespace, &name))?;
+        engine.scale_node_set(spec, &name, set, replicas)?;
+        let c = replace(&state.client, engine, c).await?;
+        let d = detail(engine, &c)?;
         let message = format!("scaling node set {} to {replicas}", set.unwrap_or_default());
         return Ok(accepted(&d, "scale", None, message));
     };
     if request.node_set.is_some() {
         return Err(bad_request(format!(
-            "nodeSet is for cratedb clusters: a {} cluster has one size",
-            engine.as_str()
+            "nodeSet is for {} clusters: a {} cluster has one size",
+            node_set_engines(),
+            engine.name()
         )));
     }
     let spec = json!({size: replicas});
@@ -677,11 +567,11 @@ pub async fn scale(
         (status = 403, body = super::server::ErrorBody), (status = 404, body = super::server::ErrorBody)))]
 pub async fn restart(
     State(state): State<Arc<ApiState>>,
-    Path((namespace, engine, name)): Path<(String, String, String)>,
+    Path((namespace, engine_name, name)): Path<(String, String, String)>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let engine = Engine::parse(&engine)?;
+    let engine = engine(&engine_name)?;
     let now = format_time(state.clock.now());
-    let spec = json!({"podTemplate": {"annotations": {RESTARTED_AT: now}}});
+    let spec = engine.restart_patch(&now);
     let d = patch_spec(&state.client, engine, &namespace, &name, &spec).await?;
     Ok(accepted(
         &d,
@@ -691,36 +581,40 @@ pub async fn restart(
     ))
 }
 
+/// The engine, unless it refuses `capability` (a `400` with its reason).
+pub fn engine_with(
+    name: &str,
+    capability: Capability,
+    what: &str,
+) -> Result<&'static dyn ClusterApi, ApiError> {
+    let engine = engine(name)?;
+    match engine.refuses(capability, what) {
+        Some(why) => Err(bad_request(why)),
+        None => Ok(engine),
+    }
+}
+
 /// A fail-over candidate.
 #[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Candidate {
-    name: String,
-    ready: bool,
-    streaming: bool,
+    /// The member.
+    pub name: String,
+    /// Whether it is ready.
+    pub ready: bool,
+    /// Whether it streams from the primary.
+    pub streaming: bool,
     /// Bytes of WAL behind the primary.
-    lag_bytes: Option<u64>,
+    pub lag_bytes: Option<u64>,
 }
 
 /// `GET …/failover`.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct Candidates {
     /// The current primary.
-    primary: Option<String>,
+    pub primary: Option<String>,
     /// The replicas that can be promoted, best first (ready, least lag).
-    candidates: Vec<Candidate>,
-}
-
-fn postgres_only(engine: Engine, what: &str) -> Result<(), ApiError> {
-    match engine {
-        Engine::Postgres => Ok(()),
-        Engine::Etcd => Err(bad_request(format!(
-            "{what} is for PostgreSQL clusters: etcd elects its leader itself"
-        ))),
-        Engine::Cratedb => Err(bad_request(format!(
-            "{what} is for PostgreSQL clusters: CrateDB has no primary (every node takes reads and writes, and the masters elect the cluster's master themselves)"
-        ))),
-    }
+    pub candidates: Vec<Candidate>,
 }
 
 /// The fail-over candidates: the replicas, best first.
@@ -734,28 +628,21 @@ fn postgres_only(engine: Engine, what: &str) -> Result<(), ApiError> {
         (status = 404, body = super::server::ErrorBody)))]
 pub async fn candidates(
     State(state): State<Arc<ApiState>>,
-    Path((namespace, engine, name)): Path<(String, String, String)>,
+    Path((namespace, engine_name, name)): Path<(String, String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let engine = Engine::parse(&engine)?;
-    postgres_only(engine, "fail-over")?;
-    let c = postgres(&state.client, &namespace, &name).await?;
-    let status = c.status.unwrap_or_default();
-    let mut candidates: Vec<Candidate> = status
-        .instances
-        .iter()
-        .filter(|i| i.role == steward_api::postgres::InstanceRole::Replica)
-        .map(|i| Candidate {
-            name: i.name.clone(),
-            ready: i.ready,
-            streaming: i.streaming,
-            lag_bytes: i.lag_bytes,
-        })
-        .collect();
-    candidates.sort_by_key(|c| (!c.ready, c.lag_bytes.unwrap_or(u64::MAX), c.name.clone()));
-    Ok(Json(json!(Candidates {
-        primary: status.current_primary,
-        candidates,
-    })))
+    let engine = engine_with(&engine_name, Capability::Failover, "fail-over")?;
+    let failover = engine.failover().ok_or_else(|| no_failover(engine))?;
+    let c = get(&state.client, engine, &namespace, &name).await?;
+    let object = serde_json::to_value(&c)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    Ok(Json(json!(failover.candidates(&object)?)))
+}
+
+fn no_failover(engine: &dyn ClusterApi) -> ApiError {
+    bad_request(format!(
+        "fail-over is not supported for {} clusters",
+        engine.name()
+    ))
 }
 
 /// `POST …/failover`.
@@ -779,22 +666,16 @@ pub struct FailoverRequest {
         (status = 404, body = super::server::ErrorBody), (status = 422, body = super::server::ErrorBody)))]
 pub async fn failover(
     State(state): State<Arc<ApiState>>,
-    Path((namespace, engine, name)): Path<(String, String, String)>,
+    Path((namespace, engine_name, name)): Path<(String, String, String)>,
     ApiJson(request): ApiJson<FailoverRequest>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let engine = Engine::parse(&engine)?;
-    postgres_only(engine, "fail-over")?;
-    let c = postgres(&state.client, &namespace, &name).await?;
+    let engine = engine_with(&engine_name, Capability::Failover, "fail-over")?;
+    let failover = engine.failover().ok_or_else(|| no_failover(engine))?;
+    let c = get(&state.client, engine, &namespace, &name).await?;
     if let Some(target) = &request.target {
-        let status = c.status.unwrap_or_default();
-        let Some(instance) = status.instances.iter().find(|i| &i.name == target) else {
-            return Err(bad_request(format!(
-                "{target} is not an instance of {name} (GET …/failover lists the candidates)"
-            )));
-        };
-        if instance.role == steward_api::postgres::InstanceRole::Primary {
-            return Err(bad_request(format!("{target} is already the primary")));
-        }
+        let object = serde_json::to_value(&c)
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        failover.check_target(&object, &name, target)?;
     }
     let id = format!(
         "api-{}",
@@ -802,7 +683,7 @@ pub async fn failover(
             .replace([':', '-'], "")
             .to_lowercase()
     );
-    let spec = json!({"switchover": {"id": id, "target": request.target}});
+    let spec = failover.request(&id, request.target.as_deref());
     let d = patch_spec(&state.client, engine, &namespace, &name, &spec).await?;
     let message = match &request.target {
         Some(t) => format!("fail-over to {t} requested"),
@@ -814,6 +695,8 @@ pub async fn failover(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use steward_api::etcd::EtcdClusterSpec;
+    use steward_api::postgres::PostgresClusterSpec;
 
     #[test]
     fn a_create_request_becomes_the_engines_spec_with_extra_fields_merged() {
@@ -822,7 +705,7 @@ mod tests {
             "spec": {"parameters": {"max_connections": "50"}, "failover": {"automatic": false}}
         }))
         .unwrap();
-        let spec = spec_of(&request, Engine::Postgres).unwrap();
+        let spec = spec_of(&request, engine("postgres").unwrap()).unwrap();
         let typed: PostgresClusterSpec = serde_json::from_value(spec).unwrap();
         assert_eq!(typed.instances, 3);
         assert_eq!(typed.version, "15");
@@ -834,13 +717,13 @@ mod tests {
         )
         .unwrap();
         let typed: EtcdClusterSpec =
-            serde_json::from_value(spec_of(&etcd, Engine::Etcd).unwrap()).unwrap();
+            serde_json::from_value(spec_of(&etcd, engine("etcd").unwrap()).unwrap()).unwrap();
         assert_eq!((typed.replicas, typed.version.as_str()), (5, "3.5.9"));
         let bad: CreateCluster = serde_json::from_value(
             json!({"engine": "etcd", "name": "e", "instances": 1, "spec": [1]}),
         )
         .unwrap();
-        assert!(spec_of(&bad, Engine::Etcd).is_err());
+        assert!(spec_of(&bad, engine("etcd").unwrap()).is_err());
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! - `permissions`, `access`, `tokens` (pure): the permission table and built-in roles, users
 //!   (argon2 password hashes), namespace scoping, the failed-login limiter, bearer tokens.
 //! - `server`: the route table and the router built from it; `clusters` and `resources`: the
-//!   routes' handlers; `cratedb`: what they do differently for CrateDB's node sets and users.
+//!   routes' handlers, which name no engine; `engine`: what they need of one (`ClusterApi`,
+//!   `UsersApi`, `FailoverApi`), which each engine implements in its own folder (`api.rs`).
 //! - `tls`: the serving certificate and token key, from a Secret in the operator's namespace
 //!   (generated once when absent).
 //! - `bootstrap`: the initial admin user, when no user exists.
@@ -18,7 +19,7 @@
 pub mod access;
 pub mod bootstrap;
 pub mod clusters;
-pub mod cratedb;
+pub mod engine;
 pub mod listen;
 pub mod permissions;
 pub mod resources;

@@ -1,9 +1,11 @@
 //! The REST API's routes for what a cluster has besides its spec size: database users (the
-//! labelled Secrets and `spec.users`), backups (`PostgresBackup`), restores
-//! (`PostgresRestore`), schedules (`Schedule`) and SQL policies (`PostgresPolicy`). Each is
-//! one or two Kubernetes API calls; the controllers do the work. Passwords go into Secrets and
-//! never into an answer. CrateDB clusters have users (`spec.users`, in `cratedb.rs`) but no
-//! backups, restores, schedules or policies: those answer `400` saying so.
+//! labelled Secrets and `spec.users`, through the engine's `UsersApi`), backups
+//! (`PostgresBackup`), restores (`PostgresRestore`), schedules (`Schedule`) and SQL policies
+//! (`PostgresPolicy`). Each is one or two Kubernetes API calls; the controllers do the work.
+//! Passwords go into Secrets and never into an answer. An engine without users, backups,
+//! restores, schedules or policies answers `400` saying so (`ClusterApi::refuses`). Backups,
+//! restores, schedules and policies are PostgreSQL's objects today: the routes name them, and
+//! take the engine's word on whether a cluster has them.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,7 +15,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -22,11 +24,10 @@ use steward_api::pgbackrest::{
     PostgresRestoreSpec, RestoreTarget,
 };
 use steward_api::policy::PostgresPolicy;
-use steward_api::postgres::{PostgresCluster, PostgresUser, SecretKeyRef, UserOptions};
 use steward_api::schedule::Schedule;
 
-use super::clusters::{Engine, postgres};
-use super::cratedb;
+use super::clusters::{self, engine_with};
+use super::engine::{Capability, ClusterApi, NewUser, UsersApi};
 use super::server::{ApiError, ApiJson, ApiState};
 use crate::clock::format_time;
 use crate::resources::secrets::generate_password;
@@ -38,74 +39,60 @@ fn bad_request(message: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::BAD_REQUEST, message)
 }
 
-fn postgres_engine(engine: &str, what: &str) -> Result<(), ApiError> {
-    match Engine::parse(engine)? {
-        Engine::Postgres => Ok(()),
-        Engine::Etcd => Err(bad_request(format!(
-            "{what} are for PostgreSQL clusters: Steward's etcd clusters have none"
-        ))),
-        Engine::Cratedb => Err(not_for_cratedb(what)),
-    }
-}
-
-fn not_for_cratedb(what: &str) -> ApiError {
-    bad_request(format!(
-        "{what} are not supported for cratedb clusters: Steward has them for PostgreSQL clusters only"
-    ))
-}
-
-/// Whether the users routes serve `engine`: PostgreSQL's or CrateDB's, never etcd's.
-fn users_engine(engine: &str) -> Result<Engine, ApiError> {
-    match Engine::parse(engine)? {
-        Engine::Etcd => Err(bad_request(
-            "users are for PostgreSQL and CrateDB clusters: Steward's etcd clusters have none",
-        )),
-        other => Ok(other),
-    }
-}
-
 /// A database user (never its password).
 #[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UserInfo {
-    name: String,
+    /// The user's name.
+    pub name: String,
     /// Databases it owns (PostgreSQL; always empty for CrateDB).
-    databases: Vec<String>,
-    superuser: bool,
-    createdb: bool,
+    pub databases: Vec<String>,
+    /// `SUPERUSER`.
+    pub superuser: bool,
+    /// `CREATEDB`.
+    pub createdb: bool,
     /// The Secret that holds the password.
-    secret: String,
+    pub secret: String,
     /// Its key.
-    secret_key: String,
+    pub secret_key: String,
     /// Whether the operator has applied the current password (`status.users`).
-    ready: Option<bool>,
+    pub ready: Option<bool>,
     /// CrateDB: `ALL` (every CrateDB user gets them); absent for PostgreSQL.
     #[serde(skip_serializing_if = "Option::is_none")]
-    privileges: Option<String>,
-}
-
-fn user_info(cluster: &PostgresCluster, u: &PostgresUser) -> UserInfo {
-    let ready = cluster
-        .status
-        .as_ref()
-        .and_then(|s| s.users.iter().find(|s| s.name == u.name))
-        .map(|s| s.ready);
-    UserInfo {
-        name: u.name.clone(),
-        databases: u.databases.clone(),
-        superuser: u.options.superuser,
-        createdb: u.options.createdb,
-        secret: u.password_secret.name.clone(),
-        secret_key: u.password_secret.key.clone(),
-        ready,
-        privileges: None,
-    }
+    pub privileges: Option<String>,
 }
 
 /// `GET …/users`.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct UserList {
     users: Vec<UserInfo>,
+}
+
+/// The engine named `engine` and its users, or the `400` of an engine without users.
+fn users_of(engine: &str) -> Result<(&'static dyn ClusterApi, &'static dyn UsersApi), ApiError> {
+    let engine = engine_with(engine, Capability::Users, "users")?;
+    let users = engine.users().ok_or_else(|| {
+        bad_request(format!(
+            "users are not supported for {} clusters",
+            engine.name()
+        ))
+    })?;
+    Ok((engine, users))
+}
+
+/// The cluster's `spec.users` entries.
+fn entries(cluster: &DynamicObject) -> Vec<Value> {
+    cluster
+        .data
+        .pointer("/spec/users")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// (pure) The name of a `spec.users` entry.
+fn entry_name(entry: &Value) -> Option<&str> {
+    entry.get("name").and_then(Value::as_str)
 }
 
 /// The cluster's database users.
@@ -121,19 +108,14 @@ pub async fn list_users(
     State(state): State<Arc<ApiState>>,
     Path((namespace, engine, name)): Path<(String, String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    if users_engine(&engine)? == Engine::Cratedb {
-        let c = cratedb::get(&state.client, &namespace, &name).await?;
-        let users: Vec<Value> = c
-            .spec
-            .users
-            .iter()
-            .map(|u| cratedb::user_info(&c, u))
-            .collect();
-        return Ok(Json(json!({"users": users})));
-    }
-    let c = postgres(&state.client, &namespace, &name).await?;
-    let users: Vec<UserInfo> = c.spec.users.iter().map(|u| user_info(&c, u)).collect();
-    Ok(Json(json!({"users": users})))
+    let (engine, users) = users_of(&engine)?;
+    let c = clusters::get(&state.client, engine, &namespace, &name).await?;
+    let status = c.data.get("status");
+    let list = entries(&c)
+        .iter()
+        .map(|u| users.info(u, status))
+        .collect::<Result<Vec<Value>, ApiError>>()?;
+    Ok(Json(json!({"users": list})))
 }
 
 /// `POST …/users`.
@@ -157,8 +139,13 @@ pub struct CreateUser {
 }
 
 impl CreateUser {
-    fn redacted(&self) -> String {
-        format!("user {}", self.name)
+    fn new_user(&self) -> NewUser<'_> {
+        NewUser {
+            name: &self.name,
+            databases: &self.databases,
+            superuser: self.superuser,
+            createdb: self.createdb,
+        }
     }
 }
 
@@ -186,29 +173,19 @@ fn password_secret(namespace: &str, name: &str, key: &str, password: &str) -> Se
     }
 }
 
-fn valid_role_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c == '_')
-        && name.len() <= 63
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-}
-
 /// Replaces the cluster's `spec.users` (read, change, write with the read `resourceVersion`:
 /// a concurrent edit is a `409`, never a lost update).
 async fn replace_users(
     client: &Client,
-    mut cluster: PostgresCluster,
-    users: Vec<PostgresUser>,
-) -> Result<PostgresCluster, ApiError> {
-    let namespace = cluster.namespace().unwrap_or_default();
-    let name = cluster.name_any();
-    cluster.spec.users = users;
-    cluster.status = None;
-    cluster.metadata.managed_fields = None;
-    Api::<PostgresCluster>::namespaced(client.clone(), &namespace)
-        .replace(&name, &PostParams::default(), &cluster)
-        .await
-        .map_err(|e| ApiError::kube("update PostgresCluster", &e))
+    engine: &dyn ClusterApi,
+    mut cluster: DynamicObject,
+    users: Vec<Value>,
+) -> Result<DynamicObject, ApiError> {
+    if !cluster.data.get("spec").is_some_and(Value::is_object) {
+        cluster.data["spec"] = json!({});
+    }
+    cluster.data["spec"]["users"] = Value::Array(users);
+    clusters::replace(client, engine, cluster).await
 }
 
 /// Creates a database user: its password Secret, then the entry in `spec.users`; the operator
@@ -227,23 +204,21 @@ pub async fn create_user(
     Path((namespace, engine, name)): Path<(String, String, String)>,
     ApiJson(request): ApiJson<CreateUser>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    if users_engine(&engine)? == Engine::Cratedb {
-        return create_crate_user(&state.client, &namespace, &name, &request).await;
-    }
-    if !valid_role_name(&request.name) {
-        return Err(bad_request(format!(
-            "{} is not a valid role name: lower case letters, digits and _, starting with a letter or _",
-            request.redacted()
-        )));
-    }
-    let cluster = postgres(&state.client, &namespace, &name).await?;
-    if cluster.spec.users.iter().any(|u| u.name == request.name) {
+    let (engine, users) = users_of(&engine)?;
+    users.check_new(&request.new_user())?;
+    let cluster = clusters::get(&state.client, engine, &namespace, &name).await?;
+    let mut list = entries(&cluster);
+    if list
+        .iter()
+        .any(|u| entry_name(u) == Some(request.name.as_str()))
+    {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             format!("{name} already has a user {}", request.name),
         ));
     }
     let secret = secret_name(&name, &request.name);
+    let entry = users.entry(&request.new_user(), &secret, "password")?;
     let password = request.password.clone().unwrap_or_else(generate_password);
     let secrets: Api<Secret> = Api::namespaced(state.client.clone(), &namespace);
     secrets
@@ -253,64 +228,18 @@ pub async fn create_user(
         )
         .await
         .map_err(|e| ApiError::kube(&format!("create Secret {secret}"), &e))?;
-    let mut users = cluster.spec.users.clone();
-    let user = PostgresUser {
-        name: request.name.clone(),
-        databases: request.databases.clone(),
-        password_secret: SecretKeyRef {
-            name: secret.clone(),
-            key: "password".into(),
-        },
-        options: UserOptions {
-            superuser: request.superuser,
-            createdb: request.createdb,
-            connection_limit: None,
-        },
-    };
-    users.push(user.clone());
-    match replace_users(&state.client, cluster, users).await {
-        Ok(updated) => Ok((StatusCode::CREATED, Json(json!(user_info(&updated, &user))))),
+    list.push(entry.clone());
+    match replace_users(&state.client, engine, cluster, list).await {
+        Ok(updated) => {
+            let info = users.info(&entry, updated.data.get("status"))?;
+            Ok((StatusCode::CREATED, Json(info)))
+        }
         Err(e) => {
             // Nothing references the new Secret: take it back.
             let _ = secrets.delete(&secret, &DeleteParams::default()).await;
             Err(e)
         }
     }
-}
-
-/// `POST …/users` on a CrateDB cluster: its password Secret, then the `spec.users` entry; the
-/// operator creates the user (`ALL` privileges) over the PostgreSQL protocol.
-async fn create_crate_user(
-    client: &Client,
-    namespace: &str,
-    name: &str,
-    request: &CreateUser,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
-    cratedb::check_new_user(
-        &request.name,
-        &request.databases,
-        request.superuser,
-        request.createdb,
-    )?;
-    let cluster = cratedb::get(client, namespace, name).await?;
-    if cluster.spec.users.iter().any(|u| u.name == request.name) {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            format!("{name} already has a user {}", request.name),
-        ));
-    }
-    let secret = secret_name(name, &request.name);
-    let password = request.password.clone().unwrap_or_else(generate_password);
-    Api::<Secret>::namespaced(client.clone(), namespace)
-        .create(
-            &PostParams::default(),
-            &password_secret(namespace, &secret, "password", &password),
-        )
-        .await
-        .map_err(|e| ApiError::kube(&format!("create Secret {secret}"), &e))?;
-    let user = cratedb::new_user(&request.name, &secret);
-    let info = cratedb::add_user(client, cluster, user, &secret).await?;
-    Ok((StatusCode::CREATED, Json(info)))
 }
 
 /// `PUT …/users/{user}/password`.
@@ -320,6 +249,28 @@ pub struct RotatePassword {
     /// The new password; generated when absent.
     #[serde(default)]
     password: Option<String>,
+}
+
+/// The entry of user `user` in the cluster, or 404.
+fn entry_of(cluster: &DynamicObject, name: &str, user: &str) -> Result<Value, ApiError> {
+    entries(cluster)
+        .into_iter()
+        .find(|u| entry_name(u) == Some(user))
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("{name} has no user {user}")))
+}
+
+/// The Secret (name, key) of a user entry, or a `500` when the entry names none.
+fn secret_of(
+    users: &dyn UsersApi,
+    entry: &Value,
+    user: &str,
+) -> Result<(String, String), ApiError> {
+    users.secret_of(entry).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("user {user} names no password Secret"),
+        )
+    })
 }
 
 /// Rotates a user's password: writes it into the user's Secret; the operator follows the
@@ -340,31 +291,18 @@ pub async fn rotate_password(
     Path((namespace, engine, name, user)): Path<(String, String, String, String)>,
     ApiJson(request): ApiJson<RotatePassword>,
 ) -> Result<Json<Value>, ApiError> {
-    if users_engine(&engine)? == Engine::Cratedb {
-        let cluster = cratedb::get(&state.client, &namespace, &name).await?;
-        let password = request.password.unwrap_or_else(generate_password);
-        return Ok(Json(
-            cratedb::rotate(&state.client, &cluster, &user, password).await?,
-        ));
-    }
-    let cluster = postgres(&state.client, &namespace, &name).await?;
-    let Some(entry) = cluster.spec.users.iter().find(|u| u.name == user) else {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("{name} has no user {user}"),
-        ));
-    };
+    let (engine, users) = users_of(&engine)?;
+    let cluster = clusters::get(&state.client, engine, &namespace, &name).await?;
+    let entry = entry_of(&cluster, &name, &user)?;
+    let (secret, key) = secret_of(users, &entry, &user)?;
     let password = request.password.unwrap_or_else(generate_password);
-    let key = &entry.password_secret.key;
     let encoded = json!(ByteString(password.into_bytes()));
     let patch = Patch::Merge(json!({"data": {key: encoded}}));
     Api::<Secret>::namespaced(state.client.clone(), &namespace)
-        .patch(&entry.password_secret.name, &PatchParams::default(), &patch)
+        .patch(&secret, &PatchParams::default(), &patch)
         .await
-        .map_err(|e| {
-            ApiError::kube(&format!("update Secret {}", entry.password_secret.name), &e)
-        })?;
-    Ok(Json(json!(user_info(&cluster, entry))))
+        .map_err(|e| ApiError::kube(&format!("update Secret {secret}"), &e))?;
+    Ok(Json(users.info(&entry, cluster.data.get("status"))?))
 }
 
 /// Deletes a database user: its entry in `spec.users`, and its Secret when the API made it.
@@ -382,36 +320,16 @@ pub async fn delete_user(
     State(state): State<Arc<ApiState>>,
     Path((namespace, engine, name, user)): Path<(String, String, String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let (secret, note) = if users_engine(&engine)? == Engine::Cratedb {
-        let mut cluster = cratedb::get(&state.client, &namespace, &name).await?;
-        let Some(entry) = cluster.spec.users.iter().find(|u| u.name == user).cloned() else {
-            return Err(ApiError::new(
-                StatusCode::NOT_FOUND,
-                format!("{name} has no user {user}"),
-            ));
-        };
-        cluster.spec.users.retain(|u| u.name != user);
-        cratedb::replace(&state.client, cluster).await?;
-        let note = "; CrateDB keeps the user itself (Steward never drops users: applications may use them)";
-        (entry.password.secret_key_ref.name, note)
-    } else {
-        let cluster = postgres(&state.client, &namespace, &name).await?;
-        let Some(entry) = cluster.spec.users.iter().find(|u| u.name == user).cloned() else {
-            return Err(ApiError::new(
-                StatusCode::NOT_FOUND,
-                format!("{name} has no user {user}"),
-            ));
-        };
-        let users = cluster
-            .spec
-            .users
-            .iter()
-            .filter(|u| u.name != user)
-            .cloned()
-            .collect();
-        replace_users(&state.client, cluster, users).await?;
-        (entry.password_secret.name, "")
-    };
+    let (engine, users) = users_of(&engine)?;
+    let cluster = clusters::get(&state.client, engine, &namespace, &name).await?;
+    let entry = entry_of(&cluster, &name, &user)?;
+    let (secret, _) = secret_of(users, &entry, &user)?;
+    let rest: Vec<Value> = entries(&cluster)
+        .into_iter()
+        .filter(|u| entry_name(u) != Some(user.as_str()))
+        .collect();
+    replace_users(&state.client, engine, cluster, rest).await?;
+    let note = users.delete_note();
     let secrets: Api<Secret> = Api::namespaced(state.client.clone(), &namespace);
     let secret = &secret;
     let ours = secrets
@@ -497,7 +415,7 @@ pub async fn list_backups(
     State(state): State<Arc<ApiState>>,
     Path((namespace, engine, name)): Path<(String, String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    postgres_engine(&engine, "backups")?;
+    engine_with(&engine, Capability::Backups, "backups")?;
     let mut all = Api::<PostgresBackup>::namespaced(state.client.clone(), &namespace)
         .list(&ListParams::default())
         .await
@@ -542,7 +460,7 @@ pub async fn create_backup(
     Path((namespace, engine, name)): Path<(String, String, String)>,
     ApiJson(request): ApiJson<CreateBackup>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    postgres_engine(&engine, "backups")?;
+    let engine = engine_with(&engine, Capability::Backups, "backups")?;
     let type_ = match request.type_.as_deref() {
         None => BackupType::Full,
         Some(t) => BackupType::parse(t)
@@ -557,7 +475,7 @@ pub async fn create_backup(
             )));
         }
     };
-    postgres(&state.client, &namespace, &name).await?;
+    clusters::get(&state.client, engine, &namespace, &name).await?;
     let now = format_time(state.clock.now());
     let mut backup = PostgresBackup::new(
         &stamped(&name, type_.as_str(), &now),
@@ -634,8 +552,8 @@ pub async fn restore(
     Path((namespace, engine, name)): Path<(String, String, String)>,
     ApiJson(request): ApiJson<RestoreRequest>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    postgres_engine(&engine, "restores")?;
-    postgres(&state.client, &namespace, &name).await?;
+    let engine = engine_with(&engine, Capability::Backups, "restores")?;
+    clusters::get(&state.client, engine, &namespace, &name).await?;
     let now = format_time(state.clock.now());
     let target = request.target_time.map(|time| RestoreTarget {
         time: Some(time),
@@ -758,14 +676,15 @@ pub async fn create_schedule(
     ApiJson(request): ApiJson<NamedSpec>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     if let Some(cluster) = request.spec.get("cluster").and_then(Value::as_str) {
-        refuse_cratedb_schedule(&state.client, &namespace, cluster).await?;
+        refuse_schedule_of(&state.client, &namespace, cluster).await?;
     }
     create_named::<Schedule>(&state.client, &namespace, request).await
 }
 
-/// A `400` when a schedule's cluster is a CrateDB cluster (and no PostgreSQL cluster has the
-/// name): every schedule type (pgBackRest, policy, verify) is PostgreSQL's.
-async fn refuse_cratedb_schedule(
+/// A `400` when a schedule's cluster is only a cluster of engines without backups (and no
+/// engine that has them has a cluster of that name): every schedule type (pgBackRest, policy,
+/// verify) needs them. The refusing engine's reason is the answer.
+async fn refuse_schedule_of(
     client: &Client,
     namespace: &str,
     cluster: &str,
@@ -779,21 +698,25 @@ async fn refuse_cratedb_schedule(
         // Not a name: the API server's validation says what is wrong.
         return Ok(());
     }
-    let crate_cluster =
-        Api::<steward_api::cratedb::CrateCluster>::namespaced(client.clone(), namespace)
-            .get_opt(cluster)
-            .await
-            .map_err(|e| ApiError::kube("get CrateCluster", &e))?;
-    if crate_cluster.is_none() {
-        return Ok(());
+    let mut refusal = None;
+    for engine in clusters::engines() {
+        let exists = clusters::get(client, engine, namespace, cluster).await;
+        let exists = match exists {
+            Ok(_) => true,
+            Err(e) if e.is_not_found() => false,
+            Err(e) => return Err(e),
+        };
+        if !exists {
+            continue;
+        }
+        match engine.refuses(Capability::Backups, "schedules") {
+            None => return Ok(()),
+            Some(why) => refusal = refusal.or(Some(why)),
+        }
     }
-    let pg = Api::<PostgresCluster>::namespaced(client.clone(), namespace)
-        .get_opt(cluster)
-        .await
-        .map_err(|e| ApiError::kube("get PostgresCluster", &e))?;
-    match pg {
-        Some(_) => Ok(()),
-        None => Err(not_for_cratedb("schedules")),
+    match refusal {
+        Some(why) => Err(bad_request(why)),
+        None => Ok(()),
     }
 }
 
@@ -885,9 +808,5 @@ mod tests {
             stamped("demo", "full", "2026-11-26T10:11:12.345Z"),
             "demo-full-20261126101112"
         );
-        assert!(valid_role_name("app_1"));
-        assert!(!valid_role_name("App"));
-        assert!(!valid_role_name("1app"));
-        assert!(!valid_role_name(""));
     }
 }

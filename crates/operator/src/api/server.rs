@@ -130,6 +130,11 @@ impl ApiError {
         }
     }
 
+    /// Whether it is a `404`.
+    pub fn is_not_found(&self) -> bool {
+        self.status == StatusCode::NOT_FOUND
+    }
+
     /// A Kubernetes API error while doing `what`.
     pub fn kube(what: &str, e: &kube::Error) -> Self {
         match e {

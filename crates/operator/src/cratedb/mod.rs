@@ -5,6 +5,7 @@
 //! engine".
 
 pub mod admin;
+pub mod api;
 pub mod build;
 pub mod controller;
 pub mod engine;

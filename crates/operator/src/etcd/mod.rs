@@ -3,6 +3,7 @@
 //! member status).
 
 pub mod admin;
+pub mod api;
 pub mod build;
 pub mod controller;
 pub mod engine;

@@ -6,6 +6,7 @@
 //! builders of desired objects.
 
 pub mod admin;
+pub mod api;
 pub mod build;
 pub mod controller;
 pub mod engine;

@@ -1,21 +1,23 @@
-//! What the REST API does differently for a `CrateCluster`: it has several node sets (the
-//! masters and named data sets) instead of one size, so create builds a minimal spec of 3
-//! masters and one data set, scale names the node set, update keeps the sets' sizes for scale,
-//! and its users are `spec.users` entries whose passwords live in Secrets (`ALL` privileges,
-//! no databases). The routes themselves stay in `clusters.rs` and `resources.rs`.
+//! The CrateDB engine as the REST API sees it ([`ClusterApi`]): a `CrateCluster` has several
+//! node sets (the masters and named data sets) instead of one size, so create builds a minimal
+//! spec of 3 masters and one data set, scale names the node set, update keeps the sets' sizes
+//! for scale, and its users are `spec.users` entries whose passwords live in Secrets (`ALL`
+//! privileges, no databases). No fail-over (no primary), no backups yet.
 
 use axum::http::StatusCode;
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
+use kube::api::ApiResource;
 use serde::Serialize;
 use serde_json::{Value, json};
 use steward_api::cratedb::{
     CrateCluster, CrateClusterSpec, CrateUser, SecretKeySelector, SecretValue,
 };
 
-use super::clusters::Engine;
-use super::server::ApiError;
+use crate::api::engine::{
+    Capability, ClusterApi, NewCluster, NewUser, Size, UsersApi, normalize_as, parts_as, to_json,
+    user_ready,
+};
+use crate::api::server::ApiError;
+use crate::cratedb::engine::CrateDb;
 use crate::cratedb::names::{MASTER_SET, SUPERUSER, SYSTEM_USER};
 
 /// The version a create request gets when it names none.
@@ -180,36 +182,6 @@ pub fn check_update(current: &CrateClusterSpec, patch: &Value) -> Result<(), Api
     Ok(())
 }
 
-/// The `CrateCluster`, or 404.
-pub async fn get(client: &Client, namespace: &str, name: &str) -> Result<CrateCluster, ApiError> {
-    Api::<CrateCluster>::namespaced(client.clone(), namespace)
-        .get_opt(name)
-        .await
-        .map_err(|e| ApiError::kube("get CrateCluster", &e))?
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                format!(
-                    "{} cluster {namespace}/{name} does not exist",
-                    Engine::Cratedb.as_str()
-                ),
-            )
-        })
-}
-
-/// Writes the cluster's spec back (with the read `resourceVersion`: a concurrent edit is a
-/// `409`, never a lost update).
-pub async fn replace(client: &Client, mut cluster: CrateCluster) -> Result<CrateCluster, ApiError> {
-    let namespace = cluster.namespace().unwrap_or_default();
-    let name = cluster.name_any();
-    cluster.status = None;
-    cluster.metadata.managed_fields = None;
-    Api::<CrateCluster>::namespaced(client.clone(), &namespace)
-        .replace(&name, &PostParams::default(), &cluster)
-        .await
-        .map_err(|e| ApiError::kube("update CrateCluster", &e))
-}
-
 /// A CrateDB user as the users routes answer it (the shape of `resources::UserInfo`).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -224,14 +196,11 @@ struct CrateUserInfo<'a> {
     privileges: &'a str,
 }
 
-/// (pure) A user of the cluster as JSON (never its password).
-pub fn user_info(cluster: &CrateCluster, u: &CrateUser) -> Value {
-    let ready = cluster
-        .status
-        .as_ref()
-        .and_then(|s| s.users.iter().find(|s| s.name == u.name))
-        .map(|s| s.ready);
-    json!(CrateUserInfo {
+/// (pure) A user of the cluster as JSON (never its password), `ready` from the cluster's
+/// status.
+pub fn user_info(u: &CrateUser, status: Option<&Value>) -> Result<Value, ApiError> {
+    let ready = user_ready(status, &u.name);
+    to_json(&CrateUserInfo {
         name: &u.name,
         databases: [],
         superuser: false,
@@ -273,65 +242,128 @@ pub fn check_new_user(
     Ok(())
 }
 
-/// A new user entry whose password is key `password` of Secret `secret`.
-pub fn new_user(name: &str, secret: &str) -> CrateUser {
+/// A new user entry whose password is key `key` of Secret `secret`.
+pub fn new_user(name: &str, secret: &str, key: &str) -> CrateUser {
     CrateUser {
         name: name.to_owned(),
         password: SecretValue {
             secret_key_ref: SecretKeySelector {
                 name: secret.to_owned(),
-                key: "password".to_owned(),
+                key: key.to_owned(),
             },
         },
     }
 }
 
-/// Creates user `user`: the Secret (already made by the caller as `secret`) is referenced from
-/// a new `spec.users` entry; on failure the Secret is taken back.
-pub async fn add_user(
-    client: &Client,
-    mut cluster: CrateCluster,
-    user: CrateUser,
-    secret: &str,
-) -> Result<Value, ApiError> {
-    let namespace = cluster.namespace().unwrap_or_default();
-    cluster.spec.users.push(user.clone());
-    match replace(client, cluster).await {
-        Ok(updated) => Ok(user_info(&updated, &user)),
-        Err(e) => {
-            // Nothing references the new Secret: take it back.
-            let _ = Api::<Secret>::namespaced(client.clone(), &namespace)
-                .delete(secret, &DeleteParams::default())
-                .await;
-            Err(e)
+/// (pure) A typed spec from the stored one.
+fn typed(spec: &Value) -> Result<CrateClusterSpec, ApiError> {
+    serde_json::from_value(spec.clone()).map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("reading the cluster's spec: {e}"),
+        )
+    })
+}
+
+impl ClusterApi for CrateDb {
+    fn name(&self) -> &'static str {
+        "cratedb"
+    }
+
+    fn resource(&self) -> ApiResource {
+        ApiResource::erase::<CrateCluster>(&())
+    }
+
+    fn size(&self) -> Size {
+        Size::NodeSets
+    }
+
+    fn create_spec(&self, request: &NewCluster<'_>) -> Result<Value, ApiError> {
+        create_spec(&CreateRequest {
+            name: request.name,
+            replicas: request.instances,
+            version: request.version,
+            storage: request.storage,
+            node_set: request.node_set,
+            extra: request.extra,
+        })
+    }
+
+    fn normalize(&self, spec: Value) -> Result<Value, ApiError> {
+        normalize_as::<CrateClusterSpec>(spec)
+    }
+
+    fn parts(&self, object: &Value) -> Result<(Value, Option<Value>), ApiError> {
+        parts_as::<CrateCluster, _, _>(object, |c| &c.spec, |c| c.status.as_ref())
+    }
+
+    fn check_update(&self, current: &Value, patch: &Value) -> Result<(), ApiError> {
+        check_update(&typed(current)?, patch)
+    }
+
+    fn scale_node_set(
+        &self,
+        spec: &mut Value,
+        cluster: &str,
+        node_set: Option<&str>,
+        replicas: i32,
+    ) -> Result<(), ApiError> {
+        let mut typed = typed(spec)?;
+        scale_spec(&mut typed, cluster, node_set, replicas)?;
+        *spec = to_json(&typed)?;
+        Ok(())
+    }
+
+    fn refuses(&self, capability: Capability, what: &str) -> Option<String> {
+        match capability {
+            Capability::Failover => Some(format!(
+                "{what} is for PostgreSQL clusters: CrateDB has no primary (every node takes reads and writes, and the masters elect the cluster's master themselves)"
+            )),
+            Capability::Backups => Some(format!(
+                "{what} are not supported for cratedb clusters: Steward has them for PostgreSQL clusters only"
+            )),
+            Capability::Users => None,
         }
+    }
+
+    fn users(&self) -> Option<&dyn UsersApi> {
+        Some(self)
     }
 }
 
-/// Writes `password` into the user's Secret; the operator follows it (logging in with the old
-/// password to change it).
-pub async fn rotate(
-    client: &Client,
-    cluster: &CrateCluster,
-    user: &str,
-    password: String,
-) -> Result<Value, ApiError> {
-    let name = cluster.name_any();
-    let namespace = cluster.namespace().unwrap_or_default();
-    let Some(entry) = cluster.spec.users.iter().find(|u| u.name == user) else {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("{name} has no user {user}"),
-        ));
-    };
-    let r = &entry.password.secret_key_ref;
-    let encoded = json!(k8s_openapi::ByteString(password.into_bytes()));
-    let patch = Patch::Merge(json!({"data": {&r.key: encoded}}));
-    Api::<Secret>::namespaced(client.clone(), &namespace)
-        .patch(&r.name, &PatchParams::default(), &patch)
-        .await
-        .map_err(|e| ApiError::kube(&format!("update Secret {}", r.name), &e))?;
-    Ok(user_info(cluster, entry))
+impl UsersApi for CrateDb {
+    fn check_new(&self, request: &NewUser<'_>) -> Result<(), ApiError> {
+        check_new_user(
+            request.name,
+            request.databases,
+            request.superuser,
+            request.createdb,
+        )
+    }
+
+    fn entry(&self, request: &NewUser<'_>, secret: &str, key: &str) -> Result<Value, ApiError> {
+        to_json(&new_user(request.name, secret, key))
+    }
+
+    fn secret_of(&self, entry: &Value) -> Option<(String, String)> {
+        let user: CrateUser = serde_json::from_value(entry.clone()).ok()?;
+        let r = user.password.secret_key_ref;
+        Some((r.name, r.key))
+    }
+
+    fn info(&self, entry: &Value, status: Option<&Value>) -> Result<Value, ApiError> {
+        let user: CrateUser = serde_json::from_value(entry.clone()).map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("reading a user: {e}"),
+            )
+        })?;
+        user_info(&user, status)
+    }
+
+    fn delete_note(&self) -> &'static str {
+        "; CrateDB keeps the user itself (Steward never drops users: applications may use them)"
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,229 @@
+//! What the REST API needs of an engine (style.md §11): the routes in `clusters.rs` and
+//! `resources.rs` name no engine; each engine describes itself with a [`ClusterApi`] (its
+//! custom resource, how a create request becomes its spec, how it is sized and scaled, what it
+//! refuses) and, when its clusters have database users, a [`UsersApi`]. The list is
+//! `crate::engines::all()`.
+//!
+//! The routes read and write the engines' resources as JSON (`DynamicObject`); an engine
+//! checks a spec against its own type ([`ClusterApi::normalize`]) so that an answer shows the
+//! spec and status as its type reads them, defaults filled in.
+
+use axum::http::StatusCode;
+use kube::api::ApiResource;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::server::ApiError;
+
+/// The annotation a restart puts on every Pod (through `spec.podTemplate.annotations`): a new
+/// value changes the Pods' spec hash, so the engine's rolling restart replaces them one at a
+/// time, in its safe order — as `kubectl rollout restart` does for a Deployment.
+pub const RESTARTED_AT: &str = "steward.dev/restarted-at";
+
+/// What a create request says, as the engine sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct NewCluster<'a> {
+    /// The resource's name.
+    pub name: &'a str,
+    /// Members, instances, or the nodes of the first node set.
+    pub instances: i32,
+    /// The version; the engine's default when absent.
+    pub version: Option<&'a str>,
+    /// Each member's volume size.
+    pub storage: Option<&'a str>,
+    /// The node set to create (engines sized by node sets).
+    pub node_set: Option<&'a str>,
+    /// Extra spec fields, merged over the engine's spec by the caller.
+    pub extra: Option<&'a Value>,
+}
+
+/// How an engine's clusters are sized.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Size {
+    /// One number, this spec field (`replicas`, `instances`).
+    Field(&'static str),
+    /// Several node sets, each with its own size: a scale names the set.
+    NodeSets,
+}
+
+/// What a route may ask of an engine that not every engine has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Capability {
+    /// A fail-over or switchover to a named member.
+    Failover,
+    /// Backups, restores, schedules and SQL policies (`what` names which).
+    Backups,
+    /// Database users.
+    Users,
+}
+
+/// One engine as the REST API sees it.
+pub trait ClusterApi: Send + Sync {
+    /// Its name in paths and bodies (`etcd`).
+    fn name(&self) -> &'static str;
+
+    /// Its cluster resource.
+    fn resource(&self) -> ApiResource;
+
+    /// How its clusters are sized.
+    fn size(&self) -> Size;
+
+    /// (pure) The spec a create request asks for (before the request's extra fields are
+    /// merged over it), or a `400` saying what the request cannot express.
+    fn create_spec(&self, request: &NewCluster<'_>) -> Result<Value, ApiError>;
+
+    /// (pure) `spec` checked against the engine's type and written as the type writes it
+    /// (defaults filled in); a `400` naming the problem when it does not fit.
+    fn normalize(&self, spec: Value) -> Result<Value, ApiError>;
+
+    /// (pure) The spec and status of an object of the resource (its JSON), as the engine's type
+    /// reads them.
+    fn parts(&self, object: &Value) -> Result<(Value, Option<Value>), ApiError>;
+
+    /// (pure) Refuses a merge patch of the spec that the engine changes only through another
+    /// route; `current` is the stored spec. Engines sized by one field are checked by the
+    /// caller (the field goes through scale).
+    fn check_update(&self, _current: &Value, _patch: &Value) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    /// (pure) For engines sized by node sets: `spec` with node set `node_set` at `replicas`,
+    /// or a `400` naming the sets.
+    fn scale_node_set(
+        &self,
+        _spec: &mut Value,
+        _cluster: &str,
+        _node_set: Option<&str>,
+        _replicas: i32,
+    ) -> Result<(), ApiError> {
+        Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("a {} cluster has no node sets", self.name()),
+        ))
+    }
+
+    /// (pure) The merge patch of the spec that restarts every member in the engine's safe
+    /// order: by default a new [`RESTARTED_AT`] on the Pod template.
+    fn restart_patch(&self, now: &str) -> Value {
+        json!({"podTemplate": {"annotations": {RESTARTED_AT: now}}})
+    }
+
+    /// Why the engine refuses `capability` (`what` names the route's objects, e.g.
+    /// "backups"); `None` when it has it.
+    fn refuses(&self, capability: Capability, what: &str) -> Option<String>;
+
+    /// Its database users, when its clusters have them.
+    fn users(&self) -> Option<&dyn UsersApi> {
+        None
+    }
+
+    /// Its fail-over to a named member, when it has one.
+    fn failover(&self) -> Option<&dyn FailoverApi> {
+        None
+    }
+}
+
+/// An engine's fail-over (a switchover when the primary is healthy) to a named member.
+pub trait FailoverApi: Send + Sync {
+    /// (pure) The current primary and the members that can take over, best first, from the
+    /// cluster object (its JSON).
+    fn candidates(&self, object: &Value) -> Result<super::clusters::Candidates, ApiError>;
+
+    /// (pure) A `400` when `target` cannot take over (not a member, already the primary).
+    fn check_target(&self, object: &Value, cluster: &str, target: &str) -> Result<(), ApiError>;
+
+    /// (pure) The merge patch of the spec that asks for it, with request id `id`.
+    fn request(&self, id: &str, target: Option<&str>) -> Value;
+}
+
+/// What a create-user request says.
+#[derive(Clone, Copy, Debug)]
+pub struct NewUser<'a> {
+    /// The user's name.
+    pub name: &'a str,
+    /// Databases it owns.
+    pub databases: &'a [String],
+    /// `SUPERUSER`.
+    pub superuser: bool,
+    /// `CREATEDB`.
+    pub createdb: bool,
+}
+
+/// An engine's database users: entries of `spec.users` whose passwords live in Secrets.
+pub trait UsersApi: Send + Sync {
+    /// (pure) A `400` when the request names a user the engine cannot have or asks for what
+    /// its users do not have.
+    fn check_new(&self, request: &NewUser<'_>) -> Result<(), ApiError>;
+
+    /// (pure) The `spec.users` entry of a new user whose password is key `key` of Secret
+    /// `secret`.
+    fn entry(&self, request: &NewUser<'_>, secret: &str, key: &str) -> Result<Value, ApiError>;
+
+    /// (pure) The Secret (name, key) holding an entry's password.
+    fn secret_of(&self, entry: &Value) -> Option<(String, String)>;
+
+    /// (pure) A user as the routes answer it (never its password), from its entry and the
+    /// cluster's status.
+    fn info(&self, entry: &Value, status: Option<&Value>) -> Result<Value, ApiError>;
+
+    /// (pure) What the answer to a delete adds (what the database keeps).
+    fn delete_note(&self) -> &'static str {
+        ""
+    }
+}
+
+fn bad_request(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, message)
+}
+
+/// (pure) A value as JSON (a `500` if it cannot be: it always can for Steward's types).
+pub fn to_json<T: Serialize>(value: &T) -> Result<Value, ApiError> {
+    serde_json::to_value(value)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+}
+
+/// (pure) [`ClusterApi::normalize`] for an engine whose spec type is `S`.
+pub fn normalize_as<S: Serialize + DeserializeOwned>(spec: Value) -> Result<Value, ApiError> {
+    let typed: S = serde_json::from_value(spec).map_err(|e| bad_request(format!("spec: {e}")))?;
+    serde_json::to_value(typed)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+}
+
+/// (pure) [`ClusterApi::parts`] for an engine whose resource type is `K`, with `spec` and
+/// `status` reading them.
+pub fn parts_as<K, S, T>(
+    object: &Value,
+    spec: impl Fn(&K) -> &S,
+    status: impl Fn(&K) -> Option<&T>,
+) -> Result<(Value, Option<Value>), ApiError>
+where
+    K: DeserializeOwned,
+    S: Serialize,
+    T: Serialize,
+{
+    let internal = |e: serde_json::Error| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("reading the cluster: {e}"),
+        )
+    };
+    let typed: K = serde_json::from_value(object.clone()).map_err(internal)?;
+    let spec = serde_json::to_value(spec(&typed)).map_err(internal)?;
+    let status = status(&typed)
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(internal)?;
+    Ok((spec, status))
+}
+
+/// (pure) The `ready` of user `name` in a cluster status's `users` list.
+pub fn user_ready(status: Option<&Value>, name: &str) -> Option<bool> {
+    status?
+        .get("users")?
+        .as_array()?
+        .iter()
+        .find(|u| u.get("name").and_then(Value::as_str) == Some(name))?
+        .get("ready")?
+        .as_bool()
+}

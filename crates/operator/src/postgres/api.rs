@@ -1,0 +1,195 @@
+//! The PostgreSQL engine as the REST API sees it ([`ClusterApi`]): `PostgresCluster`, sized by
+//! `spec.instances`, with database users (`spec.users`, passwords in Secrets), fail-over to a
+//! named replica (`spec.switchover`), backups, restores, schedules and policies.
+
+use axum::http::StatusCode;
+use kube::api::ApiResource;
+use serde_json::{Value, json};
+use steward_api::postgres::{
+    InstanceRole, PostgresCluster, PostgresClusterSpec, PostgresClusterStatus, PostgresUser,
+    SecretKeyRef, UserOptions,
+};
+
+use crate::api::clusters::{Candidate, Candidates, merge};
+use crate::api::engine::{
+    Capability, ClusterApi, FailoverApi, NewCluster, NewUser, Size, UsersApi, normalize_as,
+    parts_as, to_json, user_ready,
+};
+use crate::api::resources::UserInfo;
+use crate::api::server::ApiError;
+use crate::postgres::engine::Postgres;
+
+/// The version a create request gets when it names none.
+pub const DEFAULT_VERSION: &str = "15";
+
+fn bad_request(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, message)
+}
+
+impl ClusterApi for Postgres {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn resource(&self) -> ApiResource {
+        ApiResource::erase::<PostgresCluster>(&())
+    }
+
+    fn size(&self) -> Size {
+        Size::Field("instances")
+    }
+
+    fn create_spec(&self, request: &NewCluster<'_>) -> Result<Value, ApiError> {
+        let spec = PostgresClusterSpec::new(
+            request.instances,
+            request.version.unwrap_or(DEFAULT_VERSION).to_owned(),
+        );
+        let mut spec = to_json(&spec)?;
+        if let Some(size) = request.storage {
+            merge(&mut spec, &json!({"storage": {"size": size}}));
+        }
+        Ok(spec)
+    }
+
+    fn normalize(&self, spec: Value) -> Result<Value, ApiError> {
+        normalize_as::<PostgresClusterSpec>(spec)
+    }
+
+    fn parts(&self, object: &Value) -> Result<(Value, Option<Value>), ApiError> {
+        parts_as::<PostgresCluster, _, _>(object, |c| &c.spec, |c| c.status.as_ref())
+    }
+
+    fn refuses(&self, _capability: Capability, _what: &str) -> Option<String> {
+        None
+    }
+
+    fn users(&self) -> Option<&dyn UsersApi> {
+        Some(self)
+    }
+
+    fn failover(&self) -> Option<&dyn FailoverApi> {
+        Some(self)
+    }
+}
+
+/// (pure) Whether `name` can be a PostgreSQL role Steward creates.
+fn valid_role_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c == '_')
+        && name.len() <= 63
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+impl UsersApi for Postgres {
+    fn check_new(&self, request: &NewUser<'_>) -> Result<(), ApiError> {
+        if valid_role_name(request.name) {
+            return Ok(());
+        }
+        Err(bad_request(format!(
+            "user {} is not a valid role name: lower case letters, digits and _, starting with a letter or _",
+            request.name
+        )))
+    }
+
+    fn entry(&self, request: &NewUser<'_>, secret: &str, key: &str) -> Result<Value, ApiError> {
+        let user = PostgresUser {
+            name: request.name.to_owned(),
+            databases: request.databases.to_vec(),
+            password_secret: SecretKeyRef {
+                name: secret.to_owned(),
+                key: key.to_owned(),
+            },
+            options: UserOptions {
+                superuser: request.superuser,
+                createdb: request.createdb,
+                connection_limit: None,
+            },
+        };
+        to_json(&user)
+    }
+
+    fn secret_of(&self, entry: &Value) -> Option<(String, String)> {
+        let user: PostgresUser = serde_json::from_value(entry.clone()).ok()?;
+        Some((user.password_secret.name, user.password_secret.key))
+    }
+
+    fn info(&self, entry: &Value, status: Option<&Value>) -> Result<Value, ApiError> {
+        let u: PostgresUser = serde_json::from_value(entry.clone()).map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("reading a user: {e}"),
+            )
+        })?;
+        let ready = user_ready(status, &u.name);
+        to_json(&UserInfo {
+            name: u.name,
+            databases: u.databases,
+            superuser: u.options.superuser,
+            createdb: u.options.createdb,
+            secret: u.password_secret.name,
+            secret_key: u.password_secret.key,
+            ready,
+            privileges: None,
+        })
+    }
+}
+
+/// (pure) The cluster's status, as its type reads it.
+fn status_of(object: &Value) -> Result<PostgresClusterStatus, ApiError> {
+    let (_, status) = Postgres.parts(object)?;
+    Ok(status
+        .and_then(|s| serde_json::from_value(s).ok())
+        .unwrap_or_default())
+}
+
+impl FailoverApi for Postgres {
+    fn candidates(&self, object: &Value) -> Result<Candidates, ApiError> {
+        let status = status_of(object)?;
+        let mut candidates: Vec<Candidate> = status
+            .instances
+            .iter()
+            .filter(|i| i.role == InstanceRole::Replica)
+            .map(|i| Candidate {
+                name: i.name.clone(),
+                ready: i.ready,
+                streaming: i.streaming,
+                lag_bytes: i.lag_bytes,
+            })
+            .collect();
+        candidates.sort_by_key(|c| (!c.ready, c.lag_bytes.unwrap_or(u64::MAX), c.name.clone()));
+        Ok(Candidates {
+            primary: status.current_primary,
+            candidates,
+        })
+    }
+
+    fn check_target(&self, object: &Value, cluster: &str, target: &str) -> Result<(), ApiError> {
+        let status = status_of(object)?;
+        let Some(instance) = status.instances.iter().find(|i| i.name == target) else {
+            return Err(bad_request(format!(
+                "{target} is not an instance of {cluster} (GET …/failover lists the candidates)"
+            )));
+        };
+        if instance.role == InstanceRole::Primary {
+            return Err(bad_request(format!("{target} is already the primary")));
+        }
+        Ok(())
+    }
+
+    fn request(&self, id: &str, target: Option<&str>) -> Value {
+        json!({"switchover": {"id": id, "target": target}})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn role_names_are_lower_case_identifiers() {
+        assert!(valid_role_name("app_1"));
+        assert!(!valid_role_name("App"));
+        assert!(!valid_role_name("1app"));
+        assert!(!valid_role_name(""));
+    }
+}
