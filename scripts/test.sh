@@ -18,11 +18,16 @@ echo "==> cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 echo "==> tests"
+bash scripts/leftovers.sh sweep
+status=0
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --workspace --locked --no-fail-fast
+  cargo nextest run --workspace --locked --no-fail-fast || status=$?
 else
-  cargo test --workspace --locked --no-fail-fast
+  cargo test --workspace --locked --no-fail-fast || status=$?
 fi
+# No process of the run may outlive it (issue 36).
+bash scripts/leftovers.sh check || status=1
+[ "$status" -eq 0 ] || exit "$status"
 
 echo "==> deploy artefacts"
 bash .ci/check-deploy.sh

@@ -54,6 +54,49 @@ pub struct NodeHandle {
     pods: Option<JoinHandle<()>>,
     tasks: Vec<JoinHandle<()>>,
     proxy: Arc<Proxy>,
+    /// Kills the containers' cgroups once this agent is gone (`crate::cgroup::reap`).
+    _reaper: Option<Reaper>,
+}
+
+/// The agent's reaper process (`node-shim --reap <cgroups>`): it waits for the end of the pipe
+/// the agent holds to close — when the agent is dropped, or its process dies however it dies —
+/// and then kills every container cgroup of the agent.
+struct Reaper {
+    input: Option<std::process::ChildStdin>,
+    child: Option<std::process::Child>,
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        drop(self.input.take());
+        if let Some(mut child) = self.child.take() {
+            // Collected when it has swept (no zombie left to the agent's process).
+            let _ = std::thread::Builder::new()
+                .name("node-reaper-wait".into())
+                .spawn(move || child.wait());
+        }
+    }
+}
+
+/// Starts the reaper of the cgroups under `root`, in a process group of its own (a signal to
+/// the agent's group does not reach it before it has swept).
+fn start_reaper(shim: &[String], root: &std::path::Path) -> std::io::Result<Reaper> {
+    use std::os::unix::process::CommandExt;
+    let Some((program, lead)) = shim.split_first() else {
+        return Err(std::io::Error::other("no shim command configured"));
+    };
+    let mut child = std::process::Command::new(program)
+        .args(lead)
+        .arg(crate::shim::REAP)
+        .arg(root)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()?;
+    Ok(Reaper {
+        input: child.stdin.take(),
+        child: Some(child),
+    })
 }
 
 /// Starts the agent: the Node is registered Ready and pods bound to it start running.
@@ -67,6 +110,33 @@ pub async fn start(client: Client, cfg: NodeConfig) -> Result<NodeHandle, NodeEr
     if killed > 0 {
         tracing::info!(killed, "killed processes left by a previous run");
     }
+    // A cgroup per container; what an earlier agent on this state directory left is killed
+    // first, and a reaper kills what this one starts the moment it is gone.
+    let cgroups = match crate::cgroup::Cgroups::for_agent(&cfg.state_dir) {
+        Ok((c, killed)) => {
+            if killed > 0 {
+                tracing::info!(
+                    killed,
+                    "killed processes a previous agent left in its cgroups"
+                );
+            }
+            Some(c)
+        }
+        Err(why) => {
+            tracing::warn!(%why, "no cgroup per container: a container's processes are killed by process group only");
+            None
+        }
+    };
+    let reaper = match &cgroups {
+        Some(c) => match start_reaper(&cfg.shim, c.root()) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                tracing::warn!(error = %e, "the reaper did not start: an agent that dies leaves its containers to the next agent's sweep");
+                None
+            }
+        },
+        None => None,
+    };
     let partition = Partition::default();
     let client = partition.wrap(client);
     let root = nix::unistd::geteuid().is_root();
@@ -95,7 +165,7 @@ pub async fn start(client: Client, cfg: NodeConfig) -> Result<NodeHandle, NodeEr
     let shared = Arc::new(Shared {
         client: client.clone(),
         ipam: Ipam::new(cfg.pod_ip_base, &crate::ipam::default_lock_dir()),
-        launcher: Arc::new(Launcher::new(cfg.shim.clone())),
+        launcher: Arc::new(Launcher::new(cfg.shim.clone(), cgroups)),
         registry: Registry::default(),
         dns: Arc::new(Dns::new(&cfg.state_dir)),
         services: Arc::new(ServiceCache::default()),
@@ -136,6 +206,7 @@ pub async fn start(client: Client, cfg: NodeConfig) -> Result<NodeHandle, NodeEr
         pods: Some(pods),
         tasks,
         proxy,
+        _reaper: reaper,
     })
 }
 
@@ -235,7 +306,7 @@ impl NodeHandle {
     pub fn power_off(&self) {
         self.shared.partition.cut();
         self.cancel.cancel();
-        self.shared.launcher.processes.kill_all();
+        self.shared.launcher.kill_all();
         tracing::warn!(node = %self.shared.cfg.name, "node powered off (test)");
     }
 
@@ -247,7 +318,7 @@ impl NodeHandle {
             let _ = pods.await;
         }
         self.proxy.stop();
-        self.shared.launcher.processes.kill_all();
+        self.shared.launcher.kill_all();
         let status = node::status(
             self.kubelet_addr.port(),
             self.shared.node,
@@ -269,7 +340,7 @@ impl Drop for NodeHandle {
     fn drop(&mut self) {
         // Dropped without shutdown (e.g. a panicking test): never leave processes behind.
         self.cancel.cancel();
-        self.shared.launcher.processes.kill_all();
+        self.shared.launcher.remove_all();
     }
 }
 

@@ -5,6 +5,7 @@
 //! ClusterIPs on loopback. See `docs/local-control-plane.md` ("The node agent").
 
 mod agent;
+pub mod cgroup;
 mod cluster;
 mod config;
 mod dns;

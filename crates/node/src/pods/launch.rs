@@ -1,5 +1,6 @@
-//! Starting shim processes: containers (own process group, pid file, stdout/stderr into the
-//! instance's log file) and commands inside running containers (exec probes, `pods/exec`).
+//! Starting shim processes: containers (own cgroup and process group, pid file, stdout/stderr
+//! into the instance's log file) and commands inside running containers (exec probes,
+//! `pods/exec`, which join the container's cgroup).
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -13,6 +14,7 @@ use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
 use super::runtime::PodRuntime;
+use crate::cgroup::{self, Cgroups};
 use crate::logs::{self, ActiveLogs};
 use crate::process::{self, ProcessTable};
 use crate::shim::ShimSpec;
@@ -20,6 +22,9 @@ use crate::shim::ShimSpec;
 #[derive(Debug)]
 pub struct Launcher {
     shim: Vec<String>,
+    /// The containers' cgroups; `None` where the agent cannot make them (then process groups
+    /// only).
+    cgroups: Option<Cgroups>,
     pub processes: ProcessTable,
     pub logs: Arc<ActiveLogs>,
     counter: AtomicU64,
@@ -33,6 +38,8 @@ pub struct Started {
     pub started_at: Timestamp,
     pub log_task: JoinHandle<()>,
     pub error_file: PathBuf,
+    /// The instance's cgroup, killed once its first process has exited.
+    pub cgroup: Option<PathBuf>,
 }
 
 fn write_spec(path: &Path, spec: &ShimSpec) -> std::io::Result<()> {
@@ -50,9 +57,10 @@ fn write_spec(path: &Path, spec: &ShimSpec) -> std::io::Result<()> {
 }
 
 impl Launcher {
-    pub fn new(shim: Vec<String>) -> Self {
+    pub fn new(shim: Vec<String>, cgroups: Option<Cgroups>) -> Self {
         Self {
             shim,
+            cgroups,
             processes: ProcessTable::default(),
             logs: Arc::new(ActiveLogs::default()),
             counter: AtomicU64::new(0),
@@ -90,15 +98,37 @@ impl Launcher {
             .clone()
             .unwrap_or_else(|| Self::error_file(rt, container, instance));
         let _ = std::fs::remove_file(&error_file);
-        write_spec(&spec_path, spec)?;
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let cgroup = match &self.cgroups {
+            Some(c) => Some(c.create(&format!(
+                "{}_{}-{container}-{instance}-{n}",
+                rt.namespace, rt.name
+            ))?),
+            None => None,
+        };
+        let spec = ShimSpec {
+            cgroup: cgroup.clone(),
+            ..spec.clone()
+        };
+        if let Err(e) = write_spec(&spec_path, &spec) {
+            Self::release(cgroup.as_deref());
+            return Err(e);
+        }
         let log_dir = rt.log_dir(container);
         std::fs::create_dir_all(&log_dir)?;
-        let mut child = self
-            .command(&spec_path)?
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()?;
+        let spawned = self.command(&spec_path).and_then(|mut c| {
+            c.stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+        });
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(e) => {
+                Self::release(cgroup.as_deref());
+                return Err(e);
+            }
+        };
         let started_at = Timestamp::now();
         let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
         self.processes.add(pid);
@@ -120,11 +150,40 @@ impl Launcher {
             started_at,
             log_task,
             error_file,
+            cgroup,
         })
+    }
+
+    /// Kills whatever is left in a container instance's cgroup and removes it.
+    fn release(cgroup: Option<&Path>) {
+        if let Some(dir) = cgroup
+            && let Err(e) = cgroup::destroy(dir)
+        {
+            tracing::warn!(cgroup = %dir.display(), error = %e, "removing a container's cgroup failed");
+        }
+    }
+
+    /// Kills every process the agent started: the recorded process groups and every container
+    /// cgroup.
+    pub fn kill_all(&self) {
+        self.processes.kill_all();
+        if let Some(c) = &self.cgroups {
+            c.sweep();
+        }
+    }
+
+    /// [`Self::kill_all`], and the agent's cgroup directory removed (the agent is going).
+    pub fn remove_all(&self) {
+        self.processes.kill_all();
+        if let Some(c) = &self.cgroups {
+            c.remove();
+        }
     }
 
     /// Bookkeeping after a container instance exited; returns the shim's start error, if any.
     pub fn finish(&self, rt: &PodRuntime, container: &str, started: &Started) -> Option<String> {
+        // A container's processes do not outlive its first process, wherever they went.
+        Self::release(started.cgroup.as_deref());
         self.processes.remove(started.pid);
         let _ = std::fs::remove_file(rt.pid_file(container));
         let err = std::fs::read_to_string(&started.error_file)

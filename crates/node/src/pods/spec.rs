@@ -241,6 +241,7 @@ pub fn build(
         argv: resolved.argv,
         env: env.0,
         error_file: Some(error_file),
+        cgroup: None,
     };
     Ok(Prepared {
         spec,
@@ -258,6 +259,7 @@ pub fn exec_spec(template: &ShimSpec, pid: i32, command: &[String]) -> ShimSpec 
         program: command.first().cloned().unwrap_or_default(),
         argv: command.to_vec(),
         error_file: None,
+        cgroup: None,
         ..template.clone()
     }
 }

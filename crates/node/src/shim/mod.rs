@@ -15,6 +15,9 @@ use std::path::Path;
 
 pub use spec::{BindMount, ShimSpec};
 
+/// The shim's argument that makes it the agent's reaper instead.
+pub const REAP: &str = "--reap";
+
 /// Exit code of a shim that could not start its program.
 pub const START_ERROR_EXIT: i32 = 128;
 
@@ -32,9 +35,19 @@ pub fn shim_main(args: Vec<String>) -> i32 {
         args.next();
     }
     let Some(path) = args.next() else {
-        eprintln!("usage: node-shim <spec.json>");
+        eprintln!("usage: node-shim <spec.json> | node-shim --reap <cgroup directory>");
         return 2;
     };
+    if path == REAP {
+        // The agent's reaper (`crate::cgroup::reap`): its standard input is the agent's end of
+        // a pipe; when it closes, every container cgroup of the agent is killed.
+        let Some(root) = args.next() else {
+            eprintln!("usage: node-shim --reap <cgroup directory>");
+            return 2;
+        };
+        crate::cgroup::reap(Path::new(&root), std::io::stdin().lock());
+        return 0;
+    }
     let spec = match read_spec(Path::new(&path)) {
         Ok(s) => s,
         Err(e) => {

@@ -61,16 +61,33 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ShimError {
 
 /// Runs every step and execs the program; returns only the error that stopped it.
 pub fn run(spec: &ShimSpec) -> ShimError {
-    let result = match spec.join_pid {
-        Some(pid) => join_namespaces(pid),
-        None => new_namespaces(spec),
-    }
-    .and_then(|()| prepare_working_dir(spec))
-    .and_then(|()| drop_privileges(spec))
-    .and_then(|()| change_dir(spec));
+    let result = join_cgroup(spec)
+        .and_then(|()| match spec.join_pid {
+            Some(pid) => join_namespaces(pid),
+            None => new_namespaces(spec),
+        })
+        .and_then(|()| prepare_working_dir(spec))
+        .and_then(|()| drop_privileges(spec))
+        .and_then(|()| change_dir(spec));
     match result {
         Ok(()) => exec(spec),
         Err(e) => e,
+    }
+}
+
+/// Joins the container's cgroup before anything else, so that nothing the program starts can
+/// escape it: the spec's, or in exec mode the running container's.
+fn join_cgroup(spec: &ShimSpec) -> Result<(), ShimError> {
+    let dir = match spec.join_pid {
+        Some(pid) => crate::cgroup::of_pid(pid),
+        None => spec.cgroup.clone(),
+    };
+    match dir {
+        Some(dir) => crate::cgroup::join(&dir).map_err(io(format!(
+            "joining the container's cgroup {}",
+            dir.display()
+        ))),
+        None => Ok(()),
     }
 }
 

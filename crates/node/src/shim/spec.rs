@@ -30,6 +30,10 @@ pub struct ShimSpec {
     pub env: Vec<(String, String)>,
     /// Where the shim writes why it failed before the program started.
     pub error_file: Option<PathBuf>,
+    /// The container instance's cgroup, which the shim joins first (`crate::cgroup`). In exec
+    /// mode the shim joins the cgroup of `join_pid` instead.
+    #[serde(default)]
+    pub cgroup: Option<PathBuf>,
 }
 
 /// One bind mount of a host path on a container path.

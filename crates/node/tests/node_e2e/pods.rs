@@ -745,3 +745,118 @@ async fn a_status_changed_by_someone_else_is_written_again() {
     assert_eq!(env.container_pid(&pod, "c"), pid, "nothing was restarted");
     env.shutdown().await;
 }
+
+/// The pid of the one process whose command line is `argv`.
+fn pid_of(argv: &[&str]) -> Option<i32> {
+    std::fs::read_dir("/proc")
+        .ok()?
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                let args: Vec<&[u8]> = c.split(|b| *b == 0).filter(|a| !a.is_empty()).collect();
+                args == argv.iter().map(|a| a.as_bytes()).collect::<Vec<_>>()
+            })
+        })
+}
+
+/// Issue 36: a container's processes do not outlive it, whatever they did. A child that
+/// double-forks into a session and process group of its own (reparented, out of reach of a
+/// signal to the container's process group) lives in the container's cgroup and dies with the
+/// container.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemonised_child_dies_with_its_container() {
+    let env = start(23).await;
+    let daemon_argv = ["sleep", "4242.23"];
+    env.create::<Pod>(json!({
+        "metadata": {"name": "daemon"},
+        "spec": {"containers": [{"name": "main", "image": "busybox:1.36",
+            "command": ["sh", "-c",
+                "(setsid sleep 4242.23 </dev/null >/dev/null 2>&1 &); exec sleep 300"]}]}
+    }))
+    .await;
+    let pod = env.wait_ready("daemon", T).await;
+    let main = env.container_pid(&pod, "main");
+    let mut daemon = None;
+    for _ in 0..100 {
+        daemon = pid_of(&daemon_argv);
+        if daemon.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let daemon = daemon.expect("the daemonised child runs");
+    let pgid = |pid: i32| nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid))).unwrap();
+    assert_ne!(
+        pgid(daemon),
+        pgid(main),
+        "it left the container's process group"
+    );
+    let cgroup = std::fs::read_to_string(format!("/proc/{daemon}/cgroup")).unwrap();
+    assert!(
+        cgroup.contains("/steward/"),
+        "in the container's cgroup: {cgroup}"
+    );
+    env.delete_pod("daemon").await;
+    env.wait_gone("daemon", T).await;
+    wait_process_gone(daemon, T).await;
+    env.shutdown().await;
+}
+
+/// Issue 36: nothing an agent started survives it for long. Its reaper kills the containers'
+/// cgroups the moment the agent's end of the pipe closes (however the agent went: here the
+/// pipe is closed by hand, as the kernel closes it when a process dies); and a new agent on
+/// the same state directory kills what an earlier one left before it starts Pods.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gone_agents_containers_are_killed_by_its_reaper_or_the_next_agent() {
+    use std::os::unix::process::CommandExt;
+    use steward_node::cgroup::{Cgroups, destroy};
+    let spawn_in = |cgroup: &std::path::Path, seconds: &str| {
+        let child = std::process::Command::new("sleep")
+            .arg(seconds)
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        std::fs::write(cgroup.join("cgroup.procs"), child.id().to_string()).unwrap();
+        child
+    };
+    // The reaper.
+    let state = tempfile::tempdir().unwrap();
+    let (agent, _) = Cgroups::for_agent(state.path()).unwrap();
+    let cgroup = agent.create("orphan").unwrap();
+    let mut orphan = spawn_in(&cgroup, "4243.1");
+    let mut reaper = std::process::Command::new(env!("CARGO_BIN_EXE_steward-node"))
+        .args(["node-shim", "--reap"])
+        .arg(agent.root())
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        orphan.try_wait().unwrap().is_none(),
+        "alive while the agent is"
+    );
+    drop(reaper.stdin.take());
+    assert!(reaper.wait().unwrap().success());
+    assert!(
+        orphan.wait().unwrap().code().is_none(),
+        "killed by a signal"
+    );
+    assert!(!agent.root().exists(), "the agent's cgroups are removed");
+
+    // The next agent on the same state directory.
+    let (earlier, _) = Cgroups::for_agent(state.path()).unwrap();
+    let mut left = spawn_in(&earlier.create("left").unwrap(), "4243.2");
+    let env = start(24).await;
+    let mut cfg = node_config(state.path(), 25);
+    cfg.name = "steward-test-next".into();
+    let node = steward_node::start(env.client.clone(), cfg).await.unwrap();
+    assert!(
+        left.wait().unwrap().code().is_none(),
+        "killed before Pods start"
+    );
+    assert!(!earlier.root().exists());
+    node.shutdown().await;
+    let _ = destroy(&cgroup);
+    env.shutdown().await;
+}
