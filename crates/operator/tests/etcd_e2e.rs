@@ -211,6 +211,14 @@ async fn a_deleted_member_pod_comes_back_on_its_claim_and_rejoins() {
     client.put("survivor", "yes", None).await.unwrap();
     let pods = plane.api::<Pod>();
     let old = pods.get("phoenix-1").await.unwrap();
+    // The member's processes on this machine (embedded plane): those naming its client URL.
+    let local = std::env::var("STEWARD_E2E_KUBECONFIG").is_err();
+    let peer = format!(
+        "--advertise-client-urls=http://phoenix-1.phoenix.{}.svc",
+        plane.namespace
+    );
+    let old_processes = processes_naming(&peer);
+    assert!(!local || !old_processes.is_empty(), "the member runs here");
     pods.delete("phoenix-1", &DeleteParams::default())
         .await
         .unwrap();
@@ -220,6 +228,20 @@ async fn a_deleted_member_pod_comes_back_on_its_claim_and_rejoins() {
             (p.uid() != old.uid() && pod_ready(&p)).then_some(())
         })
         .await;
+    if local {
+        // Issue 36: nothing of the old Pod outlives it to write into the claim the new Pod
+        // uses: the old member's processes are gone and one member process serves the claim.
+        let now = processes_naming(&peer);
+        assert!(
+            old_processes.iter().all(|p| !now.contains(p)),
+            "the old Pod's processes {old_processes:?} are gone: {now:?}"
+        );
+        assert_eq!(now.len(), 1, "one process serves the claim: {now:?}");
+    } else {
+        eprintln!(
+            "the old Pod's processes are not checked on a real cluster (not on this machine)"
+        );
+    }
     let c = plane
         .wait_for::<EtcdCluster, _>("3 healthy members again", "phoenix", BOOT, settled(3))
         .await;
@@ -895,4 +917,25 @@ async fn a_member_on_a_lost_node_is_replaced_while_the_cluster_keeps_quorum() {
         took.as_secs_f64()
     );
     plane.shutdown().await;
+}
+
+/// The pids of this machine's processes whose command line contains `needle` (the etcd members
+/// of an embedded plane run here).
+fn processes_naming(needle: &str) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids: Vec<i32> = dir
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                String::from_utf8_lossy(&c)
+                    .replace('\0', " ")
+                    .contains(needle)
+            })
+        })
+        .collect();
+    pids.sort_unstable();
+    pids
 }
