@@ -42,25 +42,9 @@ fn valid_cluster_name(name: &str) -> bool {
         && bytes.iter().all(|c| ok(c) || *c == b'-')
 }
 
-/// What a create request says about a CrateDB cluster.
-pub struct CreateRequest<'a> {
-    /// The resource's name, also `spec.cluster.name`.
-    pub name: &'a str,
-    /// The data set's nodes.
-    pub replicas: i32,
-    /// The version.
-    pub version: Option<&'a str>,
-    /// The data set's disk size.
-    pub storage: Option<&'a str>,
-    /// The data set's name.
-    pub node_set: Option<&'a str>,
-    /// Extra spec fields (merged over the result by the caller).
-    pub extra: Option<&'a Value>,
-}
-
 /// (pure) The minimal spec of a create request: `cluster.name` = the resource's name, the
 /// version, 3 masters and one data set; or a `400` saying what the request cannot express.
-pub fn create_spec(r: &CreateRequest<'_>) -> Result<Value, ApiError> {
+pub fn create_spec(r: &NewCluster<'_>) -> Result<Value, ApiError> {
     let set = r.node_set.unwrap_or(DEFAULT_DATA_SET);
     if set == MASTER_SET {
         return Err(bad_request(format!(
@@ -78,7 +62,7 @@ pub fn create_spec(r: &CreateRequest<'_>) -> Result<Value, ApiError> {
             r.name
         )));
     }
-    let mut data = json!({"name": set, "replicas": r.replicas});
+    let mut data = json!({"name": set, "replicas": r.instances});
     if let Some(size) = r.storage {
         data["disk"] = json!({"size": size});
     }
@@ -279,14 +263,7 @@ impl ClusterApi for CrateDb {
     }
 
     fn create_spec(&self, request: &NewCluster<'_>) -> Result<Value, ApiError> {
-        create_spec(&CreateRequest {
-            name: request.name,
-            replicas: request.instances,
-            version: request.version,
-            storage: request.storage,
-            node_set: request.node_set,
-            extra: request.extra,
-        })
+        create_spec(request)
     }
 
     fn normalize(&self, spec: Value) -> Result<Value, ApiError> {
@@ -371,9 +348,9 @@ mod tests {
     use super::*;
 
     fn spec() -> CrateClusterSpec {
-        let v = create_spec(&CreateRequest {
+        let v = create_spec(&NewCluster {
             name: "demo",
-            replicas: 1,
+            instances: 1,
             version: None,
             storage: Some("2Gi"),
             node_set: Some("hot"),
@@ -395,9 +372,9 @@ mod tests {
             ("hot", 1)
         );
         assert_eq!(s.nodes.data[0].disk.size, "2Gi");
-        let plain = create_spec(&CreateRequest {
+        let plain = create_spec(&NewCluster {
             name: "c",
-            replicas: 2,
+            instances: 2,
             version: Some("5.1.0"),
             storage: None,
             node_set: None,
@@ -407,9 +384,9 @@ mod tests {
         assert_eq!(plain["nodes"]["data"][0]["name"], DEFAULT_DATA_SET);
         assert_eq!(plain["cluster"]["version"], "5.1.0");
         // What a request cannot say is refused with the reason.
-        let master = CreateRequest {
+        let master = NewCluster {
             name: "c",
-            replicas: 2,
+            instances: 2,
             version: None,
             storage: None,
             node_set: Some("master"),
@@ -418,7 +395,7 @@ mod tests {
         let e = format!("{:?}", create_spec(&master).unwrap_err());
         assert!(e.contains("masters"), "{e}");
         let long = "a".repeat(41);
-        let too_long = CreateRequest {
+        let too_long = NewCluster {
             name: &long,
             node_set: None,
             ..master
@@ -426,7 +403,7 @@ mod tests {
         let e = format!("{:?}", create_spec(&too_long).unwrap_err());
         assert!(e.contains("spec.cluster.name"), "{e}");
         let extra = json!({"cluster": {"name": "short"}});
-        let named = CreateRequest {
+        let named = NewCluster {
             extra: Some(&extra),
             ..too_long
         };
