@@ -18,14 +18,30 @@ cgroup_pids() {
     xargs -0 -r cat 2>/dev/null || true
 }
 
-# Pids of processes whose command line names a test's temporary directory.
+# This script's ancestors (whatever runs the test command), never counted.
+ancestors() {
+  local pid=$$
+  while [ "$pid" -gt 1 ] 2>/dev/null; do
+    echo "$pid"
+    pid="$(awk '{print $4}' "/proc/$pid/stat" 2>/dev/null || echo 1)"
+  done
+}
+
+# Pids of the programs the tests start (databases, stand-ins, Steward's own binaries) whose
+# command line names a test's temporary directory.
 tmp_pids() {
-  local pid args
+  local pid args exe mine
+  mine=" $(ancestors | tr '\n' ' ') "
   for pid in $(ls /proc | grep -E '^[0-9]+$'); do
-    [ "$pid" = "$$" ] && continue
+    case "$mine" in *" $pid "*) continue ;; esac
+    exe="$(basename "$(readlink "/proc/$pid/exe" 2>/dev/null || true)")"
+    case "$exe" in
+      etcd | etcdctl | postgres | pgbackrest | psql | cratedb-standin | steward | steward-node | \
+        prometheus-postgres-exporter | sleep) ;;
+      *) continue ;;
+    esac
     args="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)"
     case "$args" in
-      *"leftovers.sh"*) ;;
       *"/tmp/.tmp"*) echo "$pid" ;;
     esac
   done
@@ -58,15 +74,17 @@ case "$mode" in
       sleep 0.5
     done
     pids="$(left)"
-    prune
     if [ -n "$pids" ]; then
       echo "error: the test run left these processes behind:" >&2
       # shellcheck disable=SC2086
       ps -o pid,ppid,pgid,etimes,args -p "$(tr '\n' ',' <<<"$pids" | sed 's/,$//')" >&2 || true
       # shellcheck disable=SC2086
       kill -9 $pids 2>/dev/null || true
+      sleep 1
+      prune
       exit 1
     fi
+    prune
     echo "==> no process of the test run is left"
     ;;
   *)
