@@ -40,7 +40,7 @@ tmp_pids() {
         prometheus-postgres-exporter | sleep) ;;
       *) continue ;;
     esac
-    args="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)"
+    args="$({ tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null || true)"
     case "$args" in
       *"/tmp/.tmp"*) echo "$pid" ;;
     esac
