@@ -726,6 +726,57 @@ mod tests {
         assert!(spec_of(&bad, engine("etcd").unwrap()).is_err());
     }
 
+    /// The routes find engines by name in `engines::all()` and say what each lacks in its own
+    /// words: the answers of the per-engine arms this replaced.
+    #[test]
+    fn engines_are_found_by_name_and_refuse_in_their_own_words() {
+        assert_eq!(engine_names(), "etcd, postgres or cratedb");
+        assert_eq!(node_set_engines(), "cratedb");
+        let unknown = format!("{:?}", engine("mysql").err().unwrap());
+        assert!(
+            unknown.contains("404")
+                && unknown.contains("unknown engine")
+                && unknown.contains("mysql")
+                && unknown.contains("etcd, postgres or cratedb"),
+            "{unknown}"
+        );
+        let (etcd, postgres, cratedb) = (
+            engine("etcd").unwrap(),
+            engine("postgres").unwrap(),
+            engine("cratedb").unwrap(),
+        );
+        assert_eq!(etcd.size(), Size::Field("replicas"));
+        assert_eq!(postgres.size(), Size::Field("instances"));
+        assert_eq!(cratedb.size(), Size::NodeSets);
+        for capability in [Capability::Failover, Capability::Backups, Capability::Users] {
+            assert_eq!(postgres.refuses(capability, "x"), None, "{capability:?}");
+        }
+        assert!(postgres.users().is_some() && postgres.failover().is_some());
+        assert!(cratedb.users().is_some() && cratedb.failover().is_none());
+        assert!(etcd.users().is_none() && etcd.failover().is_none());
+        assert_eq!(
+            etcd.refuses(Capability::Failover, "fail-over").as_deref(),
+            Some("fail-over is for PostgreSQL clusters: etcd elects its leader itself")
+        );
+        assert_eq!(
+            cratedb.refuses(Capability::Backups, "backups").as_deref(),
+            Some(
+                "backups are not supported for cratedb clusters: Steward has them for PostgreSQL clusters only"
+            )
+        );
+        assert_eq!(cratedb.refuses(Capability::Users, "users"), None);
+        assert!(
+            etcd.refuses(Capability::Users, "users")
+                .is_some_and(|m| m.contains("etcd clusters have none"))
+        );
+        // A restart is a new annotation on the Pod template, in every engine's spec.
+        let patch = etcd.restart_patch("2026-11-28T00:00:00Z");
+        assert_eq!(
+            patch["podTemplate"]["annotations"][RESTARTED_AT],
+            "2026-11-28T00:00:00Z"
+        );
+    }
+
     #[test]
     fn a_merge_patch_removes_nulls_and_replaces_scalars() {
         let mut target = json!({"a": {"b": 1, "c": 2}, "d": [1]});
