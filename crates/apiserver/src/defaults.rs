@@ -40,6 +40,7 @@ pub fn on_create(def: &ResourceDef, obj: &mut Value, ips: &mut Allocator<'_>) ->
         "Pod" => {
             let causes = pod(obj);
             default_toleration_seconds(obj);
+            priority(obj);
             obj["status"] = json!({"phase": "Pending", "qosClass": qos(obj)});
             causes
         }
@@ -118,6 +119,25 @@ fn namespace(obj: &mut Value) {
     if let Value::Object(l) = labels {
         l.insert("kubernetes.io/metadata.name".into(), json!(name));
     }
+}
+
+/// The `Priority` admission plugin for a Pod that names no priority class (and no class is
+/// the global default: this server has none): priority 0, `PreemptLowerPriority`.
+fn priority(obj: &mut Value) {
+    let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
+    if spec
+        .get("priorityClassName")
+        .and_then(Value::as_str)
+        .is_some_and(|c| !c.is_empty())
+    {
+        return;
+    }
+    if spec.get("priority").is_none_or(Value::is_null) {
+        spec["priority"] = json!(0);
+    }
+    default_str(spec, "preemptionPolicy", "PreemptLowerPriority");
 }
 
 /// The `DefaultTolerationSeconds` admission plugin: a Pod that does not tolerate the
@@ -201,6 +221,13 @@ fn pod(obj: &mut Value) -> Vec<Cause> {
     default_str(spec, "dnsPolicy", "ClusterFirst");
     default_str(spec, "schedulerName", "default-scheduler");
     default_str(spec, "serviceAccountName", "default");
+    // The deprecated `serviceAccount` mirrors `serviceAccountName` (v1 conversion).
+    if let Some(name) = spec.get("serviceAccountName").cloned() {
+        spec["serviceAccount"] = name;
+    }
+    if spec.get("enableServiceLinks").is_none_or(Value::is_null) {
+        spec["enableServiceLinks"] = json!(true);
+    }
     if spec.get("terminationGracePeriodSeconds").is_none() {
         spec["terminationGracePeriodSeconds"] = json!(30);
     }

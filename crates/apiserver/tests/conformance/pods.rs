@@ -265,3 +265,37 @@ fn now() -> String {
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
 }
+
+/// What a real server writes into a Pod it creates (issue 34: write-time conversions the
+/// operator and the node agent may read back): `enableServiceLinks: true` (PodSpec defaulting),
+/// `serviceAccount` mirroring `serviceAccountName` (the v1 conversion), and, for a Pod that
+/// names no priority class, priority 0 with `PreemptLowerPriority` (the Priority admission
+/// plugin).
+#[tokio::test]
+async fn created_pods_get_service_links_their_service_account_and_a_priority() {
+    let env = env("pod-defaults").await;
+    let api: Api<Pod> = env.api();
+    let made = api
+        .create(&PostParams::default(), &pod("d", None, 0))
+        .await
+        .unwrap();
+    for p in [&made, &api.get("d").await.unwrap()] {
+        let spec = p.spec.as_ref().unwrap();
+        assert_eq!(spec.enable_service_links, Some(true));
+        assert_eq!(spec.service_account_name.as_deref(), Some("default"));
+        #[allow(deprecated)]
+        let mirrored = spec.service_account.as_deref();
+        assert_eq!(mirrored, Some("default"));
+        assert_eq!(spec.priority, Some(0));
+        assert_eq!(
+            spec.preemption_policy.as_deref(),
+            Some("PreemptLowerPriority")
+        );
+    }
+    // A Pod that turns service links off keeps its choice.
+    let mut off = pod("e", None, 0);
+    off.spec.as_mut().unwrap().enable_service_links = Some(false);
+    let made = api.create(&PostParams::default(), &off).await.unwrap();
+    assert_eq!(made.spec.unwrap().enable_service_links, Some(false));
+    env.finish().await;
+}
