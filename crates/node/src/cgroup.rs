@@ -140,13 +140,10 @@ impl Cgroups {
         &self.root
     }
 
-    /// A new, empty cgroup for a container instance.
+    /// A new, empty cgroup for a container instance (`key` unique within the agent, whose
+    /// directory is new: nothing is there before).
     pub fn create(&self, key: &str) -> std::io::Result<PathBuf> {
         let dir = self.root.join(key);
-        if dir.exists() {
-            // A key is never reused while its cgroup lives; this is what a crash left.
-            destroy(&dir)?;
-        }
         std::fs::create_dir(&dir)?;
         Ok(dir)
     }

@@ -15,7 +15,7 @@ use kube::{Client, ResourceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::engine::{Capability, ClusterApi, NewCluster, Size};
+use super::engine::{Capability, ClusterApi, NewCluster, Size, to_json};
 use super::server::{ApiError, ApiJson, ApiState, Caller};
 use crate::clock::format_time;
 
@@ -175,8 +175,7 @@ pub struct ClusterDetail {
 
 /// (pure) The answer about one cluster: its spec and status as the engine's type reads them.
 pub fn detail(engine: &dyn ClusterApi, o: &DynamicObject) -> Result<Value, ApiError> {
-    let object = serde_json::to_value(o)
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let object = to_json(o)?;
     let (spec, status) = engine.parts(&object)?;
     Ok(json!({
         "engine": engine.name(),
@@ -303,14 +302,10 @@ pub fn merge(target: &mut Value, patch: &Value) {
     }
 }
 
-fn bad_request(message: impl Into<String>) -> ApiError {
-    ApiError::new(StatusCode::BAD_REQUEST, message)
-}
-
 /// (pure) The spec a create request asks for, as the engine's type writes it.
 fn spec_of(request: &CreateCluster, engine: &dyn ClusterApi) -> Result<Value, ApiError> {
     if request.node_set.is_some() && engine.size() != Size::NodeSets {
-        return Err(bad_request(format!(
+        return Err(ApiError::bad_request(format!(
             "nodeSet is for {} clusters: a {} cluster has one size (instances)",
             node_set_engines(),
             engine.name()
@@ -326,7 +321,7 @@ fn spec_of(request: &CreateCluster, engine: &dyn ClusterApi) -> Result<Value, Ap
     })?;
     if let Some(extra) = &request.spec {
         if !extra.is_object() {
-            return Err(bad_request("spec must be an object"));
+            return Err(ApiError::bad_request("spec must be an object"));
         }
         merge(&mut spec, extra);
     }
@@ -346,7 +341,7 @@ pub async fn create(
     ApiJson(request): ApiJson<CreateCluster>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let engine = engine(&request.engine).map_err(|_| {
-        bad_request(format!(
+        ApiError::bad_request(format!(
             "unknown engine {:?}: {}",
             request.engine,
             engine_names()
@@ -409,11 +404,13 @@ pub async fn update(
 ) -> Result<Json<Value>, ApiError> {
     let engine = engine(&engine_name)?;
     let Some(fields) = request.spec.as_object() else {
-        return Err(bad_request("spec must be an object (a JSON merge patch)"));
+        return Err(ApiError::bad_request(
+            "spec must be an object (a JSON merge patch)",
+        ));
     };
     match engine.size() {
         Size::Field(size) if fields.contains_key(size) => {
-            return Err(bad_request(format!(
+            return Err(ApiError::bad_request(format!(
                 "spec.{size} is changed with POST …/{name}/scale (permission ScaleCluster)"
             )));
         }
@@ -545,7 +542,7 @@ pub async fn scale(
         return Ok(accepted(&d, "scale", None, message));
     };
     if request.node_set.is_some() {
-        return Err(bad_request(format!(
+        return Err(ApiError::bad_request(format!(
             "nodeSet is for {} clusters: a {} cluster has one size",
             node_set_engines(),
             engine.name()
@@ -589,7 +586,7 @@ pub fn engine_with(
 ) -> Result<&'static dyn ClusterApi, ApiError> {
     let engine = engine(name)?;
     match engine.refuses(capability, what) {
-        Some(why) => Err(bad_request(why)),
+        Some(why) => Err(ApiError::bad_request(why)),
         None => Ok(engine),
     }
 }
@@ -633,13 +630,12 @@ pub async fn candidates(
     let engine = engine_with(&engine_name, Capability::Failover, "fail-over")?;
     let failover = engine.failover().ok_or_else(|| no_failover(engine))?;
     let c = get(&state.client, engine, &namespace, &name).await?;
-    let object = serde_json::to_value(&c)
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let object = to_json(&c)?;
     Ok(Json(json!(failover.candidates(&object)?)))
 }
 
 fn no_failover(engine: &dyn ClusterApi) -> ApiError {
-    bad_request(format!(
+    ApiError::bad_request(format!(
         "fail-over is not supported for {} clusters",
         engine.name()
     ))
@@ -673,8 +669,7 @@ pub async fn failover(
     let failover = engine.failover().ok_or_else(|| no_failover(engine))?;
     let c = get(&state.client, engine, &namespace, &name).await?;
     if let Some(target) = &request.target {
-        let object = serde_json::to_value(&c)
-            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        let object = to_json(&c)?;
         failover.check_target(&object, &name, target)?;
     }
     let id = format!(

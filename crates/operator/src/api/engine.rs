@@ -173,10 +173,6 @@ pub trait UsersApi: Send + Sync {
     }
 }
 
-fn bad_request(message: impl Into<String>) -> ApiError {
-    ApiError::new(StatusCode::BAD_REQUEST, message)
-}
-
 /// (pure) A value as JSON (a `500` if it cannot be: it always can for Steward's types).
 pub fn to_json<T: Serialize>(value: &T) -> Result<Value, ApiError> {
     serde_json::to_value(value)
@@ -185,7 +181,8 @@ pub fn to_json<T: Serialize>(value: &T) -> Result<Value, ApiError> {
 
 /// (pure) [`ClusterApi::normalize`] for an engine whose spec type is `S`.
 pub fn normalize_as<S: Serialize + DeserializeOwned>(spec: Value) -> Result<Value, ApiError> {
-    let typed: S = serde_json::from_value(spec).map_err(|e| bad_request(format!("spec: {e}")))?;
+    let typed: S =
+        serde_json::from_value(spec).map_err(|e| ApiError::bad_request(format!("spec: {e}")))?;
     serde_json::to_value(typed)
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }

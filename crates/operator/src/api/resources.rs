@@ -35,10 +35,6 @@ use crate::resources::secrets::generate_password;
 /// The label on the Secrets the API created for users (and so may delete with them).
 pub const API_MANAGED_LABEL: &str = "steward.dev/api-managed";
 
-fn bad_request(message: impl Into<String>) -> ApiError {
-    ApiError::new(StatusCode::BAD_REQUEST, message)
-}
-
 /// A database user (never its password).
 #[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -72,7 +68,7 @@ pub struct UserList {
 fn users_of(engine: &str) -> Result<(&'static dyn ClusterApi, &'static dyn UsersApi), ApiError> {
     let engine = engine_with(engine, Capability::Users, "users")?;
     let users = engine.users().ok_or_else(|| {
-        bad_request(format!(
+        ApiError::bad_request(format!(
             "users are not supported for {} clusters",
             engine.name()
         ))
@@ -464,13 +460,13 @@ pub async fn create_backup(
     let type_ = match request.type_.as_deref() {
         None => BackupType::Full,
         Some(t) => BackupType::parse(t)
-            .ok_or_else(|| bad_request(format!("type {t:?}: full, diff or incr")))?,
+            .ok_or_else(|| ApiError::bad_request(format!("type {t:?}: full, diff or incr")))?,
     };
     let method = match request.method.as_deref() {
         None | Some("pgbackrest") => BackupMethod::Pgbackrest,
         Some("pgbasebackup") => BackupMethod::Pgbasebackup,
         Some(m) => {
-            return Err(bad_request(format!(
+            return Err(ApiError::bad_request(format!(
                 "method {m:?}: pgbackrest or pgbasebackup"
             )));
         }
@@ -642,7 +638,7 @@ async fn create_named<K: Named>(
         "metadata": {"name": request.name, "namespace": namespace},
         "spec": request.spec,
     }))
-    .map_err(|e| bad_request(format!("spec: {e}")))?;
+    .map_err(|e| ApiError::bad_request(format!("spec: {e}")))?;
     let made = Api::<K>::namespaced(client.clone(), namespace)
         .create(&PostParams::default(), &object)
         .await
@@ -715,7 +711,7 @@ async fn refuse_schedule_of(
         }
     }
     match refusal {
-        Some(why) => Err(bad_request(why)),
+        Some(why) => Err(ApiError::bad_request(why)),
         None => Ok(()),
     }
 }

@@ -130,6 +130,11 @@ impl ApiError {
         }
     }
 
+    /// A `400` saying what is wrong with the request.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+
     /// Whether it is a `404`.
     pub fn is_not_found(&self) -> bool {
         self.status == StatusCode::NOT_FOUND

@@ -27,10 +27,6 @@ pub const DEFAULT_DATA_SET: &str = "data";
 /// Masters of a created cluster (CrateDB's minimum, seed 000).
 pub const MASTERS: i32 = 3;
 
-fn bad_request(message: impl Into<String>) -> ApiError {
-    ApiError::new(StatusCode::BAD_REQUEST, message)
-}
-
 /// (pure) Whether `name` can be a CrateDB `cluster.name` (the schema's pattern: a DNS label of
 /// at most 40 characters).
 fn valid_cluster_name(name: &str) -> bool {
@@ -47,7 +43,7 @@ fn valid_cluster_name(name: &str) -> bool {
 pub fn create_spec(r: &NewCluster<'_>) -> Result<Value, ApiError> {
     let set = r.node_set.unwrap_or(DEFAULT_DATA_SET);
     if set == MASTER_SET {
-        return Err(bad_request(format!(
+        return Err(ApiError::bad_request(format!(
             "nodeSet {MASTER_SET:?} names the masters ({MASTERS} at creation): name the data set, e.g. \"hot\""
         )));
     }
@@ -56,7 +52,7 @@ pub fn create_spec(r: &NewCluster<'_>) -> Result<Value, ApiError> {
         .and_then(|e| e.pointer("/cluster/name"))
         .is_some_and(Value::is_string);
     if !named && !valid_cluster_name(r.name) {
-        return Err(bad_request(format!(
+        return Err(ApiError::bad_request(format!(
             "{:?} cannot be the CrateDB cluster name (spec.cluster.name, the resource's name by default): \
              lower case letters, digits and '-', at most 40 characters; pass spec.cluster.name",
             r.name
@@ -89,13 +85,13 @@ pub fn scale_spec(
 ) -> Result<(), ApiError> {
     let sets = node_sets(spec).join(", ");
     let Some(set) = node_set else {
-        return Err(bad_request(format!(
+        return Err(ApiError::bad_request(format!(
             "{cluster} is a CrateDB cluster with several node sets ({sets}): name one with \"nodeSet\" (CLI: --node-set)"
         )));
     };
     if set == MASTER_SET {
         if replicas < MASTERS {
-            return Err(bad_request(format!(
+            return Err(ApiError::bad_request(format!(
                 "a CrateDB cluster needs at least {MASTERS} masters, not {replicas}"
             )));
         }
@@ -107,7 +103,7 @@ pub fn scale_spec(
             d.replicas = replicas;
             Ok(())
         }
-        None => Err(bad_request(format!(
+        None => Err(ApiError::bad_request(format!(
             "{cluster} has no node set {set:?}: its node sets are {sets}"
         ))),
     }
@@ -119,7 +115,7 @@ pub fn scale_spec(
 pub fn check_update(current: &CrateClusterSpec, patch: &Value) -> Result<(), ApiError> {
     let scale = "change through POST …/scale with \"nodeSet\" (permission ScaleCluster)";
     if patch.get("replicas").is_some() {
-        return Err(bad_request(format!(
+        return Err(ApiError::bad_request(format!(
             "spec.replicas is not a CrateDB field: node sets' sizes {scale}"
         )));
     }
@@ -127,7 +123,7 @@ pub fn check_update(current: &CrateClusterSpec, patch: &Value) -> Result<(), Api
         return Ok(());
     };
     if nodes.pointer("/master/replicas").is_some() {
-        return Err(bad_request(format!(
+        return Err(ApiError::bad_request(format!(
             "spec.nodes.master.replicas: node sets' sizes {scale}"
         )));
     }
@@ -156,7 +152,7 @@ pub fn check_update(current: &CrateClusterSpec, patch: &Value) -> Result<(), Api
                 .iter()
                 .map(|d| format!("{}={}", d.name, d.replicas))
                 .collect();
-            return Err(bad_request(format!(
+            return Err(ApiError::bad_request(format!(
                 "spec.nodes.data replaces the whole list: give every data set in order with its current name and replicas ({}); \
                  sizes {scale}, and data sets are added or removed with kubectl",
                 sets.join(", ")
@@ -209,17 +205,17 @@ pub fn check_new_user(
         && name.len() <= 63
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
     if !valid {
-        return Err(bad_request(format!(
+        return Err(ApiError::bad_request(format!(
             "user {name} is not a valid CrateDB user name: letters, digits and _, starting with a letter or _"
         )));
     }
     if name == SYSTEM_USER || name == SUPERUSER {
-        return Err(bad_request(format!(
+        return Err(ApiError::bad_request(format!(
             "user {name} is reserved in a CrateDB cluster (Steward manages it as {SYSTEM_USER}; {SUPERUSER} is CrateDB's own)"
         )));
     }
     if !databases.is_empty() || superuser || createdb {
-        return Err(bad_request(
+        return Err(ApiError::bad_request(
             "CrateDB users are created with ALL privileges and own no databases: databases, superuser and createdb are PostgreSQL's",
         ));
     }

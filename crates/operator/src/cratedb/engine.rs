@@ -29,10 +29,6 @@ impl ClusterStatus for CrateClusterStatus {
 }
 
 impl Engine for CrateDb {
-    fn name(&self) -> &'static str {
-        "cratedb"
-    }
-
     fn wakes(&self) -> Wakes {
         Wakes {
             services: 1,

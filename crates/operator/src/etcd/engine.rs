@@ -27,10 +27,6 @@ impl ClusterStatus for EtcdClusterStatus {
 }
 
 impl Engine for Etcd {
-    fn name(&self) -> &'static str {
-        "etcd"
-    }
-
     fn wakes(&self) -> Wakes {
         Wakes {
             services: 1,
@@ -59,8 +55,14 @@ impl Engine for Etcd {
             };
             // Peers without labels: a peer names its cluster in its spec. They wake both
             // controllers.
-            let (peers, [peers_cluster, peers_peer]) =
-                stores::shared_array::<EtcdPeer, 2>(&ctx, stores::unlabelled, stop.clone());
+            let (peers, mut peer_subs) =
+                stores::shared::<EtcdPeer>(&ctx, stores::unlabelled, 2, stop.clone());
+            let (Some(peers_cluster), Some(peers_peer)) = (peer_subs.pop(), peer_subs.pop()) else {
+                tracing::error!(
+                    "etcd engine: the peer cache gave fewer subscriptions than asked; not started"
+                );
+                return;
+            };
             let filling = vec![("EtcdPeers", peers.wait_until_ready().boxed())];
             if !caches_filled(filling, &stop).await {
                 return;

@@ -22,10 +22,6 @@ use crate::postgres::engine::Postgres;
 /// The version a create request gets when it names none.
 pub const DEFAULT_VERSION: &str = "15";
 
-fn bad_request(message: impl Into<String>) -> ApiError {
-    ApiError::new(StatusCode::BAD_REQUEST, message)
-}
-
 impl ClusterApi for Postgres {
     fn name(&self) -> &'static str {
         "postgres"
@@ -85,7 +81,7 @@ impl UsersApi for Postgres {
         if valid_role_name(request.name) {
             return Ok(());
         }
-        Err(bad_request(format!(
+        Err(ApiError::bad_request(format!(
             "user {} is not a valid role name: lower case letters, digits and _, starting with a letter or _",
             request.name
         )))
@@ -166,12 +162,14 @@ impl FailoverApi for Postgres {
     fn check_target(&self, object: &Value, cluster: &str, target: &str) -> Result<(), ApiError> {
         let status = status_of(object)?;
         let Some(instance) = status.instances.iter().find(|i| i.name == target) else {
-            return Err(bad_request(format!(
+            return Err(ApiError::bad_request(format!(
                 "{target} is not an instance of {cluster} (GET …/failover lists the candidates)"
             )));
         };
         if instance.role == InstanceRole::Primary {
-            return Err(bad_request(format!("{target} is already the primary")));
+            return Err(ApiError::bad_request(format!(
+                "{target} is already the primary"
+            )));
         }
         Ok(())
     }

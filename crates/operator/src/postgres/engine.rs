@@ -31,10 +31,6 @@ impl ClusterStatus for PostgresClusterStatus {
 }
 
 impl Engine for Postgres {
-    fn name(&self) -> &'static str {
-        "postgres"
-    }
-
     fn wakes(&self) -> Wakes {
         Wakes {
             services: 1,

@@ -170,7 +170,7 @@ impl PostgresPass {
 
     /// The PostgreSQL connector (real, or the model in tests).
     pub fn connector(&self) -> Result<Arc<dyn PostgresConnector>, crate::error::Error> {
-        self.ctx.seam::<Arc<dyn PostgresConnector>>()
+        admin::connector(&self.ctx)
     }
 
     /// The pgBackRest repository reader (real, or the model in tests).

@@ -134,9 +134,6 @@ pub struct Subscriptions {
 /// A database engine: what the runtime needs to run it without naming it (style.md §11). The
 /// list of engines is `crate::engines::all`; a new engine adds itself there in one line.
 pub trait Engine: Send + Sync + 'static {
-    /// The engine's name (logs).
-    fn name(&self) -> &'static str;
-
     /// How many of its controllers each shared kind wakes.
     fn wakes(&self) -> Wakes;
 

@@ -524,10 +524,6 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         .iter()
         .zip(handed)
         .map(|(engine, subscriptions)| {
-            tracing::debug!(
-                engine = engine::Engine::name(*engine),
-                "starting the engine's controllers"
-            );
             engine.run(ctx.clone(), shared.clone(), subscriptions, stop.clone())
         })
         .collect();

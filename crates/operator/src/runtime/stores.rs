@@ -162,11 +162,9 @@ fn subscribed<K, const N: usize>(
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
-    let (store, writer) = reflector::store::<K>();
-    let mut fanout = Fanout::new(store.clone());
-    let subscriptions = std::array::from_fn(|_| fanout.subscribe());
-    let changes = start(api, config, trim, writer, fanout, stop);
-    (store, changes, subscriptions)
+    subscribed_with(api, config, trim, stop, |fanout| {
+        std::array::from_fn(|_| fanout.subscribe())
+    })
 }
 
 /// [`subscribed`] with the number of subscriptions known at run time (one per controller of
@@ -181,26 +179,26 @@ fn subscribed_n<K>(
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
-    let (store, writer) = reflector::store::<K>();
-    let mut fanout = Fanout::new(store.clone());
-    let subscriptions = (0..n).map(|_| fanout.subscribe()).collect();
-    let changes = start(api, config, trim, writer, fanout, stop);
-    (store, changes, subscriptions)
+    subscribed_with(api, config, trim, stop, |fanout| {
+        (0..n).map(|_| fanout.subscribe()).collect()
+    })
 }
 
-/// Drives the watch of `api` into `writer` ([`drive`]); returns the counter of the events it
-/// applied.
-fn start<K>(
+/// The cache behind [`subscribed`] and [`subscribed_n`]: `subscribe` takes the subscriptions
+/// before the watch starts (a later one would miss what came before it).
+fn subscribed_with<K, S>(
     api: Api<K>,
     config: watcher::Config,
     trim: fn(&mut K),
-    writer: reflector::store::Writer<K>,
-    fanout: Fanout<K>,
     stop: CancellationToken,
-) -> Arc<AtomicU64>
+    subscribe: impl FnOnce(&mut Fanout<K>) -> S,
+) -> (Store<K>, Arc<AtomicU64>, S)
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
+    let (store, writer) = reflector::store::<K>();
+    let mut fanout = Fanout::new(store.clone());
+    let subscriptions = subscribe(&mut fanout);
     let changes = Arc::new(AtomicU64::new(0));
     drive(
         reflector::reflector(writer, watcher(api, config).default_backoff().modify(trim)),
@@ -208,7 +206,7 @@ where
         fanout,
         stop,
     );
-    changes
+    (store, changes, subscriptions)
 }
 
 /// Drops what no step reads before an object enters a cache: `managedFields` (often the
@@ -475,25 +473,6 @@ where
         + 'static,
 {
     let (store, changes, subscriptions) = subscribed_n(ctx.watched_api(), managed(), trim, n, stop);
-    (Indexed::new(store, Some(changes)), subscriptions)
-}
-
-/// [`shared`] with `N` subscriptions known when compiled: for an engine's own kinds.
-pub fn shared_array<K, const N: usize>(
-    ctx: &Arc<Context>,
-    trim: fn(&mut K),
-    stop: CancellationToken,
-) -> (Indexed<K>, [Subscription<K>; N])
-where
-    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + Debug
-        + DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
-    let (store, changes, subscriptions) = subscribed(ctx.watched_api(), managed(), trim, stop);
     (Indexed::new(store, Some(changes)), subscriptions)
 }
 

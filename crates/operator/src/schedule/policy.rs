@@ -93,7 +93,7 @@ pub async fn run(
     };
     let target = ConnectionTarget::new(ip, u16::try_from(PORT).unwrap_or(5432), user, password)
         .on_database(&options.database);
-    let connector = ctx.seam::<std::sync::Arc<dyn crate::postgres::admin::PostgresConnector>>()?;
+    let connector = crate::postgres::admin::connector(ctx)?;
     Ok(crate::postgres::policy::run(
         connector.as_ref(),
         &target,

@@ -304,7 +304,7 @@ async fn check(
 ) -> Result<Progress, Error> {
     let timeout = ctx.database_timeout;
     let recovering = || Progress::Waiting(format!("recovering the restored backup {backup}"));
-    let connector = ctx.seam::<std::sync::Arc<dyn crate::postgres::admin::PostgresConnector>>()?;
+    let connector = crate::postgres::admin::connector(ctx)?;
     let admin = match connector.connect(target, timeout).await {
         Ok(a) => a,
         // Starting, or replaying WAL without hot standby: not an answer yet.

@@ -126,6 +126,13 @@ pub trait EtcdAdmin: Send + Sync {
     async fn move_leader(&self, leader_endpoint: &str, to: u64) -> Result<(), AdminError>;
 }
 
+/// The context's etcd connector (`crate::etcd::engine` installs the gRPC one; tests a model).
+pub fn connector(
+    ctx: &crate::runtime::context::Context,
+) -> Result<std::sync::Arc<dyn EtcdConnector>, crate::error::Error> {
+    ctx.seam::<std::sync::Arc<dyn EtcdConnector>>()
+}
+
 /// Opens an [`EtcdAdmin`] on a set of client endpoints. The engine holds one connector; tests
 /// swap in the model's.
 #[async_trait]

@@ -241,8 +241,7 @@ async fn reconcile(peer: Arc<EtcdPeer>, state: Arc<State>) -> Result<Action, Err
         && let Some(ip) = p.status.as_ref().and_then(|s| s.pod_ip.clone())
     {
         let url = pod_client_url(&ip);
-        if let Ok(admin) = ctx
-            .seam::<Arc<dyn crate::etcd::admin::EtcdConnector>>()?
+        if let Ok(admin) = crate::etcd::admin::connector(ctx)?
             .connect(std::slice::from_ref(&url), ctx.database_timeout)
             .await
             && let Ok(answer) = admin.status(&url).await
@@ -333,9 +332,7 @@ async fn node_lost(
         Some(ip) => {
             let url = pod_client_url(&ip);
             // Without a client nothing can be asked: never call a member lost then.
-            let connector = ctx
-                .seam::<Arc<dyn crate::etcd::admin::EtcdConnector>>()
-                .ok()?;
+            let connector = crate::etcd::admin::connector(ctx).ok()?;
             match connector
                 .connect(std::slice::from_ref(&url), ctx.database_timeout)
                 .await

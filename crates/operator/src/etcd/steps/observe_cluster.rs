@@ -6,7 +6,6 @@
 //! cannot be placed.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::future::join_all;
@@ -104,9 +103,7 @@ impl SubReconciler<EtcdPass> for ObserveCluster {
         }
         let urls: Vec<String> = endpoints.values().cloned().collect();
         let timeout = pass.ctx.database_timeout;
-        let connector = pass
-            .ctx
-            .seam::<Arc<dyn crate::etcd::admin::EtcdConnector>>()?;
+        let connector = crate::etcd::admin::connector(&pass.ctx)?;
         let admin = match connector.connect(&urls, timeout).await {
             Ok(admin) => admin,
             Err(err) => {

@@ -370,6 +370,14 @@ pub trait PostgresAdmin: Send + Sync {
     async fn run_sql(&self, sql: &str, timeout: Duration) -> Result<SqlOutcome, PgAdminError>;
 }
 
+/// The context's PostgreSQL connector (`crate::postgres::engine` installs `tokio-postgres`'s;
+/// tests a model).
+pub fn connector(
+    ctx: &crate::runtime::context::Context,
+) -> Result<std::sync::Arc<dyn PostgresConnector>, crate::error::Error> {
+    ctx.seam::<std::sync::Arc<dyn PostgresConnector>>()
+}
+
 /// Opens a [`PostgresAdmin`] on one instance. The engine holds one connector; tests swap in the
 /// model's.
 #[async_trait]
