@@ -304,6 +304,9 @@ impl NodeHandle {
     /// (SIGKILL). Nothing reaches the API server, so the Node goes `Unknown` only after its
     /// grace period. For tests of node loss.
     pub fn power_off(&self) {
+        // The machine's Pods keep their addresses: no other node may reuse one while the Pod
+        // objects (on a lost Node) still name it.
+        self.shared.ipam.freeze();
         self.shared.partition.cut();
         self.cancel.cancel();
         self.shared.launcher.kill_all();

@@ -27,6 +27,10 @@ struct Pool {
     next: u32,
     lock_dir: PathBuf,
     in_use: BTreeMap<u32, Option<Flock<File>>>,
+    /// Set when the node is powered off (tests of node loss): its addresses stay taken, host
+    /// wide, until the agent is dropped — a lost machine's Pods keep their addresses, which no
+    /// other node may hand out while their Pod objects still name them.
+    frozen: bool,
 }
 
 /// An address taken from the pool; it goes back (and its host-wide lock is dropped) when the
@@ -45,7 +49,9 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        if let Ok(mut pool) = self.pool.lock() {
+        if let Ok(mut pool) = self.pool.lock()
+            && !pool.frozen
+        {
             pool.in_use.remove(&u32::from(self.ip));
         }
     }
@@ -68,7 +74,16 @@ impl Ipam {
                 next: base,
                 lock_dir: lock_dir.to_path_buf(),
                 in_use: BTreeMap::new(),
+                frozen: false,
             })),
+        }
+    }
+
+    /// Keeps every address now in use taken until the pool itself goes (the agent is dropped),
+    /// whatever leases are dropped meanwhile: a powered-off node's addresses.
+    pub fn freeze(&self) {
+        if let Ok(mut pool) = self.pool.lock() {
+            pool.frozen = true;
         }
     }
 
@@ -144,6 +159,23 @@ mod tests {
 
     fn ip(a: u8, b: u8, c: u8, d: u8) -> Ipv4Addr {
         Ipv4Addr::new(a, b, c, d)
+    }
+
+    /// A powered-off node keeps its addresses host-wide until its agent goes, so no other
+    /// node hands one out while a Pod on the lost Node still names it.
+    #[test]
+    fn a_frozen_pool_keeps_its_addresses_until_it_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let lost = Ipam::new(ip(127, 1, 0, 1), dir.path());
+        let other = Ipam::new(ip(127, 1, 0, 1), dir.path());
+        let lease = lost.allocate().unwrap();
+        let taken = lease.ip();
+        lost.freeze();
+        drop(lease);
+        assert_ne!(other.allocate().unwrap().ip(), taken, "still taken");
+        assert!(other.claim(taken).is_none());
+        drop(lost);
+        assert!(other.claim(taken).is_some(), "free once the agent is gone");
     }
 
     #[test]
