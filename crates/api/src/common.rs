@@ -71,6 +71,33 @@ pub struct Generations {
     /// Set when the spec is invalid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub has_invalid_spec: Option<i64>,
+    /// FoundationDB: processes must be bounced (incorrect command line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs_bounce: Option<i64>,
+    /// FoundationDB: process groups must be removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs_shrink: Option<i64>,
+    /// FoundationDB: process groups must be added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs_grow: Option<i64>,
+    /// FoundationDB: the database configuration differs from the spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs_configuration_change: Option<i64>,
+    /// FoundationDB: the coordinators must change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs_coordinator_change: Option<i64>,
+    /// FoundationDB: Pods must be recreated (incorrect Pod spec).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs_pod_deletion: Option<i64>,
+    /// FoundationDB: a process group has a failure condition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub has_unhealthy_process: Option<i64>,
+    /// FoundationDB: the machine-readable status could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing_database_status: Option<i64>,
+    /// FoundationDB: a step waits for the global lock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs_lock: Option<i64>,
 }
 
 /// The kind of long-running operation.

@@ -7,6 +7,7 @@
 pub mod common;
 pub mod cratedb;
 pub mod etcd;
+pub mod foundationdb;
 pub mod pgbackrest;
 pub mod policy;
 pub mod postgres;
@@ -33,6 +34,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         schedule::Schedule::crd(),
         policy::PostgresPolicy::crd(),
         cratedb::CrateCluster::crd(),
+        foundationdb::FoundationDBCluster::crd(),
     ];
     for crd in &mut crds {
         for version in &mut crd.spec.versions {

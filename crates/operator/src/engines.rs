@@ -14,6 +14,7 @@ static ALL: &[&dyn Registered] = &[
     &crate::etcd::engine::Etcd,
     &crate::postgres::engine::Postgres,
     &crate::cratedb::engine::CrateDb,
+    &crate::foundationdb::engine::FoundationDb,
 ];
 
 /// Every engine Steward runs, in this order (the API lists clusters and names engines in it).

@@ -17,6 +17,7 @@ pub mod embedded;
 pub mod engines;
 pub mod error;
 pub mod etcd;
+pub mod foundationdb;
 pub mod metrics;
 pub mod operation;
 pub mod pipeline;

@@ -2,6 +2,7 @@
 //! with one field manager per scope, and the orphan sweep.
 
 pub mod apply;
+pub mod exec;
 pub mod labels;
 pub mod nodes;
 pub mod packed;

@@ -1,0 +1,486 @@
+//! (pure) The children of a `FoundationDBCluster`: the ConfigMap with each class's monitor
+//! configuration and the cluster file, and for each process group its Pod (the unified image,
+//! `fdb-kubernetes-monitor`) and, for stateful classes, its claim. Names: a process group's ID is
+//! `<prefix>-<class>-<n>` and its Pod has that name; its claim is `<id>-data`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar,
+    EnvVarSource, KeyToPath, ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PersistentVolumeClaimVolumeSource, Pod, PodAffinityTerm, PodAntiAffinity, PodSpec, Volume,
+    VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use kube::ResourceExt;
+use serde_json::{Value, json};
+use steward_api::foundationdb::{FoundationDBCluster, ProcessClass};
+
+use crate::resources::{Labels, child_meta};
+
+/// The engine's name in labels.
+pub const ENGINE: &str = "foundationdb";
+/// The main container.
+pub const CONTAINER: &str = "foundationdb";
+/// The process group's data directory (its claim, or an emptyDir for stateless classes).
+pub const DATA_MOUNT: &str = "/var/fdb/data";
+/// The cluster file the servers (and fdbcli in the Pod) use.
+pub const CLUSTER_FILE: &str = "/var/fdb/data/fdb.cluster";
+/// Where the ConfigMap is mounted (the monitor's input directory).
+pub const CONFIG_MOUNT: &str = "/var/dynamic-conf";
+/// Where an upgrade's sidecar puts new binaries.
+pub const SHARED_BINARIES: &str = "/var/fdb/shared-binaries";
+/// The port of process 1 (`ProcessNumber` offset 4499, multiplier 2, as FoundationDB's
+/// operator).
+pub const PORT: u16 = 4501;
+/// The ConfigMap key of the cluster file.
+pub const CLUSTER_FILE_KEY: &str = "fdb.cluster";
+/// Label: the process group ID.
+pub const GROUP_LABEL: &str = "foundationdb.org/fdb-process-group-id";
+/// Label: the process class.
+pub const CLASS_LABEL: &str = "foundationdb.org/fdb-process-class";
+/// Annotation: a hash of what Steward put in the Pod; another hash means the Pod must be
+/// recreated (`IncorrectPodSpec`).
+pub const SPEC_HASH: &str = "steward.dev/spec-hash";
+/// Annotation: the monitor's active configuration (seed 002, "Unified Image").
+pub const CURRENT_CONFIGURATION: &str = "foundationdb.org/launcher-current-configuration";
+/// Annotation: the monitor's environment.
+pub const ENVIRONMENT: &str = "foundationdb.org/launcher-environment";
+
+/// The process group ID prefix (and lock ID): `spec.processGroupIDPrefix` or the name.
+pub fn prefix(cluster: &FoundationDBCluster) -> String {
+    cluster
+        .spec
+        .process_group_id_prefix
+        .clone()
+        .unwrap_or_else(|| cluster.name_any())
+}
+
+/// Process group `n` of `class`.
+pub fn group_id(prefix: &str, class: ProcessClass, n: u32) -> String {
+    format!("{prefix}-{}-{n}", class.as_str())
+}
+
+/// (class, n) of a process group ID with this prefix.
+pub fn parse_group_id(prefix: &str, id: &str) -> Option<(ProcessClass, u32)> {
+    let rest = id.strip_prefix(prefix)?.strip_prefix('-')?;
+    let (class, n) = rest.rsplit_once('-')?;
+    let class = ProcessClass::ALL
+        .into_iter()
+        .find(|c| c.as_str() == class)?;
+    Some((class, n.parse().ok()?))
+}
+
+/// The claim of process group `id`.
+pub fn claim_name(id: &str) -> String {
+    format!("{id}-data")
+}
+
+/// The cluster's ConfigMap.
+pub fn config_map_name(cluster: &str) -> String {
+    format!("{cluster}-config")
+}
+
+/// The ConfigMap key of `class`'s monitor configuration.
+pub fn monitor_key(class: ProcessClass) -> String {
+    format!("config.json-{}", class.as_str())
+}
+
+fn plain(value: impl Into<String>) -> Value {
+    json!({"value": value.into()})
+}
+
+fn env(source: &str) -> Value {
+    json!({"type": "Environment", "source": source})
+}
+
+/// The monitor configuration of `class`: FoundationDB's `fdb-kubernetes-monitor` JSON
+/// (`version`, `serverCount`, `arguments`).
+pub fn monitor_config(cluster: &FoundationDBCluster, class: ProcessClass) -> Value {
+    let mut args = vec![
+        plain("--cluster_file"),
+        plain(CLUSTER_FILE),
+        plain("--public_address"),
+        json!({"type": "Concatenate", "values": [
+            env("FDB_PUBLIC_IP"), plain(":"),
+            {"type": "ProcessNumber", "offset": i32::from(PORT) - 2, "multiplier": 2}
+        ]}),
+        plain("--class"),
+        plain(class.as_str()),
+        plain("--datadir"),
+        plain(DATA_MOUNT),
+        plain("--locality_instance_id"),
+        env("FDB_INSTANCE_ID"),
+        plain("--locality_machineid"),
+        env("FDB_MACHINE_ID"),
+        plain("--locality_zoneid"),
+        env("FDB_ZONE_ID"),
+    ];
+    args.extend(
+        cluster
+            .spec
+            .custom_parameters
+            .iter()
+            .map(|p| plain(format!("--{}", p.trim_start_matches('-')))),
+    );
+    json!({"version": cluster.spec.version, "serverCount": 1, "arguments": args})
+}
+
+/// (pure) The command line a process runs with `config` in an environment: the arguments,
+/// rendered (process number 1), joined by spaces. `None` when a variable is missing.
+pub fn command_line(config: &Value, environment: &BTreeMap<String, String>) -> Option<String> {
+    fn render(arg: &Value, environment: &BTreeMap<String, String>) -> Option<String> {
+        match arg.get("type").and_then(Value::as_str).unwrap_or("") {
+            "Concatenate" => arg
+                .get("values")?
+                .as_array()?
+                .iter()
+                .map(|v| render(v, environment))
+                .collect(),
+            "Environment" => environment.get(arg.get("source")?.as_str()?).cloned(),
+            "ProcessNumber" => {
+                let offset = arg.get("offset").and_then(Value::as_i64).unwrap_or(0);
+                let multiplier = arg.get("multiplier").and_then(Value::as_i64).unwrap_or(1);
+                Some((offset + multiplier).to_string())
+            }
+            _ => arg.get("value")?.as_str().map(str::to_owned),
+        }
+    }
+    let args: Option<Vec<String>> = config
+        .get("arguments")?
+        .as_array()?
+        .iter()
+        .map(|a| render(a, environment))
+        .collect();
+    Some(args?.join(" "))
+}
+
+/// The cluster's ConfigMap: each class's monitor configuration and, once known, the cluster
+/// file. `None` when the cluster was never stored.
+pub fn config_map(
+    cluster: &FoundationDBCluster,
+    connection_string: Option<&str>,
+) -> Option<ConfigMap> {
+    let labels = Labels::new(ENGINE, cluster.name_any(), "config");
+    let metadata = child_meta(
+        cluster,
+        config_map_name(&cluster.name_any()),
+        &labels,
+        &BTreeMap::new(),
+    )?;
+    let mut data: BTreeMap<String, String> = ProcessClass::ALL
+        .into_iter()
+        .map(|c| (monitor_key(c), monitor_config(cluster, c).to_string()))
+        .collect();
+    if let Some(cs) = connection_string {
+        data.insert(CLUSTER_FILE_KEY.to_owned(), cs.to_owned());
+    }
+    Some(ConfigMap {
+        metadata,
+        data: Some(data),
+        ..ConfigMap::default()
+    })
+}
+
+/// The labels of process group `id`'s Pod and claim.
+pub fn group_labels(cluster: &str, id: &str, class: ProcessClass) -> BTreeMap<String, String> {
+    let mut labels = Labels::new(ENGINE, cluster, class.as_str()).to_map();
+    labels.insert(GROUP_LABEL.to_owned(), id.to_owned());
+    labels.insert(CLASS_LABEL.to_owned(), class.as_str().to_owned());
+    labels
+}
+
+/// Process group `id`'s claim (stateful classes). No owner: the claim is deleted by
+/// `RemoveProcessGroups` once the process group is excluded, never by garbage collection.
+pub fn claim(
+    cluster: &FoundationDBCluster,
+    id: &str,
+    class: ProcessClass,
+) -> PersistentVolumeClaim {
+    PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: Some(claim_name(id)),
+            namespace: cluster.namespace(),
+            labels: Some(group_labels(&cluster.name_any(), id, class)),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteOnce".into()]),
+            storage_class_name: cluster.spec.storage.storage_class_name.clone(),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(BTreeMap::from([(
+                    "storage".to_owned(),
+                    Quantity(cluster.spec.storage.size.clone()),
+                )])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+fn field_env(name: &str, path: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: path.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Process group `id`'s Pod, owned by the cluster. `None` when the cluster was never stored.
+pub fn pod(cluster: &FoundationDBCluster, id: &str, class: ProcessClass) -> Option<Pod> {
+    let name = cluster.name_any();
+    let overrides = &cluster.spec.pod_template;
+    let mut labels = overrides.labels.clone();
+    labels.extend(group_labels(&name, id, class));
+    let mut metadata = child_meta(
+        cluster,
+        id,
+        &Labels::new(ENGINE, &name, class.as_str()),
+        &labels,
+    )?;
+    let container = Container {
+        name: CONTAINER.into(),
+        image: Some(format!("{}:{}", cluster.spec.image, cluster.spec.version)),
+        command: Some(vec!["fdb-kubernetes-monitor".into()]),
+        args: Some(vec![
+            "--input-dir".into(),
+            CONFIG_MOUNT.into(),
+            "--input-monitor-conf".into(),
+            "config.json".into(),
+            "--data-dir".into(),
+            DATA_MOUNT.into(),
+            "--shared-binary-dir".into(),
+            SHARED_BINARIES.into(),
+            "--main-container-version".into(),
+            cluster.spec.version.clone(),
+        ]),
+        env: Some(vec![
+            field_env("FDB_PUBLIC_IP", "status.podIP"),
+            field_env("FDB_POD_IP", "status.podIP"),
+            field_env("FDB_MACHINE_ID", "metadata.name"),
+            field_env("FDB_ZONE_ID", "spec.nodeName"),
+            EnvVar {
+                name: "FDB_INSTANCE_ID".into(),
+                value: Some(id.to_owned()),
+                ..Default::default()
+            },
+        ]),
+        resources: overrides.resources.clone(),
+        volume_mounts: Some(vec![
+            VolumeMount {
+                name: "data".into(),
+                mount_path: DATA_MOUNT.into(),
+                ..Default::default()
+            },
+            VolumeMount {
+                name: "config".into(),
+                mount_path: CONFIG_MOUNT.into(),
+                read_only: Some(true),
+                ..Default::default()
+            },
+            VolumeMount {
+                name: "shared-binaries".into(),
+                mount_path: SHARED_BINARIES.into(),
+                ..Default::default()
+            },
+        ]),
+        ..Default::default()
+    };
+    let data = if class.is_stateful() {
+        Volume {
+            name: "data".into(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: claim_name(id),
+                read_only: None,
+            }),
+            ..Default::default()
+        }
+    } else {
+        Volume {
+            name: "data".into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Default::default()
+        }
+    };
+    let config = Volume {
+        name: "config".into(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: config_map_name(&name),
+            items: Some(vec![
+                KeyToPath {
+                    key: monitor_key(class),
+                    path: "config.json".into(),
+                    mode: None,
+                },
+                KeyToPath {
+                    key: CLUSTER_FILE_KEY.into(),
+                    path: CLUSTER_FILE_KEY.into(),
+                    mode: None,
+                },
+            ]),
+            // The cluster file is not there until coordinators are chosen.
+            optional: Some(true),
+            default_mode: None,
+        }),
+        ..Default::default()
+    };
+    let shared = Volume {
+        name: "shared-binaries".into(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Default::default()
+    };
+    // Prefer spreading a class's Pods over fault domains (FoundationDB's operator does the same).
+    let spread = Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity {
+            preferred_during_scheduling_ignored_during_execution: Some(vec![
+                WeightedPodAffinityTerm {
+                    weight: 1,
+                    pod_affinity_term: PodAffinityTerm {
+                        topology_key: cluster.spec.fault_domain.key.clone(),
+                        label_selector: Some(LabelSelector {
+                            match_labels: Some(BTreeMap::from([
+                                (crate::resources::labels::INSTANCE.to_owned(), name.clone()),
+                                (CLASS_LABEL.to_owned(), class.as_str().to_owned()),
+                            ])),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    },
+                },
+            ]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let spec = PodSpec {
+        containers: vec![container],
+        volumes: Some(vec![data, config, shared]),
+        affinity: Some(overrides.affinity.clone().unwrap_or(spread)),
+        tolerations: (!overrides.tolerations.is_empty()).then(|| overrides.tolerations.clone()),
+        node_selector: (!overrides.node_selector.is_empty())
+            .then(|| overrides.node_selector.clone()),
+        restart_policy: Some("Always".into()),
+        termination_grace_period_seconds: Some(30),
+        enable_service_links: Some(false),
+        ..Default::default()
+    };
+    let mut annotations = overrides.annotations.clone();
+    let all_labels = metadata.labels.clone().unwrap_or_default();
+    annotations.insert(
+        SPEC_HASH.to_owned(),
+        crate::etcd::build::member::spec_hash(&spec, &all_labels, &annotations),
+    );
+    metadata.annotations = Some(annotations);
+    Some(Pod {
+        metadata,
+        spec: Some(spec),
+        status: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use steward_api::foundationdb::FoundationDBClusterSpec;
+
+    pub fn cluster() -> FoundationDBCluster {
+        let spec: FoundationDBClusterSpec =
+            serde_json::from_value(json!({"version": "7.1.57"})).unwrap();
+        let mut c = FoundationDBCluster::new("demo", spec);
+        c.metadata.namespace = Some("db".into());
+        c.metadata.uid = Some("uid-1".into());
+        c
+    }
+
+    #[test]
+    fn group_ids_round_trip() {
+        let id = group_id("demo", ProcessClass::Storage, 3);
+        assert_eq!(id, "demo-storage-3");
+        assert_eq!(
+            parse_group_id("demo", &id),
+            Some((ProcessClass::Storage, 3))
+        );
+        assert_eq!(parse_group_id("other", &id), None);
+        assert_eq!(parse_group_id("demo", "demo-proxy-1"), None);
+    }
+
+    #[test]
+    fn the_command_line_is_rendered_from_the_monitor_configuration() {
+        let mut c = cluster();
+        c.spec.custom_parameters = vec!["knob_max_trace_lines=1000".into()];
+        let config = monitor_config(&c, ProcessClass::Log);
+        let env = BTreeMap::from([
+            ("FDB_PUBLIC_IP".to_owned(), "10.0.0.5".to_owned()),
+            ("FDB_INSTANCE_ID".to_owned(), "demo-log-1".to_owned()),
+            ("FDB_MACHINE_ID".to_owned(), "demo-log-1".to_owned()),
+            ("FDB_ZONE_ID".to_owned(), "node-a".to_owned()),
+        ]);
+        assert_eq!(
+            command_line(&config, &env).unwrap(),
+            "--cluster_file /var/fdb/data/fdb.cluster --public_address 10.0.0.5:4501 --class log \
+             --datadir /var/fdb/data --locality_instance_id demo-log-1 --locality_machineid demo-log-1 \
+             --locality_zoneid node-a --knob_max_trace_lines=1000"
+        );
+        assert_eq!(command_line(&config, &BTreeMap::new()), None);
+    }
+
+    #[test]
+    fn a_pod_runs_the_monitor_on_its_claim_and_the_hash_follows_the_spec() {
+        let c = cluster();
+        let p = pod(&c, "demo-storage-1", ProcessClass::Storage).unwrap();
+        let spec = p.spec.as_ref().unwrap();
+        assert_eq!(
+            spec.containers[0].image.as_deref(),
+            Some("foundationdb/fdb-kubernetes-monitor:7.1.57")
+        );
+        let volumes = spec.volumes.as_ref().unwrap();
+        assert_eq!(
+            volumes[0]
+                .persistent_volume_claim
+                .as_ref()
+                .unwrap()
+                .claim_name,
+            "demo-storage-1-data"
+        );
+        let stateless = pod(&c, "demo-stateless-1", ProcessClass::Stateless).unwrap();
+        assert!(
+            stateless.spec.unwrap().volumes.unwrap()[0]
+                .empty_dir
+                .is_some()
+        );
+        let mut changed = c.clone();
+        changed.spec.version = "7.1.61".into();
+        let hash = |p: &Pod| p.metadata.annotations.as_ref().unwrap()[SPEC_HASH].clone();
+        assert_ne!(
+            hash(&p),
+            hash(&pod(&changed, "demo-storage-1", ProcessClass::Storage).unwrap())
+        );
+        // A knob is not a Pod spec change: it reaches the processes through the ConfigMap.
+        let mut knob = c.clone();
+        knob.spec.custom_parameters = vec!["knob_a=1".into()];
+        assert_eq!(
+            hash(&p),
+            hash(&pod(&knob, "demo-storage-1", ProcessClass::Storage).unwrap())
+        );
+    }
+
+    #[test]
+    fn the_config_map_has_every_class_and_the_cluster_file_once_known() {
+        let c = cluster();
+        let cm = config_map(&c, None).unwrap();
+        let data = cm.data.unwrap();
+        assert!(data.contains_key("config.json-storage"));
+        assert!(!data.contains_key(CLUSTER_FILE_KEY));
+        let cm = config_map(&c, Some("demo:abc@10.0.0.1:4501")).unwrap();
+        assert_eq!(cm.data.unwrap()[CLUSTER_FILE_KEY], "demo:abc@10.0.0.1:4501");
+    }
+}

@@ -1,0 +1,99 @@
+//! ChangeCoordinators — keeps `2R - 1` coordinators on healthy processes, each in its own zone:
+//! when a coordinator is gone, excluded or in a process group being removed, or the count or the
+//! spread is wrong, it chooses new ones from the processes the database reports (storage first,
+//! then log, then stateless; current ones kept where they qualify) and runs `coordinators`
+//! under the global lock (seed 002). The new connection string is read on the next pass.
+
+use async_trait::async_trait;
+use steward_api::foundationdb::ProcessClass;
+
+use super::SOON;
+use crate::error::Error;
+use crate::foundationdb::admin::ops;
+use crate::foundationdb::admin::status::DbStatus;
+use crate::foundationdb::plan::{self, Candidate};
+use crate::foundationdb::{FdbPass, lock};
+use crate::pipeline::{EventType, Outcome, SubReconciler};
+
+/// See the module documentation.
+pub struct ChangeCoordinators;
+
+/// The processes that may be coordinators: reporting, not excluded, of a process group that is
+/// known and not being removed, with a zone.
+pub fn candidates(pass: &FdbPass, db: &DbStatus) -> Vec<Candidate> {
+    db.cluster
+        .processes
+        .values()
+        .filter(|p| !p.excluded && !db.is_excluded(p.ip(), p.instance_id().unwrap_or_default()))
+        .filter_map(|p| {
+            let id = p.instance_id()?;
+            let g = pass
+                .status
+                .process_groups
+                .iter()
+                .find(|g| g.process_group_id == id)?;
+            if g.removal_timestamp.is_some() {
+                return None;
+            }
+            let class = ProcessClass::ALL
+                .into_iter()
+                .find(|c| c.as_str() == p.class_type)?;
+            Some(Candidate {
+                address: p.address.clone(),
+                class,
+                zone: p.locality.get("zoneid")?.clone(),
+            })
+        })
+        .collect()
+}
+
+#[async_trait]
+impl SubReconciler<FdbPass> for ChangeCoordinators {
+    fn name(&self) -> &'static str {
+        "ChangeCoordinators"
+    }
+
+    async fn reconcile(&self, pass: &mut FdbPass) -> Result<Outcome, Error> {
+        let Some(db) = pass.db.clone() else {
+            return Ok(Outcome::Continue);
+        };
+        if !db.available() || !pass.status.configured {
+            return Ok(Outcome::Continue);
+        }
+        let current = db.coordinator_addresses();
+        let candidates = candidates(pass, &db);
+        let want = plan::coordinator_count(
+            pass.cluster
+                .spec
+                .database_configuration
+                .redundancy_mode
+                .replication(),
+        );
+        let Some(why) = plan::coordinators_need_change(&current, &candidates, want) else {
+            return Ok(Outcome::Continue);
+        };
+        let chosen = match plan::choose_coordinators(&candidates, &current, want) {
+            Ok(c) => c,
+            Err(e) => {
+                return Ok(Outcome::requeue(
+                    SOON,
+                    format!("coordinators must change ({why}) but {e}"),
+                ));
+            }
+        };
+        if let Some(wait) = lock::acquire(pass, self.name()).await? {
+            return Ok(wait);
+        }
+        let admin = pass.admin()?;
+        ops::coordinators(admin.as_ref(), &pass.targets(), &chosen)
+            .await
+            .map_err(|e| pass.database_error(&e))?;
+        pass.core.event(
+            EventType::Normal,
+            "CoordinatorsChanged",
+            "ChangeCoordinators",
+            format!("{why}: coordinators are now {}", chosen.join(", ")),
+        );
+        Ok(Outcome::requeue(SOON, "coordinators changed"))
+    }
+}

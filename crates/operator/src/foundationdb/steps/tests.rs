@@ -1,0 +1,1 @@
+//! Step tests against the admin model.

@@ -1,0 +1,117 @@
+//! UpdatePods — recreates the Pods built from an old spec (`IncorrectPodSpec`), the Pods of one
+//! zone at a time, under the global lock (seed 002). It waits while any Pod of a group not
+//! being removed is terminating, and — so that two zones are never down together — while any
+//! such group misses its Pod or its process. Groups marked for removal are left alone. AddPods
+//! creates the new Pods on the next pass.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams};
+
+use super::{SOON, condition, conditions as c, group_pods};
+use crate::error::Error;
+use crate::foundationdb::{FdbPass, lock};
+use crate::pipeline::{EventType, Outcome, SubReconciler};
+
+/// See the module documentation.
+pub struct UpdatePods;
+
+/// (pure) The zone to update now and its groups: the first zone (by name) with a group that
+/// needs a new Pod; `Err` says why nothing may be deleted now.
+pub fn next_zone(
+    groups: &[(String, Option<String>, bool, bool)],
+) -> Result<Option<(String, Vec<String>)>, String> {
+    // (id, zone, needs a new Pod, is down or terminating)
+    if let Some((id, ..)) = groups.iter().find(|g| g.3) {
+        return Err(format!("{id} is down or terminating"));
+    }
+    let mut by_zone: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (id, zone, needs, _) in groups {
+        if *needs {
+            by_zone
+                .entry(zone.clone().unwrap_or_default())
+                .or_default()
+                .push(id.clone());
+        }
+    }
+    Ok(by_zone.into_iter().next())
+}
+
+#[async_trait]
+impl SubReconciler<FdbPass> for UpdatePods {
+    fn name(&self) -> &'static str {
+        "UpdatePods"
+    }
+
+    fn destructive(&self) -> bool {
+        true
+    }
+
+    async fn reconcile(&self, pass: &mut FdbPass) -> Result<Outcome, Error> {
+        let pods = group_pods(pass);
+        let groups: Vec<_> = pass
+            .status
+            .process_groups
+            .iter()
+            .filter(|g| g.removal_timestamp.is_none())
+            .map(|g| {
+                let down = [
+                    c::MISSING_POD,
+                    c::MISSING_PROCESSES,
+                    c::TERMINATING,
+                    c::POD_PENDING,
+                ]
+                .iter()
+                .any(|t| condition(g, t).is_some())
+                    || pods
+                        .get(&g.process_group_id)
+                        .is_some_and(|p| p.metadata.deletion_timestamp.is_some());
+                (
+                    g.process_group_id.clone(),
+                    g.fault_domain.clone(),
+                    condition(g, c::INCORRECT_POD_SPEC).is_some(),
+                    down,
+                )
+            })
+            .collect();
+        if !groups.iter().any(|g| g.2) {
+            return Ok(Outcome::Continue);
+        }
+        let (zone, ids) = match next_zone(&groups) {
+            Ok(Some(z)) => z,
+            Ok(None) => return Ok(Outcome::Continue),
+            Err(why) => {
+                return Ok(Outcome::requeue(SOON, format!("Pod updates wait: {why}")));
+            }
+        };
+        if let Some(wait) = lock::acquire(pass, self.name()).await? {
+            return Ok(wait);
+        }
+        let api: Api<Pod> = Api::namespaced(pass.ctx.client.clone(), &pass.core.namespace);
+        for id in &ids {
+            match api.delete(id, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(source) => {
+                    return Err(Error::kube(
+                        "delete",
+                        format!("Pod {}/{id}", pass.core.namespace),
+                        source,
+                    ));
+                }
+            }
+        }
+        pass.core.event(
+            EventType::Normal,
+            "PodsUpdating",
+            "UpdatePods",
+            format!("recreating the Pods of zone {zone}: {}", ids.join(", ")),
+        );
+        Ok(Outcome::requeue(
+            SOON,
+            format!("recreating the Pods of zone {zone}"),
+        ))
+    }
+}
