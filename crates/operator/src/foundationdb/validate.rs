@@ -174,7 +174,7 @@ mod tests {
                 "spec.processCounts.log",
             ),
             (
-                json!({"databaseConfiguration": {"redundancyMode": "triple"}}),
+                json!({"databaseConfiguration": {"redundancyMode": "triple"}, "processCounts": {"storage": 2, "log": 3, "stateless": 1}}),
                 "spec.processCounts.storage",
             ),
             (

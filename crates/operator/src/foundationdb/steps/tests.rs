@@ -1,1 +1,494 @@
-//! Step tests against the admin model.
+//! Step tests: the FoundationDB pipeline runs pass after pass against the admin model, with its
+//! Pods and claims in the embedded API server. A small "world" stands in for the kubelet and the
+//! monitors: every Pod that exists gets an address, a Node (zones n1, n2, n3 by process number),
+//! a process in the model with the command line its monitor configuration gives, and a monitor
+//! report.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodStatus};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, PostParams};
+use kube::runtime::{reflector, watcher};
+use steward_api::foundationdb::{FoundationDBCluster, FoundationDBClusterStatus, ProcessClass};
+
+use crate::clock::{Clock, ManualClock};
+use crate::config::{TimeoutArgs, WebhookArgs};
+use crate::embedded::Embedded;
+use crate::foundationdb::admin::FdbAdmin;
+use crate::foundationdb::admin::cli::{LOCK_KEY, LockValue, deny_key};
+use crate::foundationdb::admin::model::{ModelFdb, Process};
+use crate::foundationdb::build::{self, CLASS_LABEL, GROUP_LABEL};
+use crate::foundationdb::controller::new_pass;
+use crate::foundationdb::{FdbStores, Settings, pipeline};
+use crate::metrics::Metrics;
+use crate::pipeline::{Effect, PassReport};
+use crate::resources::packed::CachedMeta;
+use crate::resources::pods::{CachedPod, CachedPodSpec};
+use crate::runtime::context::Context;
+use crate::webhook::WebhookSender;
+
+const NS: &str = "db";
+
+struct Harness {
+    plane: Embedded,
+    cluster: FoundationDBCluster,
+    model: ModelFdb,
+    clock: ManualClock,
+    events: Vec<(String, String)>,
+    ips: BTreeMap<String, String>,
+    settings: Settings,
+}
+
+fn zone_of(id: &str) -> String {
+    let n: u32 = id
+        .rsplit('-')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1);
+    format!("n{}", (n - 1) % 3 + 1)
+}
+
+impl Harness {
+    async fn start(spec: serde_json::Value) -> Self {
+        let plane = Embedded::start(&[NS]).await.unwrap();
+        let cluster: FoundationDBCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "steward.dev/v1alpha1", "kind": "FoundationDBCluster",
+            "metadata": {"name": "demo", "namespace": NS},
+            "spec": spec
+        }))
+        .unwrap();
+        let api: Api<FoundationDBCluster> = Api::namespaced(plane.client.clone(), NS);
+        let cluster = api.create(&PostParams::default(), &cluster).await.unwrap();
+        let model = ModelFdb::default();
+        model.state().available = true;
+        model.state().seconds_since_recovery = 1000.0;
+        Self {
+            plane,
+            cluster,
+            model,
+            clock: ManualClock::new(jiff::Timestamp::from_second(1_800_000_000).unwrap()),
+            events: Vec::new(),
+            ips: BTreeMap::new(),
+            settings: Settings::default(),
+        }
+    }
+
+    /// Mirrors the API server's Pods into the model and the caches.
+    async fn world(&mut self) -> FdbStores {
+        let pods: Api<Pod> = Api::namespaced(self.plane.client.clone(), NS);
+        let claims: Api<PersistentVolumeClaim> = Api::namespaced(self.plane.client.clone(), NS);
+        let (pod_store, mut pod_writer) = reflector::store::<CachedPod>();
+        let (claim_store, mut claim_writer) =
+            reflector::store::<CachedMeta<PersistentVolumeClaim>>();
+        let mut alive = Vec::new();
+        // The processes start from the cluster file the ConfigMap carries.
+        if let Some(cs) = self
+            .cluster
+            .status
+            .as_ref()
+            .and_then(|s| s.connection_string.clone())
+        {
+            let mut state = self.model.state();
+            if state.connection_string.is_empty() {
+                state.connection_string = cs;
+            }
+        }
+        for pod in pods.list(&ListParams::default()).await.unwrap() {
+            let id = pod.name_any();
+            let next = self.ips.len() + 1;
+            let ip = self
+                .ips
+                .entry(id.clone())
+                .or_insert_with(|| format!("10.1.0.{next}"))
+                .clone();
+            let zone = zone_of(&id);
+            let class = pod.labels()[CLASS_LABEL].clone();
+            let env = BTreeMap::from([
+                ("FDB_PUBLIC_IP".to_owned(), ip.clone()),
+                ("FDB_INSTANCE_ID".to_owned(), id.clone()),
+                ("FDB_MACHINE_ID".to_owned(), id.clone()),
+                ("FDB_ZONE_ID".to_owned(), zone.clone()),
+            ]);
+            let pclass = ProcessClass::ALL
+                .into_iter()
+                .find(|c| c.as_str() == class)
+                .unwrap();
+            let config = build::monitor_config(&self.cluster, pclass);
+            let address = format!("{ip}:{}", build::PORT);
+            {
+                let mut state = self.model.state();
+                let line = format!("fdbserver {}", build::command_line(&config, &env).unwrap());
+                // A killed process was started again by its monitor, with the active configuration.
+                if let Some(p) = state.processes.get_mut(&address)
+                    && p.uptime == 0.0
+                {
+                    p.command_line = line.clone();
+                    p.uptime = 1000.0;
+                }
+                state.processes.entry(address.clone()).or_insert(Process {
+                    class: class.clone(),
+                    zone: zone.clone(),
+                    instance_id: id.clone(),
+                    command_line: line,
+                    uptime: 1000.0,
+                    version: self.cluster.spec.version.clone(),
+                });
+                state.reports.insert(
+                    id.clone(),
+                    serde_json::json!({"currentConfiguration": config.to_string(), "environment": env})
+                        .to_string(),
+                );
+            }
+            alive.push(address);
+            let cached = CachedPod::new(
+                pod.metadata.clone(),
+                Some(CachedPodSpec {
+                    node_name: Some(zone),
+                }),
+                Some(PodStatus {
+                    phase: Some("Running".into()),
+                    pod_ip: Some(ip),
+                    ..PodStatus::default()
+                }),
+            );
+            pod_writer.apply_watcher_event(&watcher::Event::Apply(cached));
+        }
+        self.model
+            .state()
+            .processes
+            .retain(|a, _| alive.contains(a));
+        for claim in claims.list(&ListParams::default()).await.unwrap() {
+            claim_writer.apply_watcher_event(&watcher::Event::Apply(CachedMeta::new(
+                claim.metadata.clone(),
+            )));
+        }
+        FdbStores {
+            pods: pod_store.into(),
+            claims: claim_store.into(),
+            config_maps: reflector::store().0,
+            services: reflector::store().0.into(),
+        }
+    }
+
+    /// One pass of the pipeline; status and Events carried over.
+    async fn pass(&mut self) -> PassReport {
+        let stores = self.world().await;
+        let metrics = Metrics::new();
+        let webhooks = WebhookSender::new(&WebhookArgs::default(), metrics.clone()).unwrap();
+        let mut ctx = Context::new(
+            self.plane.client.clone(),
+            metrics.clone(),
+            webhooks,
+            Arc::new(self.clock.clone()),
+            TimeoutArgs::default(),
+            None,
+            "test".into(),
+        );
+        ctx.seams
+            .insert::<Arc<dyn FdbAdmin>>(Arc::new(self.model.clone()));
+        ctx.seams.insert::<Settings>(self.settings);
+        let ctx = Arc::new(ctx);
+        let mut pass = new_pass(&ctx, stores, Arc::new(self.cluster.clone()));
+        let report = pipeline().run(&mut pass, &metrics).await;
+        for e in &pass.core.effects {
+            if let Effect::Event { reason, note, .. } = e {
+                self.events.push((reason.clone(), note.clone()));
+            }
+        }
+        let mut status = pass.status;
+        status.common = pass.core.status;
+        self.cluster.status = Some(status);
+        report
+    }
+
+    fn status(&self) -> &FoundationDBClusterStatus {
+        self.cluster.status.as_ref().unwrap()
+    }
+
+    fn changes(&self) -> Vec<String> {
+        self.model.state().changes.clone()
+    }
+
+    async fn passes(&mut self, n: usize) {
+        for _ in 0..n {
+            self.pass().await;
+            self.clock.advance(std::time::Duration::from_secs(5));
+        }
+    }
+
+    async fn pod_names(&self) -> Vec<String> {
+        let pods: Api<Pod> = Api::namespaced(self.plane.client.clone(), NS);
+        let mut names: Vec<String> = pods
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|p| p.name_any())
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+fn spec() -> serde_json::Value {
+    serde_json::json!({"version": "7.1.57",
+        "processCounts": {"storage": 3, "log": 2, "stateless": 1}})
+}
+
+#[tokio::test]
+async fn a_new_cluster_gets_its_groups_pods_coordinators_and_configure_new_once() {
+    let mut h = Harness::start(spec()).await;
+    h.passes(8).await;
+    let status = h.status().clone();
+    let ids: Vec<&str> = status
+        .process_groups
+        .iter()
+        .map(|g| g.process_group_id.as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "demo-storage-1",
+            "demo-storage-2",
+            "demo-storage-3",
+            "demo-log-1",
+            "demo-log-2",
+            "demo-stateless-1"
+        ]
+    );
+    assert_eq!(h.pod_names().await.len(), 6);
+    // Coordinators: 2R-1 = 3, storage processes in three zones.
+    let cs = status.connection_string.clone().unwrap();
+    assert!(cs.starts_with("demo:"), "{cs}");
+    let coordinators = crate::foundationdb::admin::status::coordinators_of(&cs);
+    assert_eq!(coordinators.len(), 3);
+    assert!(status.configured);
+    let configures: Vec<String> = h
+        .changes()
+        .into_iter()
+        .filter(|c| c.starts_with("configure"))
+        .collect();
+    assert_eq!(configures, ["configure new double ssd-2"]);
+    // Converged: reconciled at generation 1, and configure never runs again.
+    h.passes(3).await;
+    assert_eq!(
+        h.status().common.generations.reconciled,
+        Some(1),
+        "{:?}",
+        h.status().common
+    );
+    assert_eq!(
+        h.changes()
+            .iter()
+            .filter(|c| c.starts_with("configure"))
+            .count(),
+        1
+    );
+    // A configuration changed behind its back is changed back with `configure`, never `new`.
+    h.model.state().configuration = Some("single memory".into());
+    h.passes(3).await;
+    assert_eq!(
+        h.changes()
+            .iter()
+            .filter(|c| c.starts_with("configure new"))
+            .count(),
+        1
+    );
+    assert!(
+        h.changes().contains(&"configure double ssd-2".to_owned()),
+        "{:?}",
+        h.changes()
+    );
+}
+
+#[tokio::test]
+async fn a_shrink_excludes_first_waits_for_the_data_and_never_removes_a_coordinator() {
+    let mut h = Harness::start(serde_json::json!({"version": "7.1.57",
+        "processCounts": {"storage": 4, "log": 2, "stateless": 1}}))
+    .await;
+    h.passes(10).await;
+    assert!(h.status().configured);
+    h.cluster.spec.process_counts.storage = 3;
+    h.cluster.metadata.generation = Some(2);
+    // A recent recovery holds the exclusion back.
+    h.model.state().seconds_since_recovery = 10.0;
+    h.passes(2).await;
+    let removing: Vec<String> = h
+        .status()
+        .process_groups
+        .iter()
+        .filter(|g| g.removal_timestamp.is_some())
+        .map(|g| g.process_group_id.clone())
+        .collect();
+    assert_eq!(removing.len(), 1, "one storage group marked");
+    assert!(
+        !h.changes().iter().any(|c| c.starts_with("exclude")),
+        "{:?}",
+        h.changes()
+    );
+    h.model.state().seconds_since_recovery = 1000.0;
+    h.passes(2).await;
+    assert!(
+        h.changes().iter().any(|c| c.starts_with("exclude no_wait")),
+        "{:?}",
+        h.changes()
+    );
+    // Data still moving: its Pod stays.
+    h.passes(2).await;
+    assert!(h.pod_names().await.contains(&removing[0]));
+    h.model.finish_moves();
+    h.passes(8).await;
+    // The removed group's Pod and claim are gone, the group is included again and forgotten.
+    assert!(
+        !h.pod_names().await.contains(&removing[0]),
+        "{:?}",
+        h.events
+    );
+    assert!(
+        h.changes().iter().any(|c| c.starts_with("include")),
+        "{:?}",
+        h.changes()
+    );
+    assert!(
+        !h.status()
+            .process_groups
+            .iter()
+            .any(|g| g.process_group_id == removing[0])
+    );
+    // Coordinators were moved off it first if it was one; the lock was taken for the exclusion.
+    let coordinators = crate::foundationdb::admin::status::coordinators_of(
+        h.status().connection_string.as_deref().unwrap(),
+    );
+    assert_eq!(coordinators.len(), 3);
+    let lock = LockValue::unpack(&h.model.state().kv[LOCK_KEY]).unwrap();
+    assert_eq!(lock.id, "demo");
+}
+
+#[tokio::test]
+async fn another_instances_live_lock_or_the_deny_list_holds_locked_steps_back() {
+    let mut h = Harness::start(spec()).await;
+    h.passes(10).await;
+    let now = h.clock.now().as_second();
+    let other = LockValue {
+        id: "dc2".into(),
+        start: now,
+        end: now + 600,
+    };
+    h.model.state().kv.insert(LOCK_KEY.to_vec(), other.pack());
+    h.cluster.spec.process_counts.storage = 2;
+    h.passes(3).await;
+    assert!(
+        !h.changes().iter().any(|c| c.starts_with("exclude")),
+        "{:?}",
+        h.changes()
+    );
+    assert_eq!(h.status().lock_holder.as_deref(), Some("dc2"));
+    // Once dc2 is on the deny list, its lock no longer counts.
+    h.cluster.spec.lock_options.deny_list =
+        vec![serde_json::from_value(serde_json::json!({"id": "dc2"})).unwrap()];
+    h.passes(3).await;
+    assert!(h.model.state().kv.contains_key(&deny_key("dc2")));
+    assert!(
+        h.changes().iter().any(|c| c.starts_with("exclude")),
+        "{:?}",
+        h.changes()
+    );
+    // And an instance that is itself denied takes no lock.
+    h.cluster.spec.lock_options.deny_list =
+        vec![serde_json::from_value(serde_json::json!({"id": "demo"})).unwrap()];
+    h.model.state().kv.remove(LOCK_KEY);
+    h.cluster.spec.process_counts.storage = 3;
+    h.cluster.spec.database_configuration.storage_engine =
+        steward_api::foundationdb::StorageEngine::Memory;
+    h.passes(3).await;
+    assert!(
+        !h.changes().iter().any(|c| c == "configure double memory"),
+        "{:?}",
+        h.changes()
+    );
+    let c = crate::conditions::get(&h.status().common.conditions, "LockAvailable").unwrap();
+    assert_eq!(c.reason, "LockDenied");
+}
+
+#[tokio::test]
+async fn an_invalid_spec_creates_nothing() {
+    let mut h = Harness::start(serde_json::json!({"version": "7.1.57",
+        "processCounts": {"storage": 3, "log": 1, "stateless": 1}}))
+    .await;
+    h.passes(2).await;
+    assert!(h.pod_names().await.is_empty());
+    let c = crate::conditions::get(&h.status().common.conditions, "Degraded").unwrap();
+    assert_eq!(c.reason, "InvalidSpec");
+    assert!(
+        c.message.contains("spec.processCounts.log"),
+        "{}",
+        c.message
+    );
+}
+
+#[tokio::test]
+async fn a_knob_is_bounced_after_the_uptime_rule_and_a_pod_spec_change_goes_zone_by_zone() {
+    let mut h = Harness::start(spec()).await;
+    h.passes(10).await;
+    // A knob: the monitors take the new configuration, the processes are killed once all have
+    // been up minimumUptimeSecondsForBounce.
+    h.cluster.spec.custom_parameters = vec!["knob_max_trace_lines=1000".into()];
+    for p in h.model.state().processes.values_mut() {
+        p.uptime = 100.0;
+    }
+    h.passes(2).await;
+    assert!(
+        !h.changes().iter().any(|c| c.starts_with("kill")),
+        "{:?}",
+        h.changes()
+    );
+    for p in h.model.state().processes.values_mut() {
+        p.uptime = 1000.0;
+    }
+    h.passes(2).await;
+    let kills: Vec<String> = h
+        .changes()
+        .into_iter()
+        .filter(|c| c.starts_with("kill"))
+        .collect();
+    assert_eq!(kills.len(), 1, "{:?}", h.changes());
+    assert_eq!(
+        kills[0].split_whitespace().count(),
+        7,
+        "every process in one kill: {kills:?}"
+    );
+    // A Pod spec change: the Pods of one zone are deleted at a time.
+    let before = h.pod_names().await;
+    h.cluster.spec.pod_template.labels = BTreeMap::from([("team".into(), "a".into())]);
+    let pods: Api<Pod> = Api::namespaced(h.plane.client.clone(), NS);
+    let mut seen_zones = Vec::new();
+    for _ in 0..12 {
+        let old: Vec<String> = pods
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|p| !p.labels().contains_key("team"))
+            .map(|p| p.name_any())
+            .collect();
+        h.pass().await;
+        let after: Vec<String> = h.pod_names().await;
+        let deleted: Vec<&String> = old.iter().filter(|n| !after.contains(n)).collect();
+        let zones: std::collections::BTreeSet<String> =
+            deleted.iter().map(|n| zone_of(n)).collect();
+        assert!(zones.len() <= 1, "one zone at a time: {deleted:?}");
+        seen_zones.extend(zones);
+        h.clock.advance(std::time::Duration::from_secs(5));
+    }
+    assert_eq!(seen_zones, ["n1", "n2", "n3"], "{:?}", h.events);
+    assert_eq!(h.pod_names().await, before);
+    let labelled = pods.list(&ListParams::default()).await.unwrap();
+    assert!(
+        labelled
+            .iter()
+            .all(|p| p.labels().get("team").map(String::as_str) == Some("a"))
+    );
+    let _ = GROUP_LABEL;
+}
