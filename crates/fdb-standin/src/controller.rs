@@ -871,12 +871,15 @@ pub fn status(server: &Arc<Server>, client: ClientInfo, peer: String) -> Respons
         .map(|v| v.info.zone())
         .collect();
     let kv_size: usize = st.kv.iter().map(|(k, v)| k.0.len() + v.0.len()).sum();
-    let in_flight: u64 = ctrl
-        .moves
-        .values()
-        .map(|started| {
+    // Data still to move off excluded storage servers (a move not yet begun counts whole).
+    let in_flight: u64 = views
+        .iter()
+        .filter(|v| ctrl.holds_data(v.info) && ctrl.is_excluded(v.info))
+        .map(|v| {
             let total = t.data_move.as_secs_f64().max(0.001);
-            let left = (1.0 - started.elapsed().as_secs_f64() / total).clamp(0.0, 1.0);
+            let left = ctrl.moves.get(&v.info.address).map_or(1.0, |started| {
+                (1.0 - started.elapsed().as_secs_f64() / total).clamp(0.0, 1.0)
+            });
             ((kv_size as f64 + 1_048_576.0) * left) as u64 + 1
         })
         .sum();

@@ -58,6 +58,8 @@ pub struct Cluster {
     pub servers: BTreeMap<String, Server>,
     /// The cluster file fdbcli is given.
     pub cluster_file: PathBuf,
+    /// The first coordinators, in order.
+    pub coordinators: Vec<String>,
 }
 
 impl Cluster {
@@ -92,6 +94,7 @@ impl Cluster {
             dir,
             servers,
             cluster_file,
+            coordinators: addrs[..coordinators].to_vec(),
         };
         let all: Vec<String> = c.servers.keys().cloned().collect();
         for a in all {
@@ -102,6 +105,26 @@ impl Cluster {
 
     pub fn addresses(&self) -> Vec<String> {
         self.servers.keys().cloned().collect()
+    }
+
+    /// The servers that are not first coordinators.
+    pub fn others(&self) -> Vec<String> {
+        self.servers
+            .keys()
+            .filter(|a| !self.coordinators.contains(a))
+            .cloned()
+            .collect()
+    }
+
+    /// A new cluster of `n` servers with the database configured (`configure new <how>`).
+    pub fn configured(n: usize, coordinators: usize, how: &str) -> Self {
+        let c = Self::new(n, coordinators, "storage");
+        c.wait_for("a controller", 15, |s| {
+            s["cluster"]["recovery_state"]["name"].is_string()
+        });
+        c.ok(&format!("configure new {how}"));
+        c.wait_available();
+        c
     }
 
     /// Adds a server (not a coordinator) with the cluster file of `like`.
