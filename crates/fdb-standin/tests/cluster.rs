@@ -110,3 +110,39 @@ fn without_a_quorum_status_json_still_prints_and_commands_time_out() {
     assert_eq!(code, 1);
     assert!(err.contains("timed out"), "{err}");
 }
+
+#[test]
+fn versions_are_reported_and_an_incompatible_process_is_not_part_of_the_cluster() {
+    let mut c = Cluster::configured(3, 3, "double ssd");
+    let patch = c.add("stateless", "7.1.61");
+    let other = c.add("storage", "7.3.43");
+    let s = c.wait_for("both new processes", 15, |s| {
+        s["cluster"]["incompatible_connections"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty())
+            && s["cluster"]["processes"].as_object().unwrap().len() == 4
+    });
+    assert_eq!(
+        s["cluster"]["incompatible_connections"],
+        serde_json::json!([other])
+    );
+    let procs = s["cluster"]["processes"].as_object().unwrap();
+    assert!(procs.values().all(|p| p["address"] != other.as_str()));
+    let p = procs
+        .values()
+        .find(|p| p["address"] == patch.as_str())
+        .unwrap();
+    assert_eq!(p["version"], "7.1.61");
+    assert_eq!(s["cluster"]["protocol_version"], "fdb00b071010000");
+    // This fdbcli (7.1.57) is among the clients seen.
+    let v = &s["cluster"]["clients"]["supported_versions"];
+    assert!(
+        v.as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["client_version"] == "7.1.57"
+                && x["protocol_version"] == "fdb00b071010000"
+                && !x["connected_clients"].as_array().unwrap().is_empty()),
+        "{v}"
+    );
+}
