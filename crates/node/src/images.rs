@@ -29,16 +29,56 @@ pub const CRATEDB_STANDIN_ENV: &str = "STEWARD_CRATEDB_STANDIN";
 /// The CrateDB stand-in's binary name.
 pub const CRATEDB_STANDIN_BIN: &str = "cratedb-standin";
 
+/// A stand-in: one binary that dispatches on argv[0]'s file name, run for some images through
+/// a directory of symlinks named after the image's commands, made next to the binary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Standin {
+    /// The environment variable naming the binary explicitly.
+    pub env: &'static str,
+    /// The binary's file name (next to the running executable or in its parent directory).
+    pub bin: &'static str,
+    /// The image repositories it runs (through the lookup rules also `docker.io/…` etc.).
+    pub images: &'static [&'static str],
+    /// The names it answers to: the symlinks made in its directory.
+    pub commands: &'static [&'static str],
+    /// The directory of symlinks, made next to the binary.
+    pub dir: &'static str,
+}
+
 /// CrateDB's images (`crate`, `crate/crate`, and through the lookup rules `docker.io/crate`,
-/// `docker.io/crate/crate`, `crate.io/crate`, …) map to a directory with the stand-in as
+/// `docker.io/crate/crate`, `crate.io/crate`, …) map to a directory with the CrateDB stand-in as
 /// `crate` (the server, CrateDB's start command) and `crash` (the shell).
-const CRATEDB_IMAGES: [&str; 2] = ["crate", "crate/crate"];
+pub const CRATEDB_STANDIN: Standin = Standin {
+    env: CRATEDB_STANDIN_ENV,
+    bin: CRATEDB_STANDIN_BIN,
+    images: &["crate", "crate/crate"],
+    commands: &["crate", "crash"],
+    dir: "cratedb-standin-image",
+};
 
-/// The names the stand-in answers to (it dispatches on argv[0]'s file name).
-const CRATEDB_COMMANDS: [&str; 2] = ["crate", "crash"];
+/// The environment variable naming the FoundationDB stand-in's binary (`fdb-standin`,
+/// package `steward-fdb-standin`), which runs FoundationDB's images.
+pub const FDB_STANDIN_ENV: &str = "STEWARD_FDB_STANDIN";
 
-/// The directory of `crate` and `crash` symlinks, made next to the stand-in binary.
-const CRATEDB_DIR: &str = "cratedb-standin-image";
+/// FoundationDB's images (the unified image and the monitor's) map to a directory with the
+/// FoundationDB stand-in as each of FoundationDB's tools (docs/foundationdb-standin.md).
+pub const FDB_STANDIN: Standin = Standin {
+    env: FDB_STANDIN_ENV,
+    bin: "fdb-standin",
+    images: &[
+        "foundationdb/fdb-kubernetes-monitor",
+        "foundationdb/foundationdb",
+    ],
+    commands: &[
+        "fdb-kubernetes-monitor",
+        "fdbserver",
+        "fdbcli",
+        "fdbbackup",
+        "fdbrestore",
+        "backup_agent",
+    ],
+    dir: "fdb-standin-image",
+};
 
 /// Maps image repositories (`quay.io/coreos/etcd`, `postgres`, ...) to a host executable or
 /// a directory of executables.
@@ -80,20 +120,31 @@ impl ImageMap {
     /// `/usr/lib/postgresql/*/bin`, the PostgreSQL exporter images →
     /// [`POSTGRES_EXPORTER`] (Debian prometheus-postgres-exporter), CrateDB's images → a
     /// directory of `crate` and `crash` symlinks to the CrateDB stand-in
-    /// ([`find_cratedb_standin`], [`cratedb_standin_dir`]; made here, once). The PostgreSQL
-    /// and CrateDB entries exist only when those are installed or built.
+    /// ([`find_cratedb_standin`], [`cratedb_standin_dir`]; made here, once), FoundationDB's
+    /// images → a directory of FoundationDB's tool names linked to the FoundationDB stand-in
+    /// ([`FDB_STANDIN`]). The PostgreSQL and stand-in entries exist only when those are
+    /// installed or built.
     pub fn with_defaults() -> Self {
-        let cratedb = find_cratedb_standin().and_then(|s| cratedb_standin_dir(&s));
+        let dir = |s: &Standin| find_standin(s).and_then(|b| standin_dir(s, &b));
+        let cratedb = dir(&CRATEDB_STANDIN);
+        let fdb = dir(&FDB_STANDIN);
         Self::defaults_from(
             Path::new("/usr/lib/postgresql"),
             Path::new(POSTGRES_EXPORTER),
             cratedb.as_deref(),
+            fdb.as_deref(),
         )
     }
 
     /// The defaults with PostgreSQL installations under `postgres_root`, the exporter at
-    /// `exporter` and the CrateDB stand-in's directory `cratedb` (`crate` and `crash`).
-    fn defaults_from(postgres_root: &Path, exporter: &Path, cratedb: Option<&Path>) -> Self {
+    /// `exporter`, the CrateDB stand-in's directory `cratedb` (`crate` and `crash`) and the
+    /// FoundationDB stand-in's directory `fdb`.
+    fn defaults_from(
+        postgres_root: &Path,
+        exporter: &Path,
+        cratedb: Option<&Path>,
+        fdb: Option<&Path>,
+    ) -> Self {
         let mut map = Self::empty()
             .with("etcd", "/usr/bin/etcd")
             .with("quay.io/coreos/etcd", "/usr/bin/etcd")
@@ -106,11 +157,14 @@ impl ImageMap {
                 map = map.with(repo, exporter);
             }
         }
-        if let Some(dir) =
-            cratedb.filter(|d| CRATEDB_COMMANDS.iter().all(|c| is_executable(&d.join(c))))
-        {
-            for repo in CRATEDB_IMAGES {
-                map = map.with(repo, dir);
+        for (standin, dir) in [(&CRATEDB_STANDIN, cratedb), (&FDB_STANDIN, fdb)] {
+            let Some(dir) =
+                dir.filter(|d| standin.commands.iter().all(|c| is_executable(&d.join(c))))
+            else {
+                continue;
+            };
+            for repo in standin.images {
+                map = map.with(*repo, dir);
             }
         }
         map
@@ -205,34 +259,44 @@ impl ImageMap {
     }
 }
 
-/// The CrateDB stand-in's binary: `$STEWARD_CRATEDB_STANDIN` when set (and nothing when that
-/// is not an executable), else `cratedb-standin` next to the running executable or in its
-/// parent directory (a test binary runs from `target/<profile>/deps/`, `steward` from
-/// `target/<profile>/`).
+/// The CrateDB stand-in's binary ([`find_standin`] for [`CRATEDB_STANDIN`]).
 pub fn find_cratedb_standin() -> Option<PathBuf> {
-    find_cratedb_standin_from(
-        std::env::var_os(CRATEDB_STANDIN_ENV).map(PathBuf::from),
+    find_standin(&CRATEDB_STANDIN)
+}
+
+/// The CrateDB stand-in's directory of `crate` and `crash` ([`standin_dir`]).
+pub fn cratedb_standin_dir(standin: &Path) -> Option<PathBuf> {
+    standin_dir(&CRATEDB_STANDIN, standin)
+}
+
+/// A stand-in's binary: `$<env>` when set (and nothing when that is not an executable), else
+/// `<bin>` next to the running executable or in its parent directory (a test binary runs from
+/// `target/<profile>/deps/`, `steward` from `target/<profile>/`).
+pub fn find_standin(standin: &Standin) -> Option<PathBuf> {
+    find_standin_from(
+        standin.bin,
+        std::env::var_os(standin.env).map(PathBuf::from),
         std::env::current_exe().ok().as_deref(),
     )
 }
 
-fn find_cratedb_standin_from(env: Option<PathBuf>, exe: Option<&Path>) -> Option<PathBuf> {
+fn find_standin_from(bin: &str, env: Option<PathBuf>, exe: Option<&Path>) -> Option<PathBuf> {
     if let Some(explicit) = env.filter(|p| !p.as_os_str().is_empty()) {
         return is_executable(&explicit).then_some(explicit);
     }
     let dir = exe?.parent()?;
     std::iter::once(dir)
         .chain(dir.parent())
-        .map(|d| d.join(CRATEDB_STANDIN_BIN))
+        .map(|d| d.join(bin))
         .find(|p| is_executable(p))
 }
 
-/// A directory with `crate` and `crash` symlinks to `standin` (which dispatches on its
-/// argv[0]): `cratedb-standin-image/` next to it, or, where that cannot be written, a directory
-/// under the temp dir named after the binary's path. Made idempotently (also by several
-/// agents at once); `None` when neither can be made.
-pub fn cratedb_standin_dir(standin: &Path) -> Option<PathBuf> {
-    let target = std::fs::canonicalize(standin).ok()?;
+/// A directory with the stand-in's command symlinks to `binary` (which dispatches on its
+/// argv[0]): `<dir>/` next to it, or, where that cannot be written, a directory under the temp
+/// dir named after the binary's path. Made idempotently (also by several agents at once);
+/// `None` when neither can be made.
+pub fn standin_dir(standin: &Standin, binary: &Path) -> Option<PathBuf> {
+    let target = std::fs::canonicalize(binary).ok()?;
     let tag = target
         .to_string_lossy()
         .bytes()
@@ -240,18 +304,18 @@ pub fn cratedb_standin_dir(standin: &Path) -> Option<PathBuf> {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
         });
     let candidates = [
-        target.parent().map(|p| p.join(CRATEDB_DIR)),
-        Some(std::env::temp_dir().join(format!("steward-{CRATEDB_DIR}-{tag:016x}"))),
+        target.parent().map(|p| p.join(standin.dir)),
+        Some(std::env::temp_dir().join(format!("steward-{}-{tag:016x}", standin.dir))),
     ];
     candidates
         .into_iter()
         .flatten()
-        .find(|dir| link_commands(dir, &target).is_ok())
+        .find(|dir| link_commands(dir, &target, standin.commands).is_ok())
 }
 
-fn link_commands(dir: &Path, target: &Path) -> std::io::Result<()> {
+fn link_commands(dir: &Path, target: &Path, commands: &[&str]) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    for name in CRATEDB_COMMANDS {
+    for name in commands {
         let link = dir.join(name);
         if std::fs::read_link(&link).is_ok_and(|t| t == target) {
             continue;
@@ -486,7 +550,7 @@ mod tests {
         touch_executable(&exporter);
         let pg_root = dir.path().join("postgresql");
         touch_executable(&pg_root.join("15/bin/postgres"));
-        let map = ImageMap::defaults_from(&pg_root, &exporter, None);
+        let map = ImageMap::defaults_from(&pg_root, &exporter, None, None);
         for image in [
             "quay.io/prometheuscommunity/postgres-exporter:v0.15.0",
             "prometheuscommunity/postgres-exporter:v0.15.0",
@@ -532,7 +596,7 @@ mod tests {
         let not_executable = dir.path().join("prometheus-postgres-exporter");
         std::fs::write(&not_executable, "").unwrap();
         for exporter in [dir.path().join("missing"), not_executable] {
-            let map = ImageMap::defaults_from(&pg_root, &exporter, None);
+            let map = ImageMap::defaults_from(&pg_root, &exporter, None, None);
             let image = "quay.io/prometheuscommunity/postgres-exporter:v0.15.0";
             // Not even through the `postgres` entry: the last segment is `postgres-exporter`.
             assert_eq!(map.lookup(image), None);
@@ -550,13 +614,17 @@ mod tests {
         touch_executable(&pg_root.join("9.6/bin/postgres"));
         std::fs::create_dir_all(pg_root.join("16/bin")).unwrap();
         std::fs::create_dir_all(pg_root.join("common/bin")).unwrap();
-        let map = ImageMap::defaults_from(&pg_root, &dir.path().join("missing"), None);
+        let map = ImageMap::defaults_from(&pg_root, &dir.path().join("missing"), None, None);
         let bin = pg_root.join("15/bin");
         assert_eq!(map.lookup("postgres:15"), Some(bin.as_path()));
         assert_eq!(map.lookup("postgresql"), Some(bin.as_path()));
         assert_eq!(map.lookup("etcd"), Some(Path::new("/usr/bin/etcd")));
-        let empty =
-            ImageMap::defaults_from(&dir.path().join("none"), &dir.path().join("missing"), None);
+        let empty = ImageMap::defaults_from(
+            &dir.path().join("none"),
+            &dir.path().join("missing"),
+            None,
+            None,
+        );
         assert_eq!(empty.lookup("postgres"), None);
     }
 
@@ -566,9 +634,12 @@ mod tests {
         let standin = dir.path().join("target/debug").join(CRATEDB_STANDIN_BIN);
         touch_executable(&standin);
         let image_dir = cratedb_standin_dir(&standin).unwrap();
-        assert_eq!(image_dir, standin.parent().unwrap().join(CRATEDB_DIR));
+        assert_eq!(
+            image_dir,
+            standin.parent().unwrap().join(CRATEDB_STANDIN.dir)
+        );
         let canonical = std::fs::canonicalize(&standin).unwrap();
-        for c in CRATEDB_COMMANDS {
+        for c in CRATEDB_STANDIN.commands {
             assert_eq!(std::fs::read_link(image_dir.join(c)).unwrap(), canonical);
         }
         // Idempotent: a second agent finds the links in place.
@@ -578,6 +649,7 @@ mod tests {
             &dir.path().join("none"),
             &dir.path().join("missing"),
             Some(&image_dir),
+            None,
         );
         for image in [
             "crate",
@@ -621,8 +693,12 @@ mod tests {
     #[test]
     fn without_the_standin_crate_images_do_not_resolve() {
         let dir = tempfile::tempdir().unwrap();
-        let map =
-            ImageMap::defaults_from(&dir.path().join("none"), &dir.path().join("missing"), None);
+        let map = ImageMap::defaults_from(
+            &dir.path().join("none"),
+            &dir.path().join("missing"),
+            None,
+            None,
+        );
         assert_eq!(map.lookup("crate:5.10"), None);
         let e = map
             .resolve("crate:5.10", &[], &[], DEFAULT_PATH)
@@ -635,6 +711,7 @@ mod tests {
             &dir.path().join("none"),
             &dir.path().join("missing"),
             Some(&half),
+            None,
         );
         assert_eq!(map.lookup("crate"), None);
     }
@@ -649,31 +726,118 @@ mod tests {
         let steward = debug.join("steward");
         let test = debug.join("deps/e2e-0123abcd");
         assert_eq!(
-            find_cratedb_standin_from(None, Some(&steward)),
+            find_standin_from(CRATEDB_STANDIN_BIN, None, Some(&steward)),
             Some(standin.clone())
         );
         assert_eq!(
-            find_cratedb_standin_from(None, Some(&test)),
+            find_standin_from(CRATEDB_STANDIN_BIN, None, Some(&test)),
             Some(standin.clone())
         );
         assert_eq!(
-            find_cratedb_standin_from(None, Some(&dir.path().join("elsewhere/bin/x"))),
+            find_standin_from(
+                CRATEDB_STANDIN_BIN,
+                None,
+                Some(&dir.path().join("elsewhere/bin/x"))
+            ),
             None
         );
         // The variable wins, and a wrong one finds nothing rather than something else.
         let other = dir.path().join("opt/standin");
         touch_executable(&other);
         assert_eq!(
-            find_cratedb_standin_from(Some(other.clone()), Some(&steward)),
+            find_standin_from(CRATEDB_STANDIN_BIN, Some(other.clone()), Some(&steward)),
             Some(other)
         );
         assert_eq!(
-            find_cratedb_standin_from(Some(dir.path().join("nope")), Some(&steward)),
+            find_standin_from(
+                CRATEDB_STANDIN_BIN,
+                Some(dir.path().join("nope")),
+                Some(&steward)
+            ),
             None
         );
         assert_eq!(
-            find_cratedb_standin_from(Some(PathBuf::new()), Some(&steward)),
+            find_standin_from(CRATEDB_STANDIN_BIN, Some(PathBuf::new()), Some(&steward)),
             Some(standin)
+        );
+    }
+
+    #[test]
+    fn foundationdb_images_map_to_the_fdb_standin_as_its_tools() {
+        let dir = tempfile::tempdir().unwrap();
+        let standin = dir.path().join("target/debug").join(FDB_STANDIN.bin);
+        touch_executable(&standin);
+        let image_dir = standin_dir(&FDB_STANDIN, &standin).unwrap();
+        assert_eq!(image_dir, standin.parent().unwrap().join(FDB_STANDIN.dir));
+        let canonical = std::fs::canonicalize(&standin).unwrap();
+        for c in FDB_STANDIN.commands {
+            assert_eq!(std::fs::read_link(image_dir.join(c)).unwrap(), canonical);
+        }
+        assert_eq!(standin_dir(&FDB_STANDIN, &standin), Some(image_dir.clone()));
+        let map = ImageMap::defaults_from(
+            &dir.path().join("none"),
+            &dir.path().join("missing"),
+            None,
+            Some(&image_dir),
+        );
+        for image in [
+            "foundationdb/fdb-kubernetes-monitor:7.1.57",
+            "docker.io/foundationdb/fdb-kubernetes-monitor:7.3.43",
+            "foundationdb/foundationdb:7.1.57",
+        ] {
+            let r = map
+                .resolve(
+                    image,
+                    &s(&["fdb-kubernetes-monitor"]),
+                    &s(&["--input-dir", "/var/dynamic-conf"]),
+                    DEFAULT_PATH,
+                )
+                .unwrap();
+            assert_eq!(
+                r.program,
+                image_dir.join("fdb-kubernetes-monitor"),
+                "{image}"
+            );
+            assert_eq!(r.path_prefix.as_deref(), Some(image_dir.as_path()));
+        }
+        let path = format!("{}:{DEFAULT_PATH}", image_dir.display());
+        for tool in [
+            "fdbcli",
+            "fdbbackup",
+            "fdbrestore",
+            "backup_agent",
+            "fdbserver",
+        ] {
+            assert_eq!(search(tool, &path), Some(image_dir.join(tool)));
+        }
+        // The CrateDB images stay unmapped without their stand-in, and a directory missing
+        // a tool is not used.
+        assert_eq!(map.lookup("crate"), None);
+        let half = dir.path().join("half");
+        touch_executable(&half.join("fdbserver"));
+        let map = ImageMap::defaults_from(
+            &dir.path().join("none"),
+            &dir.path().join("missing"),
+            None,
+            Some(&half),
+        );
+        assert_eq!(map.lookup("foundationdb/foundationdb"), None);
+    }
+
+    #[test]
+    fn the_fdb_standin_is_found_by_its_own_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let debug = dir.path().join("target/debug");
+        let fdb = debug.join(FDB_STANDIN.bin);
+        touch_executable(&fdb);
+        let test = debug.join("deps/e2e-0123abcd");
+        assert_eq!(
+            find_standin_from(FDB_STANDIN.bin, None, Some(&test)),
+            Some(fdb)
+        );
+        assert_eq!(
+            find_standin_from(CRATEDB_STANDIN_BIN, None, Some(&test)),
+            None
         );
     }
 
