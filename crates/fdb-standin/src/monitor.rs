@@ -223,18 +223,35 @@ fn spawn(active: &Active, n: u32, main_version: &str) -> Result<Child, String> {
         .map_err(|e| format!("cannot start fdbserver: {e}"))
 }
 
+/// Copies the input directory's cluster file into the data directory when none is there yet;
+/// whether the data directory has one now. (The operator writes the cluster file into the
+/// ConfigMap once it chose the coordinators, after the Pods started; from then on the servers
+/// keep their copy up to date.)
+fn ensure_cluster_file(args: &MonitorArgs, target: &Path) -> bool {
+    if target.exists() {
+        return true;
+    }
+    match std::fs::read(args.input_dir.join("fdb.cluster")) {
+        Ok(bytes) => match write_durably(target, &bytes) {
+            Ok(()) => {
+                tracing::info!("cluster file copied from the input directory");
+                true
+            }
+            Err(e) => {
+                tracing::error!("cannot copy the cluster file: {e}");
+                false
+            }
+        },
+        Err(_) => false,
+    }
+}
+
 async fn launcher(args: MonitorArgs) -> i32 {
     let target = args.data_dir.join("fdb.cluster");
-    if !target.exists() {
-        match std::fs::read(args.input_dir.join("fdb.cluster")) {
-            Ok(bytes) => {
-                if let Err(e) = write_durably(&target, &bytes) {
-                    tracing::error!("cannot copy the cluster file: {e}");
-                    return 1;
-                }
-            }
-            Err(e) => tracing::warn!("no cluster file in the input directory yet: {e}"),
-        }
+    if !ensure_cluster_file(&args, &target) {
+        tracing::warn!(
+            "no cluster file in the input directory yet: no server starts until there is one"
+        );
     }
     let conf_path = args.input_dir.join(&args.input_monitor_conf);
     let mut seen: Option<String> = None;
@@ -279,6 +296,9 @@ async fn launcher(args: MonitorArgs) -> i32 {
         let Some(act) = &active else {
             continue;
         };
+        if !ensure_cluster_file(&args, &target) {
+            continue;
+        }
         // Exited servers restart after 1 s with the then active configuration.
         for (n, child) in children.iter_mut() {
             if let Ok(Some(status)) = child.try_wait() {

@@ -180,6 +180,37 @@ pub struct OperatorArgs {
     /// Webhook notifications.
     #[command(flatten)]
     pub webhook: WebhookArgs,
+    /// An engine's own operator-wide setting, `<engine>.<name>=<value>` (repeatable; the
+    /// environment variable takes a comma-separated list), e.g.
+    /// `foundationdb.minimumRecoveryTimeForExclusion=120`. docs/configuration.md lists them.
+    #[arg(
+        long = "engine-setting",
+        env = "STEWARD_ENGINE_SETTINGS",
+        value_delimiter = ',',
+        value_parser = parse_engine_setting
+    )]
+    pub engine_settings: Vec<(String, String)>,
+}
+
+/// Every `--engine-setting`, by key: engines read theirs from the context's seams.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineSettings(pub std::collections::BTreeMap<String, String>);
+
+impl EngineSettings {
+    /// The value of `key` (`<engine>.<name>`).
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str)
+    }
+}
+
+fn parse_engine_setting(text: &str) -> Result<(String, String), String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not <engine>.<name>=<value>"))?;
+    if !key.contains('.') || key.starts_with('.') || key.ends_with('.') {
+        return Err(format!("{key:?} is not <engine>.<name>"));
+    }
+    Ok((key.trim().to_owned(), value.trim().to_owned()))
 }
 
 /// Parses `steward operator` flags from an argument list (environment variables apply too),

@@ -287,6 +287,24 @@ async fn status(dir: &Path) -> anyhow::Result<()> {
             s.current_primary.as_deref().unwrap_or("none")
         );
     }
+    let clusters: Api<steward_api::foundationdb::FoundationDBCluster> = Api::all(client.clone());
+    for c in clusters.list(&ListParams::default()).await?.items {
+        let s = c.status.unwrap_or_default();
+        let counts = &c.spec.process_counts;
+        let wanted = counts.storage + counts.log + counts.stateless;
+        println!(
+            "FoundationDBCluster {}/{}: {}/{wanted} process groups, configured={}, available={}, reconciled={}",
+            c.metadata.namespace.unwrap_or_default(),
+            c.metadata.name.unwrap_or_default(),
+            s.process_groups
+                .iter()
+                .filter(|g| g.conditions.is_empty())
+                .count(),
+            s.configured,
+            s.health.available,
+            s.common.generations.reconciled == c.metadata.generation
+        );
+    }
     let clusters: Api<steward_api::cratedb::CrateCluster> = Api::all(client);
     for c in clusters.list(&ListParams::default()).await?.items {
         let s = c.status.unwrap_or_default();

@@ -57,7 +57,12 @@ pub fn new_pass(
         locked: false,
         applier: Applier::new(ctx.client.clone(), CONTROLLER).with_memo(ctx.applied.clone()),
         applied: AppliedSet::default(),
-        settings: ctx.seam::<Settings>().unwrap_or_default(),
+        settings: ctx.seam::<Settings>().unwrap_or_else(|_| {
+            Settings::from_settings(
+                &ctx.seam::<crate::config::EngineSettings>()
+                    .unwrap_or_default(),
+            )
+        }),
         ctx: ctx.clone(),
     }
 }

@@ -9,9 +9,9 @@ use steward_api::common::CommonStatus;
 use steward_api::foundationdb::FoundationDBClusterStatus;
 use tokio_util::sync::CancellationToken;
 
+use super::FdbStores;
 use super::admin::FdbAdmin;
 use super::admin::client::ExecAdmin;
-use super::{FdbStores, Settings};
 use crate::runtime::context::{ClusterStatus, Context};
 use crate::runtime::engine::{Engine, SharedCaches, Subscriptions, Wakes};
 use crate::runtime::logged;
@@ -35,7 +35,6 @@ impl Engine for FoundationDb {
 
     fn install_seams(&self, client: &kube::Client, seams: &mut http::Extensions) {
         seams.insert::<Arc<dyn FdbAdmin>>(Arc::new(ExecAdmin::new(client.clone())));
-        seams.insert::<Settings>(Settings::from_env());
     }
 
     fn run(

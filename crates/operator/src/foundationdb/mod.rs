@@ -33,15 +33,16 @@ use admin::{FdbAdmin, Target};
 /// The controller name used in metrics, logs and field managers.
 pub const CONTROLLER: &str = "foundationdb";
 
-/// The operator-wide settings of the engine (FoundationDB's operator takes them as flags; here
-/// from the environment, see `docs/configuration.md`).
+/// The operator-wide settings of the engine (FoundationDB's operator takes them as flags:
+/// `--minimum-recovery-time-for-exclusion` and `--minimum-recovery-time-for-inclusion`); here
+/// `--engine-setting foundationdb.<name>=<seconds>`, see `docs/configuration.md`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Settings {
     /// An exclusion waits until the last recovery is this old
-    /// (`STEWARD_FDB_MIN_RECOVERY_SECONDS_FOR_EXCLUSION`, 120 as FoundationDB's operator).
+    /// (`foundationdb.minimumRecoveryTimeForExclusion`, 120 as FoundationDB's operator).
     pub min_recovery_seconds_for_exclusion: f64,
     /// An inclusion waits until the last recovery is this old
-    /// (`STEWARD_FDB_MIN_RECOVERY_SECONDS_FOR_INCLUSION`, 600).
+    /// (`foundationdb.minimumRecoveryTimeForInclusion`, 600).
     pub min_recovery_seconds_for_inclusion: f64,
     /// Exclusions wait while more transaction-system generations are alive.
     pub max_active_generations: u32,
@@ -58,26 +59,26 @@ impl Default for Settings {
 }
 
 impl Settings {
-    /// The defaults with the environment's overrides (unparsable values are ignored, with a
-    /// warning).
-    pub fn from_env() -> Self {
+    /// The defaults with the operator's `--engine-setting`s (an unreadable value keeps the
+    /// default, with a warning).
+    pub fn from_settings(settings: &crate::config::EngineSettings) -> Self {
         let read = |name: &str, default: f64| {
-            match std::env::var(name) {
-            Ok(v) => v.trim().parse::<f64>().unwrap_or_else(|_| {
-                tracing::warn!(variable = name, value = %v, "not a number of seconds; default kept");
+            match settings.get(name) {
+            Some(v) => v.parse::<f64>().ok().filter(|s| *s >= 0.0).unwrap_or_else(|| {
+                tracing::warn!(setting = name, value = %v, "not a number of seconds; default kept");
                 default
             }),
-            Err(_) => default,
+            None => default,
         }
         };
         let d = Self::default();
         Self {
             min_recovery_seconds_for_exclusion: read(
-                "STEWARD_FDB_MIN_RECOVERY_SECONDS_FOR_EXCLUSION",
+                "foundationdb.minimumRecoveryTimeForExclusion",
                 d.min_recovery_seconds_for_exclusion,
             ),
             min_recovery_seconds_for_inclusion: read(
-                "STEWARD_FDB_MIN_RECOVERY_SECONDS_FOR_INCLUSION",
+                "foundationdb.minimumRecoveryTimeForInclusion",
                 d.min_recovery_seconds_for_inclusion,
             ),
             ..d

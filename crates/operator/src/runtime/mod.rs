@@ -191,6 +191,9 @@ pub async fn start_with_clock(
     ctx.database_timeout = Duration::from_secs(args.database_timeout_seconds.max(1));
     ctx.max_concurrent_reconciles = args.max_concurrent_reconciles;
     ctx.own_namespace = args.lease_namespace.clone();
+    ctx.seams.insert(crate::config::EngineSettings(
+        args.engine_settings.iter().cloned().collect(),
+    ));
     let ctx = Arc::new(ctx);
     let (leader_tx, leader_rx) = watch::channel(false);
     let token = shutdown.clone();
