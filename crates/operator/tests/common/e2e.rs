@@ -184,6 +184,12 @@ impl Plane {
         }
     }
 
+    /// Starts a fresh plane with `nodes` node agents whose operator also gets
+    /// `extra_operator_flags`.
+    pub async fn start_with(extra_operator_flags: Vec<String>, nodes: usize) -> Self {
+        Self::start_inner(extra_operator_flags, nodes).await
+    }
+
     pub async fn start_with_flags(extra_operator_flags: Vec<String>) -> Self {
         Self::start_inner(extra_operator_flags, 1).await
     }

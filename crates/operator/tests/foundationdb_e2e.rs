@@ -1,0 +1,325 @@
+//! FoundationDB end to end: the operator against FoundationDB stand-in Pods (the node agent runs
+//! the stand-in for FoundationDB's images; the Pods' monitors and servers form one cluster per
+//! connection string), through the operator's production admin seam — `fdbcli` and the
+//! monitor's `report` over `pods/exec`. The stand-in is not FoundationDB:
+//! docs/foundationdb-standin.md says what it models.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::e2e::Plane;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::events::v1::Event;
+use kube::ResourceExt;
+use kube::api::ListParams;
+use steward_api::foundationdb::FoundationDBCluster;
+use steward_operator::resources::exec;
+
+const BOOT: Duration = Duration::from_secs(180);
+
+/// The engine's recovery-time rules shortened, so that a test does not wait FoundationDB's
+/// 120 s and 600 s between recoveries and exclusions or inclusions.
+fn flags() -> Vec<String> {
+    vec![
+        "--engine-setting".into(),
+        "foundationdb.minimumRecoveryTimeForExclusion=2".into(),
+        "--engine-setting".into(),
+        "foundationdb.minimumRecoveryTimeForInclusion=3".into(),
+    ]
+}
+
+fn manifest(name: &str, redundancy: &str, storage: u32, log: u32) -> String {
+    format!(
+        "apiVersion: steward.dev/v1alpha1\nkind: FoundationDBCluster\nmetadata: {{name: {name}}}\nspec:\n  version: \"7.1.57\"\n  databaseConfiguration: {{redundancyMode: {redundancy}}}\n  processCounts: {{storage: {storage}, log: {log}, stateless: 1}}\n  minimumUptimeSecondsForBounce: 5\n  storage: {{size: 1Gi}}\n"
+    )
+}
+
+async fn reconciled(plane: &Plane, name: &str, what: &str) -> FoundationDBCluster {
+    plane
+        .wait_for::<FoundationDBCluster, _>(what, name, BOOT, |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.configured
+                    && s.health.available
+                    && s.common.generations.reconciled == c.metadata.generation
+                    && s.common.generations.has_pending_removal.is_none()
+            })
+        })
+        .await
+}
+
+/// Runs fdbcli in `pod`; its output, or why it failed.
+async fn fdbcli(plane: &Plane, pod: &str, commands: &str) -> Result<String, String> {
+    let out = exec::run(
+        &plane.client,
+        &plane.namespace,
+        pod,
+        "foundationdb",
+        vec![
+            "fdbcli".into(),
+            "-C".into(),
+            "/var/fdb/data/fdb.cluster".into(),
+            "--timeout".into(),
+            "5".into(),
+            "--exec".into(),
+            commands.into(),
+        ],
+        Duration::from_secs(15),
+    )
+    .await
+    .map_err(|e| e.0)?;
+    if out.success {
+        Ok(out.stdout)
+    } else {
+        Err(format!("{}{}", out.stdout, out.stderr))
+    }
+}
+
+/// A writer: sets `w<n>` keys one after another through fdbcli in `pod`, recording every key
+/// whose commit was acknowledged, until `stop`.
+fn writer(
+    plane: &Plane,
+    pod: &str,
+    stop: tokio_util::sync::CancellationToken,
+) -> (Arc<Mutex<Vec<String>>>, tokio::task::JoinHandle<()>) {
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let (client, ns, pod) = (
+        plane.client.clone(),
+        plane.namespace.clone(),
+        pod.to_owned(),
+    );
+    let record = acked.clone();
+    let task = tokio::spawn(async move {
+        let mut n = 0u32;
+        while !stop.is_cancelled() {
+            let key = format!("w{n:05}");
+            let out = exec::run(
+                &client,
+                &ns,
+                &pod,
+                "foundationdb",
+                vec![
+                    "fdbcli".into(),
+                    "-C".into(),
+                    "/var/fdb/data/fdb.cluster".into(),
+                    "--timeout".into(),
+                    "5".into(),
+                    "--exec".into(),
+                    format!("writemode on; set {key} v{n}"),
+                ],
+                Duration::from_secs(15),
+            )
+            .await;
+            if out.is_ok_and(|o| o.success && o.stdout.contains("Committed")) {
+                record.lock().unwrap().push(key);
+            }
+            n += 1;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    (acked, task)
+}
+
+fn storage_groups(c: &FoundationDBCluster) -> Vec<String> {
+    c.status
+        .as_ref()
+        .unwrap()
+        .process_groups
+        .iter()
+        .filter(|g| g.process_group_id.contains("-storage-"))
+        .map(|g| g.process_group_id.clone())
+        .collect()
+}
+
+async fn event_notes(plane: &Plane, reason: &str) -> Vec<String> {
+    let mut items = plane
+        .api::<Event>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    items.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
+    items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .map(|e| e.note.unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_is_created_grown_and_shrunk_with_exclusion_first_and_no_acknowledged_key_lost() {
+    let plane = Plane::start_with(flags(), 3).await;
+    if plane.nodes().len() < 3 {
+        eprintln!(
+            "skipped: needs three Nodes (three fault domains); this plane has {}",
+            plane.nodes().len()
+        );
+        plane.shutdown().await;
+        return;
+    }
+    plane.apply(&manifest("grow", "double", 3, 2)).await;
+    let c = reconciled(
+        &plane,
+        "grow",
+        "the cluster configured, available and reconciled",
+    )
+    .await;
+    let status = c.status.clone().unwrap();
+    // configure new once; three coordinators, in three zones.
+    assert_eq!(
+        event_notes(&plane, "DatabaseCreated").await,
+        ["configure new double ssd-2"]
+    );
+    let coordinators: Vec<&str> = status
+        .connection_string
+        .as_deref()
+        .unwrap()
+        .split_once('@')
+        .unwrap()
+        .1
+        .split(',')
+        .collect();
+    assert_eq!(coordinators.len(), 3, "{status:?}");
+    let zones: BTreeSet<_> = status
+        .process_groups
+        .iter()
+        .filter(|g| {
+            coordinators
+                .iter()
+                .any(|c| g.addresses.iter().any(|a| c.starts_with(&format!("{a}:"))))
+        })
+        .filter_map(|g| g.fault_domain.clone())
+        .collect();
+    assert_eq!(zones.len(), 3, "coordinators in three zones: {status:?}");
+
+    // A writer runs through a grow and a shrink.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let (acked, task) = writer(&plane, "grow-stateless-1", stop.clone());
+    plane
+        .patch_spec::<FoundationDBCluster>(
+            "grow",
+            serde_json::json!({"processCounts": {"storage": 4}}),
+        )
+        .await;
+    let c = reconciled(&plane, "grow", "four storage process groups").await;
+    assert_eq!(storage_groups(&c).len(), 4);
+    plane
+        .patch_spec::<FoundationDBCluster>(
+            "grow",
+            serde_json::json!({"processCounts": {"storage": 3}}),
+        )
+        .await;
+    let c = reconciled(&plane, "grow", "back to three storage process groups").await;
+    let left = storage_groups(&c);
+    assert_eq!(left.len(), 3, "{left:?}");
+    stop.cancel();
+    task.await.unwrap();
+    let removed = [
+        "grow-storage-1",
+        "grow-storage-2",
+        "grow-storage-3",
+        "grow-storage-4",
+    ]
+    .into_iter()
+    .find(|g| !left.contains(&g.to_string()))
+    .unwrap();
+    // Excluded before its Pod was deleted; its Pod and claim are gone; it was included again.
+    let excluded = event_notes(&plane, "ProcessesExcluded").await;
+    assert!(excluded.iter().any(|n| n.contains(removed)), "{excluded:?}");
+    let pods: Vec<String> = plane
+        .api::<Pod>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|p| p.name_any())
+        .collect();
+    assert!(!pods.contains(&removed.to_owned()), "{pods:?}");
+    let claims: Vec<String> = plane
+        .api::<PersistentVolumeClaim>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|p| p.name_any())
+        .collect();
+    assert!(!claims.contains(&format!("{removed}-data")), "{claims:?}");
+    let removed_events = event_notes(&plane, "ProcessGroupsRemoved").await;
+    assert!(
+        removed_events.iter().any(|n| n.contains(removed)),
+        "{removed_events:?}"
+    );
+    // No acknowledged key lost.
+    let acked = acked.lock().unwrap().clone();
+    assert!(
+        acked.len() > 10,
+        "the writer committed {} keys",
+        acked.len()
+    );
+    let range = fdbcli(&plane, "grow-stateless-1", "getrange w x 100000")
+        .await
+        .unwrap();
+    let missing: Vec<&String> = acked
+        .iter()
+        .filter(|k| !range.contains(&format!("`{k}' is")))
+        .collect();
+    assert!(missing.is_empty(), "acknowledged keys lost: {missing:?}");
+    plane.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_invalid_spec_is_refused_with_a_condition_and_nothing_is_created() {
+    let plane = Plane::start_with(flags(), 1).await;
+    // One log process cannot keep double redundancy's two copies of the log.
+    plane.apply(&manifest("bad", "double", 2, 1)).await;
+    let c = plane
+        .wait_for::<FoundationDBCluster, _>("InvalidSpec", "bad", Duration::from_secs(60), |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.common
+                    .conditions
+                    .iter()
+                    .any(|x| x.type_ == "Degraded" && x.reason == "InvalidSpec")
+            })
+        })
+        .await;
+    let message = &c
+        .status
+        .unwrap()
+        .common
+        .conditions
+        .iter()
+        .find(|x| x.reason == "InvalidSpec")
+        .unwrap()
+        .message
+        .clone();
+    assert!(message.contains("spec.processCounts.log"), "{message}");
+    let pods = plane
+        .api::<Pod>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    assert!(pods.is_empty(), "no Pod for an invalid spec");
+    // The schema refuses what it can: double redundancy with one storage process.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("one.yaml");
+    std::fs::write(&file, manifest("one", "double", 1, 2)).unwrap();
+    let refused = plane.kubectl_refused(&[
+        "apply",
+        "-n",
+        &plane.namespace,
+        "-f",
+        file.to_str().unwrap(),
+    ]);
+    assert!(
+        refused.contains("redundancyMode double needs processCounts.storage of at least 2"),
+        "{refused}"
+    );
+    plane.shutdown().await;
+}
