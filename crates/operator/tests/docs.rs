@@ -51,6 +51,12 @@ fn technical_design_lists_the_cratedb_pipeline_in_order() {
 }
 
 #[test]
+fn technical_design_lists_the_foundationdb_pipeline_in_order() {
+    let names = steward_operator::foundationdb::pipeline().step_names();
+    assert_pipeline_documented("## FoundationDB cluster reconciliation", &names);
+}
+
+#[test]
 fn configuration_reference_lists_every_environment_variable() {
     let doc = repo_file("docs/configuration.md");
     let mut sources = String::new();
