@@ -98,6 +98,21 @@ pub struct Generations {
     /// FoundationDB: a step waits for the global lock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub needs_lock: Option<i64>,
+    /// FoundationDB backups: the agents' Deployment must change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs_backup_agent_update: Option<i64>,
+    /// FoundationDB backups: the backup must be started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs_backup_start: Option<i64>,
+    /// FoundationDB backups: the backup must be stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs_backup_stop: Option<i64>,
+    /// FoundationDB backups: the backup must be paused or resumed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs_backup_pause_toggle: Option<i64>,
+    /// FoundationDB backups: the snapshot period must change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs_backup_modification: Option<i64>,
 }
 
 /// The kind of long-running operation.

@@ -511,3 +511,179 @@ pub struct ProcessGroupCondition {
     /// Unix seconds since when.
     pub timestamp: i64,
 }
+
+/// A continuous backup of a `FoundationDBCluster` (seed 002, "Backup Reconciliation"): backup
+/// agents in a Deployment write it to a directory on a claim (`file://` backup URL), and the
+/// backup is started, paused, resumed, modified and stopped as `backupState` says.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "steward.dev",
+    version = "v1alpha1",
+    kind = "FoundationDBBackup",
+    plural = "foundationdbbackups",
+    shortname = "fdbbackup",
+    namespaced,
+    status = "FoundationDBBackupStatus",
+    printcolumn = r#"{"name":"Cluster","type":"string","jsonPath":".spec.clusterName"}"#,
+    printcolumn = r#"{"name":"State","type":"string","jsonPath":".spec.backupState"}"#,
+    printcolumn = r#"{"name":"Running","type":"boolean","jsonPath":".status.backupDetails.running"}"#,
+    printcolumn = r#"{"name":"Restorable","type":"boolean","jsonPath":".status.backupDetails.restorable"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "self.clusterName == oldSelf.clusterName", "message": "spec.clusterName is immutable"}
+]))]
+pub struct FoundationDBBackupSpec {
+    /// The `FoundationDBCluster` (same namespace) to back up.
+    pub cluster_name: String,
+    /// The version of the backup agents (default: the cluster's `spec.version`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]+\.[0-9]+\.[0-9]+$"))]
+    pub version: Option<String>,
+    /// `Running` (the default), `Paused` (configured, agents idle) or `Stopped`.
+    #[serde(default)]
+    pub backup_state: BackupState,
+    /// Backup agents to run.
+    #[serde(default = "default_agents")]
+    #[schemars(range(min = 0, max = 10))]
+    pub agent_count: u32,
+    /// Seconds between snapshots (default 864,000: ten days, as FoundationDB's).
+    #[serde(default = "default_snapshot_period")]
+    #[schemars(range(min = 1))]
+    pub snapshot_period_seconds: u32,
+    /// The claim the backup is written to (mounted by every agent; on a cluster with
+    /// node-local volumes the agents run on its Node).
+    #[serde(default)]
+    pub storage: StorageSpec,
+}
+
+fn default_agents() -> u32 {
+    1
+}
+fn default_snapshot_period() -> u32 {
+    864_000
+}
+
+/// `spec.backupState`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum BackupState {
+    /// The backup runs.
+    #[default]
+    Running,
+    /// The backup is configured; its agents do no work.
+    Paused,
+    /// No backup runs.
+    Stopped,
+}
+
+/// Observed state of a `FoundationDBBackup`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FoundationDBBackupStatus {
+    /// Conditions, generations and the operation record.
+    #[serde(flatten)]
+    pub common: CommonStatus,
+    /// Backup agents ready and up to date.
+    #[serde(default)]
+    pub agent_count: i32,
+    /// The agents' Deployment is as the spec asks.
+    #[serde(default)]
+    pub deployment_configured: bool,
+    /// The backup as `fdbbackup status` reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_details: Option<BackupDetails>,
+}
+
+/// `status.backupDetails`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupDetails {
+    /// The backup URL (`file://…`).
+    #[serde(default)]
+    pub url: String,
+    /// The backup runs.
+    #[serde(default)]
+    pub running: bool,
+    /// The backup agents are paused.
+    #[serde(default)]
+    pub paused: bool,
+    /// Seconds between snapshots.
+    #[serde(default)]
+    pub snapshot_time: i64,
+    /// The backup can be restored.
+    #[serde(default)]
+    pub restorable: bool,
+    /// The newest version a restore can reach.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_restorable_version: Option<u64>,
+    /// FoundationDB's name of the backup's state.
+    #[serde(default)]
+    pub state: String,
+}
+
+/// A restore of a `FoundationDBBackup` into its cluster (seed 002, "Restore Reconciliation"):
+/// started once with `fdbrestore start`; the destination's normal key range must be empty.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "steward.dev",
+    version = "v1alpha1",
+    kind = "FoundationDBRestore",
+    plural = "foundationdbrestores",
+    shortname = "fdbrestore",
+    namespaced,
+    status = "FoundationDBRestoreStatus",
+    printcolumn = r#"{"name":"Cluster","type":"string","jsonPath":".spec.destinationClusterName"}"#,
+    printcolumn = r#"{"name":"Backup","type":"string","jsonPath":".spec.backupName"}"#,
+    printcolumn = r#"{"name":"State","type":"string","jsonPath":".status.state"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "self == oldSelf", "message": "a FoundationDBRestore's spec is immutable: create another"}
+]))]
+pub struct FoundationDBRestoreSpec {
+    /// The `FoundationDBCluster` to restore into (same namespace).
+    pub destination_cluster_name: String,
+    /// The `FoundationDBBackup` to restore from (same namespace).
+    pub backup_name: String,
+    /// The version to restore to (default: the backup's latest restorable version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
+}
+
+/// Where a restore is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum RestoreState {
+    /// Not started.
+    #[default]
+    Pending,
+    /// `fdbrestore start` was run; waiting for it to finish.
+    Running,
+    /// Restored.
+    Completed,
+    /// Refused or failed (the message says why); never retried.
+    Failed,
+}
+
+/// Observed state of a `FoundationDBRestore`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FoundationDBRestoreStatus {
+    /// Conditions, generations and the operation record.
+    #[serde(flatten)]
+    pub common: CommonStatus,
+    /// Where the restore is.
+    #[serde(default)]
+    pub state: RestoreState,
+    /// The version restored to, once known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
+    /// Why it failed, or what it waits for.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// What `fdbrestore status` said before this restore was started: the same answer later is
+    /// an earlier restore's, not this one's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prior_restore_status: Option<String>,
+}

@@ -35,6 +35,8 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         policy::PostgresPolicy::crd(),
         cratedb::CrateCluster::crd(),
         foundationdb::FoundationDBCluster::crd(),
+        foundationdb::FoundationDBBackup::crd(),
+        foundationdb::FoundationDBRestore::crd(),
     ];
     for crd in &mut crds {
         for version in &mut crd.spec.versions {

@@ -57,6 +57,14 @@ fn technical_design_lists_the_foundationdb_pipeline_in_order() {
 }
 
 #[test]
+fn technical_design_lists_the_foundationdb_backup_and_restore_pipelines_in_order() {
+    let names = steward_operator::foundationdb::backup::pipeline().step_names();
+    assert_pipeline_documented("## FoundationDB backup reconciliation", &names);
+    let names = steward_operator::foundationdb::backup::restore::pipeline().step_names();
+    assert_pipeline_documented("## FoundationDB restore reconciliation", &names);
+}
+
+#[test]
 fn configuration_reference_lists_every_environment_variable() {
     let doc = repo_file("docs/configuration.md");
     let mut sources = String::new();

@@ -725,14 +725,14 @@ mod tests {
     /// words: the answers of the per-engine arms this replaced.
     #[test]
     fn engines_are_found_by_name_and_refuse_in_their_own_words() {
-        assert_eq!(engine_names(), "etcd, postgres or cratedb");
-        assert_eq!(node_set_engines(), "cratedb");
+        assert_eq!(engine_names(), "etcd, postgres, cratedb or foundationdb");
+        assert_eq!(node_set_engines(), "cratedb and foundationdb");
         let unknown = format!("{:?}", engine("mysql").err().unwrap());
         assert!(
             unknown.contains("404")
                 && unknown.contains("unknown engine")
                 && unknown.contains("mysql")
-                && unknown.contains("etcd, postgres or cratedb"),
+                && unknown.contains("etcd, postgres, cratedb or foundationdb"),
             "{unknown}"
         );
         let (etcd, postgres, cratedb) = (

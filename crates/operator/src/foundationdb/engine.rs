@@ -51,18 +51,21 @@ impl Engine for FoundationDb {
                 );
                 return;
             };
+            let backups = super::backup::controller::run(ctx.clone(), shared.pods.clone(), stop.clone());
             let stores = FdbStores {
                 pods: shared.pods,
                 claims: shared.claims,
                 config_maps: shared.config_maps,
                 services: shared.services,
             };
-            logged(
-                "foundationdb",
-                stop.clone(),
-                super::controller::run(ctx, stores, pods, stop),
-            )
-            .await;
+            futures::join!(
+                logged(
+                    "foundationdb",
+                    stop.clone(),
+                    super::controller::run(ctx, stores, pods, stop.clone()),
+                ),
+                logged("foundationdb-backup", stop, backups),
+            );
         }
         .boxed()
     }

@@ -40,7 +40,7 @@ Plurals of Steward's custom resources: one per CRD in crds/steward.dev.yaml.
 .ci/check-deploy.sh fails when a CRD is missing here or in deploy/rbac.yaml.
 */}}
 {{- define "steward.customResources" -}}
-{{- list "etcdclusters" "etcdpeers" "postgresclusters" "postgresbackups" "postgresrestores" "schedules" "postgrespolicies" "crateclusters" "foundationdbclusters" | toJson -}}
+{{- list "etcdclusters" "etcdpeers" "postgresclusters" "postgresbackups" "postgresrestores" "schedules" "postgrespolicies" "crateclusters" "foundationdbclusters" "foundationdbbackups" "foundationdbrestores" | toJson -}}
 {{- end -}}
 
 {{/*
@@ -107,7 +107,7 @@ Rules for Steward's resources and the children it manages. Rendered into a Clust
 # CrateDB: one StatefulSet per node set, server-side applied and cached; scaling patches its
 # replicas.
 - apiGroups: ["apps"]
-  resources: ["statefulsets"]
+  resources: ["statefulsets", "deployments"]
   verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]

@@ -82,6 +82,10 @@ impl FdbAdmin for ExecAdmin {
         .await
     }
 
+    async fn tool(&self, target: &Target, argv: Vec<String>) -> Result<String, FdbError> {
+        self.run(target, argv).await
+    }
+
     async fn monitor_report(&self, target: &Target) -> Result<String, FdbError> {
         self.run(
             target,

@@ -60,4 +60,8 @@ pub trait FdbAdmin: Send + Sync {
 
     /// `fdb-kubernetes-monitor report`: the monitor's active configuration and environment.
     async fn monitor_report(&self, target: &Target) -> Result<String, FdbError>;
+
+    /// Another FoundationDB tool (`fdbbackup …`, `fdbrestore …`; `argv[0]` is the tool) in
+    /// the Pod's main container; its standard output when it exits 0.
+    async fn tool(&self, target: &Target, argv: Vec<String>) -> Result<String, FdbError>;
 }

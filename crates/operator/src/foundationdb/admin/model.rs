@@ -310,6 +310,13 @@ impl FdbAdmin for ModelFdb {
         Ok(out.join("\n"))
     }
 
+    async fn tool(&self, _target: &Target, argv: Vec<String>) -> Result<String, FdbError> {
+        Err(FdbError::Command(format!(
+            "ERROR: the model does not run {}",
+            argv.first().map(String::as_str).unwrap_or("a tool")
+        )))
+    }
+
     async fn monitor_report(&self, target: &Target) -> Result<String, FdbError> {
         self.state()
             .reports
