@@ -84,8 +84,8 @@ fn agent(c: &Cluster, n: usize) -> Guard {
 /// The version of the last `Committed (<v>)` line.
 fn committed(out: &str) -> u64 {
     out.lines()
-        .filter_map(|l| l.strip_prefix("Committed (")?.strip_suffix(')'))
-        .last()
+        .rev()
+        .find_map(|l| l.strip_prefix("Committed (")?.strip_suffix(')'))
         .unwrap()
         .parse()
         .unwrap()
