@@ -132,7 +132,7 @@ fn a_backup_runs_with_agents_survives_recovery_and_restores_into_an_empty_databa
     assert!(!uid.is_empty());
 
     // Two agents: one does the work, both are counted.
-    let _a1 = agent(&c, 1);
+    let a1 = agent(&c, 1);
     let _a2 = agent(&c, 2);
     let s = wait_backup(&c, "a restorable backup", 10, |s| {
         s["Restorable"] == true && lrv(s) >= w1
@@ -213,6 +213,11 @@ fn a_backup_runs_with_agents_survives_recovery_and_restores_into_an_empty_databa
     assert_eq!(s["UID"], uid.as_str());
     assert_eq!(s["Status"]["Name"], "is differential");
 
+    // Losing an agent: the other one takes the work over once the lease lapses.
+    drop(a1);
+    let w4 = committed(&c.ok("writemode on; set k12 one-agent"));
+    wait_backup(&c, "progress with one agent", 10, |s| lrv(s) >= w4);
+
     // Restoring into a non-empty database is refused.
     let (code, _, err) = restore(&c, &["start", "-r", &url, "-w"]);
     assert_eq!(code, 1);
@@ -251,6 +256,7 @@ fn a_backup_runs_with_agents_survives_recovery_and_restores_into_an_empty_databa
     assert_eq!(c.ok("get k10").trim(), "`k10' is `v10'");
     assert_eq!(c.ok("get k11").trim(), "`k11' is `after-recovery'");
     assert_eq!(c.ok("get p1").trim(), "`p1' is `during-pause'");
+    assert_eq!(c.ok("get k12").trim(), "`k12' is `one-agent'");
     let (code, out, _) = restore(&c, &["status"]);
     assert_eq!(code, 0);
     assert!(
