@@ -80,22 +80,45 @@ struct Conn {
     leader: Option<String>,
 }
 
-struct Client {
+/// A client of the cluster (fdbcli, and the backup tools and agents): finds the cluster
+/// controller through the coordinators and follows a newer connection string.
+pub struct Client {
     cluster_file: PathBuf,
     cs: ConnectionString,
     timeout: Duration,
     writemode: bool,
-    info: ClientInfo,
+    pub info: ClientInfo,
 }
 
-enum Failure {
+pub enum Failure {
     Error(String),
     TimedOut,
 }
 
 impl Client {
+    /// A client of the cluster named by `cluster_file`, this program's version.
+    pub fn new(cluster_file: PathBuf, timeout: Duration) -> anyhow::Result<Self> {
+        let cs = ConnectionString::read(&cluster_file)?;
+        let version = own_version();
+        Ok(Self {
+            cluster_file,
+            cs,
+            timeout,
+            writemode: false,
+            info: ClientInfo {
+                protocol: protocol_version(&version),
+                version,
+            },
+        })
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// Asks the coordinators who leads; follows a newer connection string (rewriting the
-    /// cluster file it was given).
+    /// cluster file it was given; a file that cannot be rewritten, e.g. a read-only ConfigMap
+    /// mount, is logged and the new string used anyway).
     async fn connect(&mut self) -> Conn {
         for _ in 0..3 {
             let answers = ask_all(&self.cs.coordinators, &Request::Hello).await;
@@ -111,7 +134,12 @@ impl Client {
                 && best.connection_string != self.cs.to_string()
                 && let Ok(cs) = ConnectionString::parse(&best.connection_string)
             {
-                let _ = cs.write(&self.cluster_file);
+                if let Err(e) = cs.write(&self.cluster_file) {
+                    tracing::warn!(
+                        "cannot rewrite the cluster file {}: {e}; using {cs}",
+                        self.cluster_file.display()
+                    );
+                }
                 self.cs = cs;
                 continue;
             }
@@ -148,7 +176,11 @@ impl Client {
     }
 
     /// Sends `req` to the cluster controller, retrying until the deadline.
-    async fn ask_leader(&mut self, req: &Request, deadline: Instant) -> Result<Response, Failure> {
+    pub async fn ask_leader(
+        &mut self,
+        req: &Request,
+        deadline: Instant,
+    ) -> Result<Response, Failure> {
         loop {
             let conn = self.connect().await;
             if let Some(leader) = conn.leader {
@@ -422,23 +454,12 @@ pub async fn run(args: Vec<String>, out: &mut dyn Write, errout: &mut dyn Write)
             return 1;
         }
     };
-    let cs = match ConnectionString::read(&opts.cluster_file) {
-        Ok(cs) => cs,
+    let mut client = match Client::new(opts.cluster_file, opts.timeout) {
+        Ok(c) => c,
         Err(e) => {
             let _ = writeln!(errout, "ERROR: {e:#}");
             return 1;
         }
-    };
-    let version = own_version();
-    let mut client = Client {
-        cluster_file: opts.cluster_file,
-        cs,
-        timeout: opts.timeout,
-        writemode: false,
-        info: ClientInfo {
-            protocol: protocol_version(&version),
-            version,
-        },
     };
     for tokens in commands {
         match client.command(&tokens, out).await {

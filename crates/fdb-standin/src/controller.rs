@@ -28,16 +28,20 @@ pub struct Controller {
     pub moves: BTreeMap<String, Instant>,
     /// fdbcli invocations seen: peer address → (client, when).
     pub clients: BTreeMap<String, (ClientInfo, Instant)>,
+    /// Backup agents seen (by agent id) and when.
+    pub agents: BTreeMap<String, Instant>,
+    /// The agent that does the backup work (lease), and when it last polled.
+    pub backup_lease: Option<(String, Instant)>,
 }
 
-fn err(message: impl Into<String>) -> Response {
+pub(crate) fn err(message: impl Into<String>) -> Response {
     Response::Error {
         message: message.into(),
         retryable: false,
     }
 }
 
-fn retry(message: impl Into<String>) -> Response {
+pub(crate) fn retry(message: impl Into<String>) -> Response {
     Response::Error {
         message: message.into(),
         retryable: true,
@@ -55,6 +59,14 @@ struct View<'a> {
 }
 
 impl Controller {
+    /// Backup agents that polled in the last 5 s.
+    pub fn agents_running(&self) -> usize {
+        self.agents
+            .values()
+            .filter(|at| at.elapsed() < std::time::Duration::from_secs(5))
+            .count()
+    }
+
     fn views(&self, protocol: &str) -> Vec<View<'_>> {
         let extra = u64::try_from(self.table_at.elapsed().as_millis()).unwrap_or(0);
         self.table
@@ -221,6 +233,8 @@ pub async fn recover(server: &Arc<Server>, table: Vec<(ProcessInfo, u64)>) -> an
         tx,
         moves: BTreeMap::new(),
         clients: BTreeMap::new(),
+        agents: BTreeMap::new(),
+        backup_lease: None,
     });
     Ok(())
 }
@@ -244,8 +258,11 @@ pub async fn commit<R>(
         (ctrl.state.clone(), node.cs.coordinators.clone())
     };
     let generation = next.generation;
+    // Running backups record the normal keyspace's mutations (FoundationDB's mutation log).
+    let before = crate::backup::logging(&next).then(|| next.kv.clone());
     let r = f(&mut next).map_err(err)?;
     next.version += 1_000_000;
+    crate::backup::record_mutations(&mut next, before.as_ref());
     if let Err(e) = write_majority(&next, &old_coords).await {
         return Err(retry(format!("{e:#}")));
     }
@@ -290,6 +307,8 @@ pub async fn tick(server: &Arc<Server>, table: Vec<(ProcessInfo, u64)>) {
         ctrl.table_at = Instant::now();
         ctrl.clients
             .retain(|_, (_, at)| at.elapsed() < std::time::Duration::from_secs(60));
+        ctrl.agents
+            .retain(|_, at| at.elapsed() < std::time::Duration::from_secs(60));
         let mut actions = Vec::new();
         let views = ctrl.views(&protocol);
         let desired = assign(&ctrl.state, &views, failure);
@@ -388,7 +407,7 @@ fn record_client(server: &Server, client: ClientInfo, peer: String) -> bool {
     }
 }
 
-fn text(s: impl Into<String>) -> Response {
+pub(crate) fn text(s: impl Into<String>) -> Response {
     Response::Text { text: s.into() }
 }
 
@@ -978,7 +997,7 @@ pub fn status(server: &Arc<Server>, client: ClientInfo, peer: String) -> Respons
         },
         "clients": {"count": supported.len(), "supported_versions": supported},
         "incompatible_connections": incompatible,
-        "layers": crate::backup::layers(st),
+        "layers": crate::backup::layers(st, ctrl.agents_running()),
         "cluster_controller_timestamp": crate::util::unix_now(),
         "full_replication": missing_zones.is_empty() && !st.missing_data,
     });

@@ -4,7 +4,9 @@
 //! the model: `docs/foundationdb-standin.md`.
 
 pub mod backup;
+pub mod backup_tools;
 pub mod cli;
+pub mod container;
 pub mod controller;
 pub mod monitor;
 pub mod proto;

@@ -60,9 +60,28 @@ fn main() -> anyhow::Result<()> {
                 .await
         }),
         "fdb-kubernetes-monitor" => runtime.block_on(steward_fdb_standin::monitor::main(rest)),
+        "fdbbackup" => runtime.block_on(async {
+            steward_fdb_standin::backup_tools::fdbbackup(
+                rest,
+                &mut std::io::stdout(),
+                &mut std::io::stderr(),
+            )
+            .await
+        }),
+        "fdbrestore" => runtime.block_on(async {
+            steward_fdb_standin::backup_tools::fdbrestore(
+                rest,
+                &mut std::io::stdout(),
+                &mut std::io::stderr(),
+            )
+            .await
+        }),
+        "backup_agent" => runtime.block_on(async {
+            steward_fdb_standin::backup_tools::backup_agent(rest, &mut std::io::stderr()).await
+        }),
         other => {
-            eprintln!("ERROR: the stand-in does not model `{other}' yet");
-            1
+            eprintln!("ERROR: unknown tool `{other}'");
+            2
         }
     };
     std::process::exit(code);

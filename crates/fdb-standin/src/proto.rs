@@ -74,14 +74,51 @@ impl DbConfig {
     }
 }
 
-/// A backup's state (the `cluster.layers.backup` model).
+/// A backup on one tag (`fdbbackup start`), durable in the database state. `state` is one of
+/// FoundationDB's state names ([`crate::backup::states`]).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct BackupState {
     pub tag: String,
     pub url: String,
+    pub uid: String,
     pub state: String,
-    pub paused: bool,
-    pub snapshot_period_seconds: u64,
+    pub snapshot_interval_seconds: u64,
+    /// The commit version of `fdbbackup start`.
+    pub begin_version: u64,
+    /// Mutations up to this version are in the container (agents' progress).
+    pub log_end_version: u64,
+    /// The newest snapshot the agents wrote, and when (unix seconds).
+    pub last_snapshot_version: Option<u64>,
+    pub last_snapshot_unix: f64,
+    /// The latest version the container can be restored to (set once a snapshot exists).
+    pub restorable_version: Option<u64>,
+    /// `fdbbackup discontinue`'s commit version.
+    pub stop_version: Option<u64>,
+}
+
+/// One mutation of the normal keyspace, as recorded for running backups.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Mutation {
+    Set { key: Bytes, value: Bytes },
+    Clear { key: Bytes },
+}
+
+/// The mutations of one commit (FoundationDB's backup mutation log, `\xff\x02/blog/`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct LogEntry {
+    pub version: u64,
+    pub mutations: Vec<Mutation>,
+}
+
+/// The last `fdbrestore start` into this database.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct RestoreState {
+    pub tag: String,
+    pub url: String,
+    pub state: String,
+    pub version: u64,
+    pub keys: usize,
 }
 
 /// The database: made durable by writing it whole to a majority of coordinators (the
@@ -100,7 +137,17 @@ pub struct DbState {
     pub kv: BTreeMap<Bytes, Bytes>,
     /// Latched when every replica of some data was unreachable at once.
     pub missing_data: bool,
-    pub backup: Option<BackupState>,
+    /// Backups by tag (every tag ever used; finished ones keep their last state).
+    #[serde(default)]
+    pub backups: BTreeMap<String, BackupState>,
+    /// `fdbbackup pause`: every backup agent idles.
+    #[serde(default)]
+    pub backup_paused: bool,
+    /// Mutations not yet saved by the agents of every running backup.
+    #[serde(default)]
+    pub backup_log: Vec<LogEntry>,
+    #[serde(default)]
+    pub restore: Option<RestoreState>,
 }
 
 impl DbState {
@@ -150,6 +197,11 @@ pub enum Request {
     },
     /// Exit (fdbcli's `kill`).
     Kill,
+    /// `fdbbackup`, `fdbrestore` and `backup_agent` at the controller.
+    Backup {
+        client: ClientInfo,
+        backup: crate::backup::BackupOp,
+    },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

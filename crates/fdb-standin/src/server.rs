@@ -243,6 +243,7 @@ impl Server {
             }
             Request::Status { client } => controller::status(self, client, peer),
             Request::Exec { client, args } => controller::exec(self, client, peer, args).await,
+            Request::Backup { client, backup } => crate::backup::handle(self, client, backup).await,
             Request::Kill => {
                 tracing::info!("killed by fdbcli");
                 tokio::spawn(async {
