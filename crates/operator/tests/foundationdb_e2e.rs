@@ -323,3 +323,201 @@ async fn an_invalid_spec_is_refused_with_a_condition_and_nothing_is_created() {
     );
     plane.shutdown().await;
 }
+
+/// Acknowledged keys with their commit versions.
+type Commits = Arc<Mutex<Vec<(String, u64)>>>;
+
+/// A writer like [`writer`] that also records each commit's version.
+fn versioned_writer(
+    plane: &Plane,
+    pod: &str,
+    stop: tokio_util::sync::CancellationToken,
+) -> (Commits, tokio::task::JoinHandle<()>) {
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let (client, ns, pod) = (
+        plane.client.clone(),
+        plane.namespace.clone(),
+        pod.to_owned(),
+    );
+    let record = acked.clone();
+    let task = tokio::spawn(async move {
+        let mut n = 0u32;
+        while !stop.is_cancelled() {
+            let key = format!("b{n:05}");
+            let out = exec::run(
+                &client,
+                &ns,
+                &pod,
+                "foundationdb",
+                vec![
+                    "fdbcli".into(),
+                    "-C".into(),
+                    "/var/fdb/data/fdb.cluster".into(),
+                    "--exec".into(),
+                    format!("writemode on; set {key} v{n}"),
+                ],
+                Duration::from_secs(15),
+            )
+            .await;
+            if let Ok(o) = out
+                && o.success
+                && let Some(v) = o
+                    .stdout
+                    .split("Committed (")
+                    .nth(1)
+                    .and_then(|r| r.split(')').next())
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            {
+                record.lock().unwrap().push((key, v));
+            }
+            n += 1;
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+    });
+    (acked, task)
+}
+
+async fn backup_where(
+    plane: &Plane,
+    what: &str,
+    ready: impl Fn(&steward_api::foundationdb::BackupDetails) -> bool,
+) -> steward_api::foundationdb::FoundationDBBackup {
+    plane
+        .wait_for::<steward_api::foundationdb::FoundationDBBackup, _>(
+            what,
+            "bk-backup",
+            BOOT,
+            |b| {
+                b.status
+                    .as_ref()
+                    .and_then(|s| s.backup_details.as_ref())
+                    .is_some_and(&ready)
+            },
+        )
+        .await
+}
+
+async fn restore_done(
+    plane: &Plane,
+    name: &str,
+) -> steward_api::foundationdb::FoundationDBRestoreStatus {
+    use steward_api::foundationdb::{FoundationDBRestore, RestoreState};
+    plane
+        .wait_for::<FoundationDBRestore, _>("the restore finished", name, BOOT, |r| {
+            r.status
+                .as_ref()
+                .is_some_and(|s| matches!(s.state, RestoreState::Completed | RestoreState::Failed))
+        })
+        .await
+        .status
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_backup_is_started_paused_resumed_modified_stopped_and_restored_without_losing_an_acknowledged_key()
+ {
+    use steward_api::foundationdb::{FoundationDBBackup, RestoreState};
+    let plane = Plane::start_with(flags(), 1).await;
+    plane.apply(&manifest("bk", "single", 2, 1)).await;
+    reconciled(
+        &plane,
+        "bk",
+        "the cluster configured, available and reconciled",
+    )
+    .await;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let (acked, task) = versioned_writer(&plane, "bk-stateless-1", stop.clone());
+    plane
+        .apply(
+            "apiVersion: steward.dev/v1alpha1\nkind: FoundationDBBackup\nmetadata: {name: bk-backup}\nspec: {clusterName: bk, snapshotPeriodSeconds: 60, storage: {size: 1Gi}}\n",
+        )
+        .await;
+    backup_where(&plane, "the backup running and restorable", |d| {
+        d.running && d.restorable
+    })
+    .await;
+    // Paused, resumed, its snapshot period modified.
+    plane
+        .patch_spec::<FoundationDBBackup>("bk-backup", serde_json::json!({"backupState": "Paused"}))
+        .await;
+    backup_where(&plane, "the agents paused", |d| d.paused).await;
+    plane
+        .patch_spec::<FoundationDBBackup>(
+            "bk-backup",
+            serde_json::json!({"backupState": "Running"}),
+        )
+        .await;
+    backup_where(&plane, "the agents resumed", |d| !d.paused).await;
+    plane
+        .patch_spec::<FoundationDBBackup>(
+            "bk-backup",
+            serde_json::json!({"snapshotPeriodSeconds": 120}),
+        )
+        .await;
+    backup_where(&plane, "the snapshot period modified", |d| {
+        d.snapshot_time == 120
+    })
+    .await;
+    // Stopped while the writer runs: the backup ends restorable.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    plane
+        .patch_spec::<FoundationDBBackup>(
+            "bk-backup",
+            serde_json::json!({"backupState": "Stopped"}),
+        )
+        .await;
+    let b = backup_where(&plane, "the backup stopped", |d| !d.running && d.restorable).await;
+    stop.cancel();
+    task.await.unwrap();
+    let details = b.status.unwrap().backup_details.unwrap();
+    let restorable = details.latest_restorable_version.unwrap();
+    let acked = acked.lock().unwrap().clone();
+    let covered: Vec<&(String, u64)> = acked.iter().filter(|(_, v)| *v <= restorable).collect();
+    assert!(
+        covered.len() > 5,
+        "{} of {} commits up to version {restorable}",
+        covered.len(),
+        acked.len()
+    );
+    for (reason, _) in [
+        ("BackupStarted", ()),
+        ("BackupPaused", ()),
+        ("BackupResumed", ()),
+        ("BackupModified", ()),
+        ("BackupStopped", ()),
+    ] {
+        assert!(
+            !event_notes(&plane, reason).await.is_empty(),
+            "no {reason} Event"
+        );
+    }
+    // A restore into a database that still holds keys is refused, by FoundationDB's rule.
+    let restore = |name: &str| {
+        format!(
+            "apiVersion: steward.dev/v1alpha1\nkind: FoundationDBRestore\nmetadata: {{name: {name}}}\nspec: {{destinationClusterName: bk, backupName: bk-backup}}\n"
+        )
+    };
+    plane.apply(&restore("refused")).await;
+    let s = restore_done(&plane, "refused").await;
+    assert_eq!(s.state, RestoreState::Failed, "{s:?}");
+    assert!(s.message.contains("non-empty"), "{s:?}");
+    // Emptied, the database gets every acknowledged key of the backup back.
+    fdbcli(&plane, "bk-stateless-1", "writemode on; clearrange a \\xff")
+        .await
+        .unwrap();
+    plane.apply(&restore("again")).await;
+    let s = restore_done(&plane, "again").await;
+    assert_eq!(s.state, RestoreState::Completed, "{s:?}");
+    let range = fdbcli(&plane, "bk-stateless-1", "getrange a \\xff 100000")
+        .await
+        .unwrap();
+    let missing: Vec<&&(String, u64)> = covered
+        .iter()
+        .filter(|(k, _)| !range.contains(&format!("`{k}' is")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "acknowledged keys of the backup lost: {missing:?}"
+    );
+    plane.shutdown().await;
+}

@@ -51,7 +51,8 @@ impl Engine for FoundationDb {
                 );
                 return;
             };
-            let backups = super::backup::controller::run(ctx.clone(), shared.pods.clone(), stop.clone());
+            let backups =
+                super::backup::controller::run(ctx.clone(), shared.pods.clone(), stop.clone());
             let stores = FdbStores {
                 pods: shared.pods,
                 claims: shared.claims,

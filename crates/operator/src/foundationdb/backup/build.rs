@@ -75,7 +75,10 @@ pub fn claim(backup: &FoundationDBBackup) -> PersistentVolumeClaim {
 }
 
 /// The agents' Deployment, owned by the backup; `None` when the backup was never stored.
-pub fn deployment(backup: &FoundationDBBackup, cluster: &FoundationDBCluster) -> Option<Deployment> {
+pub fn deployment(
+    backup: &FoundationDBBackup,
+    cluster: &FoundationDBCluster,
+) -> Option<Deployment> {
     let name = backup.name_any();
     let labels = Labels::new(ENGINE, &name, AGENT_COMPONENT);
     let mut metadata = child_meta(backup, deployment_name(&name), &labels, &BTreeMap::new())?;

@@ -69,7 +69,10 @@ impl EngineState for BackupState {
             core: ctx.pass_core(
                 CONTROLLER,
                 backup.as_ref(),
-                stored.as_ref().map(|s| s.common.clone()).unwrap_or_default(),
+                stored
+                    .as_ref()
+                    .map(|s| s.common.clone())
+                    .unwrap_or_default(),
                 None,
             ),
             status: stored.clone().unwrap_or_default(),
@@ -82,8 +85,15 @@ impl EngineState for BackupState {
         let report = self.pipeline.run(&mut pass, &ctx.metrics).await;
         let mut status = pass.status;
         status.common = std::mem::take(&mut pass.core.status);
-        ctx.conclude_pass(backup.as_ref(), stored.as_ref(), &status, &mut pass.core, &report, RESYNC)
-            .await
+        ctx.conclude_pass(
+            backup.as_ref(),
+            stored.as_ref(),
+            &status,
+            &mut pass.core,
+            &report,
+            RESYNC,
+        )
+        .await
     }
 }
 
@@ -115,8 +125,15 @@ impl EngineState for RestoreState {
         let report = self.pipeline.run(&mut pass, &ctx.metrics).await;
         let mut status = pass.status;
         status.common = std::mem::take(&mut pass.core.status);
-        ctx.conclude_pass(r.as_ref(), stored.as_ref(), &status, &mut pass.core, &report, RESYNC)
-            .await
+        ctx.conclude_pass(
+            r.as_ref(),
+            stored.as_ref(),
+            &status,
+            &mut pass.core,
+            &report,
+            RESYNC,
+        )
+        .await
     }
 }
 

@@ -12,7 +12,9 @@ pub mod steps;
 
 use std::sync::Arc;
 
-use steward_api::foundationdb::{FoundationDBBackup, FoundationDBBackupStatus, FoundationDBCluster};
+use steward_api::foundationdb::{
+    FoundationDBBackup, FoundationDBBackupStatus, FoundationDBCluster,
+};
 
 use super::admin::{FdbAdmin, FdbError, Target};
 use crate::pipeline::{Pass, PassCore, Pipeline};
@@ -65,12 +67,11 @@ pub fn running_pods(
         .iter()
         .filter(|p| {
             p.metadata.deletion_timestamp.is_none()
-                && p.status.as_ref().is_some_and(|s| {
-                    s.phase.as_deref() == Some("Running") && s.pod_ip.is_some()
-                })
-                && component.is_none_or(|c| {
-                    p.labels().get(crate::resources::labels::COMPONENT) == Some(c)
-                })
+                && p.status
+                    .as_ref()
+                    .is_some_and(|s| s.phase.as_deref() == Some("Running") && s.pod_ip.is_some())
+                && component
+                    .is_none_or(|c| p.labels().get(crate::resources::labels::COMPONENT) == Some(c))
         })
         .filter_map(|p| p.metadata.name.clone())
         .collect();
@@ -92,10 +93,15 @@ impl BackupPass {
 
     /// The cluster's running Pods (where `fdbbackup` runs).
     pub fn cluster_targets(&self) -> Vec<Target> {
-        running_pods(&self.pods, &self.core.namespace, &self.backup.spec.cluster_name, None)
-            .into_iter()
-            .filter(|t| t.pod != build::deployment_name(&self.core.name))
-            .collect()
+        running_pods(
+            &self.pods,
+            &self.core.namespace,
+            &self.backup.spec.cluster_name,
+            None,
+        )
+        .into_iter()
+        .filter(|t| t.pod != build::deployment_name(&self.core.name))
+        .collect()
     }
 
     /// Runs `fdbbackup <args>` in a Pod of the cluster.

@@ -121,25 +121,43 @@ mod tests {
 
     #[test]
     fn each_state_asks_for_its_commands() {
-        assert_eq!(actions(BackupState::Running, 60, &live(false, false, 0)), [Action::Start]);
+        assert_eq!(
+            actions(BackupState::Running, 60, &live(false, false, 0)),
+            [Action::Start]
+        );
         assert!(actions(BackupState::Running, 60, &live(true, false, 60)).is_empty());
-        assert_eq!(actions(BackupState::Stopped, 60, &live(true, false, 60)), [Action::Stop]);
+        assert_eq!(
+            actions(BackupState::Stopped, 60, &live(true, false, 60)),
+            [Action::Stop]
+        );
         assert!(actions(BackupState::Stopped, 60, &live(false, false, 60)).is_empty());
-        assert_eq!(actions(BackupState::Paused, 60, &live(true, false, 60)), [Action::Pause]);
-        assert_eq!(actions(BackupState::Running, 60, &live(true, true, 60)), [Action::Resume]);
+        assert_eq!(
+            actions(BackupState::Paused, 60, &live(true, false, 60)),
+            [Action::Pause]
+        );
+        assert_eq!(
+            actions(BackupState::Running, 60, &live(true, true, 60)),
+            [Action::Resume]
+        );
         assert_eq!(
             actions(BackupState::Running, 30, &live(true, false, 60)),
             [Action::Modify(30)]
         );
         // A new backup is started (and then modified on a later pass, once it runs).
-        assert_eq!(actions(BackupState::Paused, 30, &live(false, false, 0)), [Action::Start, Action::Pause]);
+        assert_eq!(
+            actions(BackupState::Paused, 30, &live(false, false, 0)),
+            [Action::Start, Action::Pause]
+        );
     }
 
     #[test]
     fn the_live_status_is_read() {
-        let s = LiveStatus::parse(r#"{"DestinationURL":"file:///b","SnapshotIntervalSeconds":60,
+        let s = LiveStatus::parse(
+            r#"{"DestinationURL":"file:///b","SnapshotIntervalSeconds":60,
             "Status":{"Name":"is differential","Running":true,"Completed":false},
-            "BackupAgentsPaused":false,"Restorable":true,"LatestRestorablePoint":{"Version":42}}"#).unwrap();
+            "BackupAgentsPaused":false,"Restorable":true,"LatestRestorablePoint":{"Version":42}}"#,
+        )
+        .unwrap();
         assert!(s.status.running);
         assert_eq!(s.latest.and_then(|l| l.version), Some(42));
         assert!(LiveStatus::parse("ERROR: x").is_err());

@@ -55,7 +55,11 @@ impl Pass for RestorePass {
 
 /// The restore pipeline: the status step around StartRestore.
 pub fn pipeline() -> Pipeline<RestorePass> {
-    Pipeline::new(CONTROLLER, Box::new(UpdateRestoreStatus), vec![Box::new(StartRestore)])
+    Pipeline::new(
+        CONTROLLER,
+        Box::new(UpdateRestoreStatus),
+        vec![Box::new(StartRestore)],
+    )
 }
 
 /// UpdateRestoreStatus — `Available` from the restore's state (`Restored`, `Restoring`,
@@ -76,7 +80,8 @@ impl SubReconciler<RestorePass> for UpdateRestoreStatus {
             RestoreState::Pending => (Status::False, "Pending"),
             RestoreState::Failed => (Status::False, "Failed"),
         };
-        pass.core.set_condition(condition_types::AVAILABLE, status, reason, message.clone());
+        pass.core
+            .set_condition(condition_types::AVAILABLE, status, reason, message.clone());
         if pass.status.state == RestoreState::Failed {
             pass.core.degrade("RestoreFailed", message);
         }
@@ -104,8 +109,14 @@ impl StartRestore {
     fn fail(pass: &mut RestorePass, message: String) -> Outcome {
         pass.status.state = RestoreState::Failed;
         pass.status.message = message.clone();
-        pass.core.event(EventType::Warning, "RestoreFailed", "StartRestore", message.clone());
-        pass.core.finish_operation(OperationKind::Restore, OperationPhase::Failed, message);
+        pass.core.event(
+            EventType::Warning,
+            "RestoreFailed",
+            "StartRestore",
+            message.clone(),
+        );
+        pass.core
+            .finish_operation(OperationKind::Restore, OperationPhase::Failed, message);
         Outcome::Continue
     }
 }
@@ -121,29 +132,51 @@ impl SubReconciler<RestorePass> for StartRestore {
     }
 
     async fn reconcile(&self, pass: &mut RestorePass) -> Result<Outcome, Error> {
-        if matches!(pass.status.state, RestoreState::Completed | RestoreState::Failed) {
+        if matches!(
+            pass.status.state,
+            RestoreState::Completed | RestoreState::Failed
+        ) {
             return Ok(Outcome::Continue);
         }
         let spec = pass.restore.spec.clone();
         let backups: Api<FoundationDBBackup> =
             Api::namespaced(pass.ctx.client.clone(), &pass.core.namespace);
         let Some(backup) = backups.get_opt(&spec.backup_name).await.map_err(|source| {
-            Error::kube("get", format!("FoundationDBBackup {}", spec.backup_name), source)
+            Error::kube(
+                "get",
+                format!("FoundationDBBackup {}", spec.backup_name),
+                source,
+            )
         })?
         else {
             pass.status.message = format!("FoundationDBBackup {} does not exist", spec.backup_name);
-            return Ok(Outcome::requeue(Duration::from_secs(10), pass.status.message.clone()));
+            return Ok(Outcome::requeue(
+                Duration::from_secs(10),
+                pass.status.message.clone(),
+            ));
         };
         if backup.spec.cluster_name != spec.destination_cluster_name {
-            return Ok(Self::fail(pass, format!(
-                "restoring backup {} (of cluster {}) into another cluster ({}) is not implemented yet",
-                spec.backup_name, backup.spec.cluster_name, spec.destination_cluster_name
-            )));
+            return Ok(Self::fail(
+                pass,
+                format!(
+                    "restoring backup {} (of cluster {}) into another cluster ({}) is not implemented yet",
+                    spec.backup_name, backup.spec.cluster_name, spec.destination_cluster_name
+                ),
+            ));
         }
-        let agents = running_pods(&pass.pods, &pass.core.namespace, &spec.backup_name, Some(AGENT_COMPONENT));
+        let agents = running_pods(
+            &pass.pods,
+            &pass.core.namespace,
+            &spec.backup_name,
+            Some(AGENT_COMPONENT),
+        );
         let Some(agent) = agents.first().cloned() else {
-            pass.status.message = format!("waiting for a running backup agent of {}", spec.backup_name);
-            return Ok(Outcome::requeue(Duration::from_secs(5), pass.status.message.clone()));
+            pass.status.message =
+                format!("waiting for a running backup agent of {}", spec.backup_name);
+            return Ok(Outcome::requeue(
+                Duration::from_secs(5),
+                pass.status.message.clone(),
+            ));
         };
         let admin: Arc<dyn FdbAdmin> = pass.ctx.seam::<Arc<dyn FdbAdmin>>()?;
         let cluster_file = format!("{CONFIG_MOUNT}/{CLUSTER_FILE_KEY}");
@@ -154,12 +187,24 @@ impl SubReconciler<RestorePass> for StartRestore {
                 .and_then(|s| s.backup_details.as_ref())
                 .is_some_and(|d| d.restorable);
             if !restorable {
-                pass.status.message = format!("waiting for backup {} to be restorable", spec.backup_name);
-                return Ok(Outcome::requeue(Duration::from_secs(5), pass.status.message.clone()));
+                pass.status.message =
+                    format!("waiting for backup {} to be restorable", spec.backup_name);
+                return Ok(Outcome::requeue(
+                    Duration::from_secs(5),
+                    pass.status.message.clone(),
+                ));
             }
             // Recorded before anything runs: a later pass adopts what happened.
             let prior = admin
-                .tool(&agent, vec!["fdbrestore".into(), "status".into(), "--dest-cluster-file".into(), cluster_file.clone()])
+                .tool(
+                    &agent,
+                    vec![
+                        "fdbrestore".into(),
+                        "status".into(),
+                        "--dest-cluster-file".into(),
+                        cluster_file.clone(),
+                    ],
+                )
                 .await
                 .map_err(|e| Error::Database {
                     cluster: format!("{}/{}", pass.core.namespace, spec.destination_cluster_name),
@@ -179,7 +224,15 @@ impl SubReconciler<RestorePass> for StartRestore {
         }
         // Running: adopt a restore that already finished.
         let status = admin
-            .tool(&agent, vec!["fdbrestore".into(), "status".into(), "--dest-cluster-file".into(), cluster_file.clone()])
+            .tool(
+                &agent,
+                vec![
+                    "fdbrestore".into(),
+                    "status".into(),
+                    "--dest-cluster-file".into(),
+                    cluster_file.clone(),
+                ],
+            )
             .await;
         if let Ok(text) = &status
             && text.contains("completed")
@@ -191,7 +244,11 @@ impl SubReconciler<RestorePass> for StartRestore {
                 .filter_map(|w| w.trim_end_matches(['.', ',', ')']).parse::<u64>().ok())
                 .next_back();
             pass.status.message = "restored".into();
-            pass.core.finish_operation(OperationKind::Restore, OperationPhase::Succeeded, "restored");
+            pass.core.finish_operation(
+                OperationKind::Restore,
+                OperationPhase::Succeeded,
+                "restored",
+            );
             return Ok(Outcome::Continue);
         }
         let mut argv = vec![
@@ -212,23 +269,42 @@ impl SubReconciler<RestorePass> for StartRestore {
                 pass.status.version = restored_version(&out);
                 pass.status.message = format!(
                     "restored to version {}",
-                    pass.status.version.map(|v| v.to_string()).unwrap_or_else(|| "unknown".into())
+                    pass.status
+                        .version
+                        .map(|v| v.to_string())
+                        .unwrap_or_else(|| "unknown".into())
                 );
-                pass.core.event(EventType::Normal, "Restored", "StartRestore", pass.status.message.clone());
-                pass.core.finish_operation(OperationKind::Restore, OperationPhase::Succeeded, pass.status.message.clone());
+                pass.core.event(
+                    EventType::Normal,
+                    "Restored",
+                    "StartRestore",
+                    pass.status.message.clone(),
+                );
+                pass.core.finish_operation(
+                    OperationKind::Restore,
+                    OperationPhase::Succeeded,
+                    pass.status.message.clone(),
+                );
                 Ok(Outcome::Continue)
             }
             Err(FdbError::Command(why)) => Ok(Self::fail(pass, why)),
             Err(e) => {
                 pass.status.message = format!("fdbrestore could not run: {e}");
-                Ok(Outcome::requeue(Duration::from_secs(5), pass.status.message.clone()))
+                Ok(Outcome::requeue(
+                    Duration::from_secs(5),
+                    pass.status.message.clone(),
+                ))
             }
         }
     }
 }
 
 /// A restore pass with the stored status.
-pub fn new_pass(ctx: &Arc<Context>, pods: Indexed<CachedPod>, restore: Arc<FoundationDBRestore>) -> RestorePass {
+pub fn new_pass(
+    ctx: &Arc<Context>,
+    pods: Indexed<CachedPod>,
+    restore: Arc<FoundationDBRestore>,
+) -> RestorePass {
     let stored = restore.status.clone().unwrap_or_default();
     RestorePass {
         core: ctx.pass_core(CONTROLLER, restore.as_ref(), stored.common.clone(), None),
@@ -245,7 +321,10 @@ mod tests {
 
     #[test]
     fn the_restored_version_is_read() {
-        assert_eq!(restored_version("Restoring backup to version: 7\nRestored to version 42\n"), Some(42));
+        assert_eq!(
+            restored_version("Restoring backup to version: 7\nRestored to version 42\n"),
+            Some(42)
+        );
         assert_eq!(restored_version("nothing"), None);
     }
 }

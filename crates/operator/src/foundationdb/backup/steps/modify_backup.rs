@@ -30,7 +30,12 @@ impl SubReconciler<BackupPass> for ModifyBackup {
             period.to_string(),
         ])
         .await?;
-        pass.core.event(EventType::Normal, "BackupModified", "ModifyBackup", format!("snapshot period {period}s"));
+        pass.core.event(
+            EventType::Normal,
+            "BackupModified",
+            "ModifyBackup",
+            format!("snapshot period {period}s"),
+        );
         Ok(Outcome::requeue(SOON, "backup modified"))
     }
 }

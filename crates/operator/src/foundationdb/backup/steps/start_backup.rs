@@ -29,15 +29,26 @@ impl SubReconciler<BackupPass> for StartBackup {
             .operation
             .as_ref()
             .is_some_and(|o| o.kind == OperationKind::Backup)
-            && pass.status.backup_details.as_ref().is_some_and(|d| d.running && d.restorable)
+            && pass
+                .status
+                .backup_details
+                .as_ref()
+                .is_some_and(|d| d.running && d.restorable)
         {
-            pass.core.finish_operation(OperationKind::Backup, OperationPhase::Succeeded, "the backup is restorable");
+            pass.core.finish_operation(
+                OperationKind::Backup,
+                OperationPhase::Succeeded,
+                "the backup is restorable",
+            );
         }
         if wants(pass, |a| *a == Action::Start).is_none() {
             return Ok(Outcome::Continue);
         }
         if pass.status.agent_count == 0 && pass.backup.spec.agent_count > 0 {
-            return Ok(Outcome::requeue(SOON, "the backup starts once an agent runs"));
+            return Ok(Outcome::requeue(
+                SOON,
+                "the backup starts once an agent runs",
+            ));
         }
         let url = backup_url(&pass.core.name);
         let args = vec![
@@ -61,7 +72,12 @@ impl SubReconciler<BackupPass> for StartBackup {
             change: Default::default(),
             message: format!("backup to {url} started"),
         });
-        pass.core.event(EventType::Normal, "BackupStarted", "StartBackup", format!("backup to {url}"));
+        pass.core.event(
+            EventType::Normal,
+            "BackupStarted",
+            "StartBackup",
+            format!("backup to {url}"),
+        );
         Ok(Outcome::requeue(SOON, "backup started"))
     }
 }

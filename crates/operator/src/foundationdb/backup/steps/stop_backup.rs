@@ -24,7 +24,12 @@ impl SubReconciler<BackupPass> for StopBackup {
         }
         pass.fdbbackup(&["discontinue".to_owned(), "-t".to_owned(), TAG.to_owned()])
             .await?;
-        pass.core.event(EventType::Normal, "BackupStopped", "StopBackup", "backup discontinued");
+        pass.core.event(
+            EventType::Normal,
+            "BackupStopped",
+            "StopBackup",
+            "backup discontinued",
+        );
         Ok(Outcome::requeue(SOON, "backup stopping"))
     }
 }

@@ -28,7 +28,12 @@ impl SubReconciler<BackupPass> for ToggleBackupPaused {
             ("resume", "BackupResumed")
         };
         pass.fdbbackup(&[command.to_owned()]).await?;
-        pass.core.event(EventType::Normal, reason, "ToggleBackupPaused", format!("backup agents: {command}"));
+        pass.core.event(
+            EventType::Normal,
+            reason,
+            "ToggleBackupPaused",
+            format!("backup agents: {command}"),
+        );
         Ok(Outcome::requeue(SOON, format!("backup {command}d")))
     }
 }

@@ -1,4 +1,4 @@
-//! UpdateBackupAgents — creates the backup's claim when it has none and server-side applies the
+//! UpdateBackupAgents — creates the backup's claim unless it exists (a create answered 409) and server-side applies the
 //! agents' Deployment (`backup_agent` in FoundationDB's image, the cluster's cluster file from
 //! its ConfigMap, the claim at `/var/fdb/backup`) when it differs from the spec (seed 002).
 
@@ -27,18 +27,24 @@ impl SubReconciler<BackupPass> for UpdateBackupAgents {
         };
         let claims: Api<PersistentVolumeClaim> =
             Api::namespaced(pass.ctx.client.clone(), &pass.core.namespace);
+        // Created unless it exists (409): the claim is never changed or read back. Only while
+        // the agents are not all up: a settled backup sends no request.
+        let settled = pass.status.deployment_configured
+            && pass.status.agent_count == i32::try_from(pass.backup.spec.agent_count).unwrap_or(0);
         let name = claim_name(&pass.core.name);
-        if claims
-            .get_opt(&name)
-            .await
-            .map_err(|source| Error::kube("get", format!("PersistentVolumeClaim {name}"), source))?
-            .is_none()
-        {
-            match claims.create(&PostParams::default(), &claim(&pass.backup)).await {
+        if !settled {
+            match claims
+                .create(&PostParams::default(), &claim(&pass.backup))
+                .await
+            {
                 Ok(_) => {}
                 Err(kube::Error::Api(e)) if e.code == 409 => {}
                 Err(source) => {
-                    return Err(Error::kube("create", format!("PersistentVolumeClaim {name}"), source));
+                    return Err(Error::kube(
+                        "create",
+                        format!("PersistentVolumeClaim {name}"),
+                        source,
+                    ));
                 }
             }
         }

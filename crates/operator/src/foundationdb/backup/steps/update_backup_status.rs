@@ -36,13 +36,25 @@ impl SubReconciler<BackupPass> for UpdateBackupStatus {
                 Api::namespaced(pass.ctx.client.clone(), &pass.core.namespace);
             let name = pass.backup.spec.cluster_name.clone();
             match api.get_opt(&name).await.map_err(|source| {
-                Error::kube("get", format!("FoundationDBCluster {}/{name}", pass.core.namespace), source)
+                Error::kube(
+                    "get",
+                    format!("FoundationDBCluster {}/{name}", pass.core.namespace),
+                    source,
+                )
             })? {
                 Some(c) => pass.cluster = Some(c),
                 None => {
-                    let message = format!("FoundationDBCluster {name} does not exist in namespace {}", pass.core.namespace);
+                    let message = format!(
+                        "FoundationDBCluster {name} does not exist in namespace {}",
+                        pass.core.namespace
+                    );
                     pass.core.degrade("ClusterNotFound", message.clone());
-                    pass.core.set_condition(condition_types::AVAILABLE, Status::False, "ClusterNotFound", message.clone());
+                    pass.core.set_condition(
+                        condition_types::AVAILABLE,
+                        Status::False,
+                        "ClusterNotFound",
+                        message.clone(),
+                    );
                     return Ok(Outcome::stop(std::time::Duration::from_secs(30), message));
                 }
             }
@@ -52,7 +64,13 @@ impl SubReconciler<BackupPass> for UpdateBackupStatus {
         let live_deployment = deployments
             .get_opt(&deployment_name(&pass.core.name))
             .await
-            .map_err(|source| Error::kube("get", format!("Deployment {}", deployment_name(&pass.core.name)), source))?;
+            .map_err(|source| {
+                Error::kube(
+                    "get",
+                    format!("Deployment {}", deployment_name(&pass.core.name)),
+                    source,
+                )
+            })?;
         let want = pass
             .cluster
             .as_ref()
@@ -60,7 +78,11 @@ impl SubReconciler<BackupPass> for UpdateBackupStatus {
             .and_then(|d| d.metadata.annotations)
             .and_then(|a| a.get(SPEC_HASH).cloned());
         pass.status.deployment_configured = live_deployment.as_ref().is_some_and(|d| {
-            d.metadata.annotations.as_ref().and_then(|a| a.get(SPEC_HASH)) == want.as_ref()
+            d.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(SPEC_HASH))
+                == want.as_ref()
         });
         pass.status.agent_count = live_deployment
             .as_ref()
@@ -68,15 +90,30 @@ impl SubReconciler<BackupPass> for UpdateBackupStatus {
             .and_then(|s| s.ready_replicas)
             .unwrap_or(0);
         if first || pass.live.is_some() {
-            let args = vec!["status".to_owned(), "-t".to_owned(), TAG.to_owned(), "--json".to_owned()];
+            let args = vec![
+                "status".to_owned(),
+                "-t".to_owned(),
+                TAG.to_owned(),
+                "--json".to_owned(),
+            ];
             match pass.fdbbackup(&args).await {
                 Ok(out) => match LiveStatus::parse(&out) {
                     Ok(live) => pass.live = Some(live),
-                    Err(e) => pass.core.set_condition(condition_types::AVAILABLE, Status::Unknown, "StatusUnreadable", e.to_string()),
+                    Err(e) => pass.core.set_condition(
+                        condition_types::AVAILABLE,
+                        Status::Unknown,
+                        "StatusUnreadable",
+                        e.to_string(),
+                    ),
                 },
                 Err(e) => {
                     pass.live = None;
-                    pass.core.set_condition(condition_types::AVAILABLE, Status::Unknown, "StatusUnreadable", e.to_string());
+                    pass.core.set_condition(
+                        condition_types::AVAILABLE,
+                        Status::Unknown,
+                        "StatusUnreadable",
+                        e.to_string(),
+                    );
                 }
             }
         }
@@ -108,23 +145,56 @@ impl SubReconciler<BackupPass> for UpdateBackupStatus {
                 state: live.status.name.clone(),
             });
             let (ok, reason, message) = match spec.backup_state {
-                BackupState::Stopped if !live.status.running => (true, "Stopped", "no backup runs, as the spec asks".to_owned()),
-                BackupState::Stopped => (false, "Stopping", format!("the backup {}", live.status.name)),
-                _ if live.status.running && restorable => (true, "Restorable", format!(
-                    "the backup {}; restorable to version {}",
-                    live.status.name,
-                    live.latest.as_ref().and_then(|l| l.version).unwrap_or_default()
-                )),
-                _ => (false, "NotRestorable", format!("the backup {} and is not restorable yet", live.status.name)),
+                BackupState::Stopped if !live.status.running => (
+                    true,
+                    "Stopped",
+                    "no backup runs, as the spec asks".to_owned(),
+                ),
+                BackupState::Stopped => (
+                    false,
+                    "Stopping",
+                    format!("the backup {}", live.status.name),
+                ),
+                _ if live.status.running && restorable => (
+                    true,
+                    "Restorable",
+                    format!(
+                        "the backup {}; restorable to version {}",
+                        live.status.name,
+                        live.latest
+                            .as_ref()
+                            .and_then(|l| l.version)
+                            .unwrap_or_default()
+                    ),
+                ),
+                _ => (
+                    false,
+                    "NotRestorable",
+                    format!("the backup {} and is not restorable yet", live.status.name),
+                ),
             };
-            pass.core.set_condition(condition_types::AVAILABLE, if ok { Status::True } else { Status::False }, reason, message);
+            pass.core.set_condition(
+                condition_types::AVAILABLE,
+                if ok { Status::True } else { Status::False },
+                reason,
+                message,
+            );
         }
         let g = &pass.core.status.generations;
-        let left = [g.needs_backup_agent_update, g.needs_backup_start, g.needs_backup_stop, g.needs_backup_pause_toggle, g.needs_backup_modification]
-            .iter()
-            .any(Option::is_some);
+        let left = [
+            g.needs_backup_agent_update,
+            g.needs_backup_start,
+            g.needs_backup_stop,
+            g.needs_backup_pause_toggle,
+            g.needs_backup_modification,
+        ]
+        .iter()
+        .any(Option::is_some);
         if left || pass.live.is_none() {
-            return Ok(Outcome::requeue(SOON, "the backup is not as the spec asks yet"));
+            return Ok(Outcome::requeue(
+                SOON,
+                "the backup is not as the spec asks yet",
+            ));
         }
         Ok(Outcome::Continue)
     }
