@@ -253,3 +253,34 @@ fn the_policy_verify_and_configmap_examples_parse_and_name_the_backups_example()
     assert_eq!(s.spec.cluster, "demo-backups");
     steward_operator::schedule::cron::parse(&s.spec.schedule).unwrap();
 }
+
+#[test]
+fn the_foundationdb_examples_hold_a_valid_cluster_its_backup_and_a_restore() {
+    let docs =
+        steward_operator::dev::parse_manifests(&repo_file("examples/foundationdb-cluster.yaml"))
+            .unwrap();
+    let cluster: steward_api::foundationdb::FoundationDBCluster =
+        serde_json::from_value(docs[0].clone()).unwrap();
+    steward_operator::foundationdb::validate::validate(&cluster, None).unwrap();
+    let backup: steward_api::foundationdb::FoundationDBBackup = serde_json::from_value(
+        steward_operator::dev::parse_manifests(&repo_file("examples/foundationdb-backup.yaml"))
+            .unwrap()[0]
+            .clone(),
+    )
+    .unwrap();
+    assert_eq!(
+        backup.spec.cluster_name,
+        cluster.metadata.name.clone().unwrap()
+    );
+    let restore: steward_api::foundationdb::FoundationDBRestore = serde_json::from_value(
+        steward_operator::dev::parse_manifests(&repo_file("examples/foundationdb-restore.yaml"))
+            .unwrap()[0]
+            .clone(),
+    )
+    .unwrap();
+    assert_eq!(restore.spec.backup_name, backup.metadata.name.unwrap());
+    assert_eq!(
+        restore.spec.destination_cluster_name,
+        backup.spec.cluster_name
+    );
+}

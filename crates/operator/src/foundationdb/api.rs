@@ -3,7 +3,7 @@
 //! create builds a spec from the storage count and the version, an update may not change the
 //! process counts (they go through scale), and a restart recreates the Pods one fault domain at
 //! a time (UpdatePods; FoundationDB's `kill` bounce is what a changed knob gets). No users, no
-//! fail-over, and no backups yet.
+//! fail-over; backups are `FoundationDBBackup` resources, not yet served here.
 
 use axum::http::StatusCode;
 use kube::api::ApiResource;
@@ -149,7 +149,7 @@ impl ClusterApi for FoundationDb {
             }
             Capability::Users => "FoundationDB has no database users".to_owned(),
             Capability::Backups => format!(
-                "{what} of FoundationDB clusters are not implemented by Steward yet (FoundationDBBackup is planned)"
+                "{what} of FoundationDB clusters are not served by the REST API yet: use FoundationDBBackup and FoundationDBRestore resources (kubectl apply; examples/foundationdb-backup.yaml)"
             ),
         })
     }
