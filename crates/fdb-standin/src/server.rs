@@ -359,7 +359,10 @@ pub async fn ask_all(addrs: &[String], req: &Request) -> Vec<(String, Option<Res
     out
 }
 
-/// The union of the coordinators' heartbeat tables, each process with its freshest age.
+/// The union of the coordinators' heartbeat tables, each process with its freshest age. A
+/// process is its data: one that comes back on another address with the same `instance_id`
+/// locality (the same data directory, as a Pod recreated on its claim) supersedes the entry of
+/// its old address, as a FoundationDB storage server rejoins under its own ID wherever it runs.
 fn merge_tables(replies: &[CoordReply]) -> Vec<(ProcessInfo, u64)> {
     let mut merged: BTreeMap<String, (ProcessInfo, u64)> = BTreeMap::new();
     for r in replies {
@@ -372,7 +375,21 @@ fn merge_tables(replies: &[CoordReply]) -> Vec<(ProcessInfo, u64)> {
             }
         }
     }
-    merged.into_values().collect()
+    let mut freshest: BTreeMap<String, u64> = BTreeMap::new();
+    for (p, age) in merged.values() {
+        if let Some(id) = p.locality.get("instance_id") {
+            let e = freshest.entry(id.clone()).or_insert(*age);
+            *e = (*e).min(*age);
+        }
+    }
+    merged
+        .into_values()
+        .filter(|(p, age)| {
+            p.locality
+                .get("instance_id")
+                .is_none_or(|id| freshest.get(id).is_none_or(|f| *f >= *age))
+        })
+        .collect()
 }
 
 /// Runs one `fdbserver` until killed.

@@ -521,3 +521,199 @@ async fn a_backup_is_started_paused_resumed_modified_stopped_and_restored_withou
     );
     plane.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_lock_and_deny_list_hold_a_change_back_knobs_bounce_and_pod_changes_go_zone_by_zone() {
+    use steward_operator::foundationdb::admin::cli::{LOCK_KEY, LockValue, escape};
+    let plane = Plane::start_with(flags(), 3).await;
+    if plane.nodes().len() < 3 {
+        eprintln!(
+            "skipped: needs three Nodes (three fault domains); this plane has {}",
+            plane.nodes().len()
+        );
+        plane.shutdown().await;
+        return;
+    }
+    plane.apply(&manifest("lk", "double", 3, 2)).await;
+    reconciled(
+        &plane,
+        "lk",
+        "the cluster configured, available and reconciled",
+    )
+    .await;
+    // Another operator instance (lock ID dc2) holds the global lock for ten minutes.
+    let now = jiff::Timestamp::now().as_second();
+    let held = LockValue {
+        id: "dc2".into(),
+        start: now,
+        end: now + 600,
+    };
+    fdbcli(
+        &plane,
+        "lk-stateless-1",
+        &format!(
+            "writemode on; set {} {}",
+            escape(LOCK_KEY),
+            escape(&held.pack())
+        ),
+    )
+    .await
+    .unwrap();
+    plane
+        .patch_spec::<FoundationDBCluster>(
+            "lk",
+            serde_json::json!({"databaseConfiguration": {"commitProxies": 2}}),
+        )
+        .await;
+    plane
+        .wait_for::<FoundationDBCluster, _>("waiting for dc2's lock", "lk", BOOT, |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.lock_holder.as_deref() == Some("dc2")
+                    && s.common
+                        .conditions
+                        .iter()
+                        .any(|x| x.type_ == "LockAvailable" && x.reason == "HeldByOther")
+            })
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let c = plane.api::<FoundationDBCluster>().get("lk").await.unwrap();
+    assert_ne!(
+        c.status
+            .unwrap()
+            .database_configuration
+            .unwrap()
+            .commit_proxies,
+        Some(2),
+        "the configuration changed under another instance's lock"
+    );
+    // dc2 on the deny list: its lock no longer counts, and the change is made.
+    plane
+        .patch_spec::<FoundationDBCluster>(
+            "lk",
+            serde_json::json!({"lockOptions": {"denyList": [{"id": "dc2"}]}}),
+        )
+        .await;
+    let c = reconciled(
+        &plane,
+        "lk",
+        "the configuration changed under this instance's lock",
+    )
+    .await;
+    let s = c.status.unwrap();
+    assert_eq!(s.database_configuration.unwrap().commit_proxies, Some(2));
+    assert_eq!(s.lock_holder.as_deref(), Some("lk"));
+    // A knob: every process bounced once, after the uptime rule (5 s here).
+    plane
+        .patch_spec::<FoundationDBCluster>(
+            "lk",
+            serde_json::json!({"customParameters": ["knob_max_trace_lines=1000"]}),
+        )
+        .await;
+    reconciled(&plane, "lk", "the knob rolled out").await;
+    let bounced = event_notes(&plane, "ProcessesBounced").await;
+    assert!(!bounced.is_empty(), "no bounce");
+    let line = fdbcli(&plane, "lk-stateless-1", "status json")
+        .await
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_str(&line[line.find('{').unwrap()..]).unwrap();
+    let processes = status["cluster"]["processes"].as_object().unwrap();
+    assert_eq!(processes.len(), 6);
+    assert!(
+        processes.values().all(|p| p["command_line"]
+            .as_str()
+            .unwrap()
+            .contains("--knob_max_trace_lines=1000")),
+        "{processes:?}"
+    );
+    // A Pod template change: Pods recreated one zone (Node) at a time — watched from outside:
+    // never are Pods of two Nodes missing or not running at once.
+    let before: std::collections::BTreeMap<String, (String, String)> = plane
+        .api::<Pod>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|p| {
+            let node = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_default();
+            (p.name_any(), (node, p.uid().unwrap_or_default()))
+        })
+        .collect();
+    let watch_stop = tokio_util::sync::CancellationToken::new();
+    let pods_api = plane.api::<Pod>();
+    let (known, stop_w) = (before.clone(), watch_stop.clone());
+    let watcher = tokio::spawn(async move {
+        let mut worst = 0usize;
+        while !stop_w.is_cancelled() {
+            if let Ok(list) = pods_api.list(&ListParams::default()).await {
+                let up: BTreeSet<String> = list
+                    .items
+                    .iter()
+                    .filter(|p| {
+                        p.metadata.deletion_timestamp.is_none()
+                            && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                    })
+                    .map(|p| p.name_any())
+                    .collect();
+                let down: BTreeSet<&String> = known
+                    .iter()
+                    .filter(|(name, _)| !up.contains(*name))
+                    .map(|(_, (node, _))| node)
+                    .collect();
+                worst = worst.max(down.len());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        worst
+    });
+    plane
+        .patch_spec::<FoundationDBCluster>(
+            "lk",
+            serde_json::json!({"podTemplate": {"labels": {"team": "storage"}}}),
+        )
+        .await;
+    plane
+        .wait_for::<FoundationDBCluster, _>("every Pod recreated", "lk", BOOT, |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.common.generations.reconciled == c.metadata.generation
+                    && s.common.generations.needs_pod_deletion.is_none()
+                    && s.health.available
+            })
+        })
+        .await;
+    watch_stop.cancel();
+    let worst = watcher.await.unwrap();
+    assert!(worst <= 1, "Pods of {worst} Nodes were down at once");
+    let after = plane
+        .api::<Pod>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    for p in &after {
+        let (_, old_uid) = &before[&p.name_any()];
+        assert_ne!(
+            &p.uid().unwrap_or_default(),
+            old_uid,
+            "{} was not recreated",
+            p.name_any()
+        );
+    }
+    assert!(!event_notes(&plane, "PodsUpdating").await.is_empty());
+    let pods = plane
+        .api::<Pod>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    assert!(
+        pods.iter()
+            .all(|p| p.labels().get("team").map(String::as_str) == Some("storage"))
+    );
+    plane.shutdown().await;
+}

@@ -19,7 +19,7 @@ use crate::pipeline::{EventType, Outcome, SubReconciler};
 pub struct ChangeCoordinators;
 
 /// The processes that may be coordinators: reporting, not excluded, of a process group that is
-/// known and not being removed, with a zone.
+/// known and not being removed, at its Pod's current address, with a zone.
 pub fn candidates(pass: &FdbPass, db: &DbStatus) -> Vec<Candidate> {
     db.cluster
         .processes
@@ -32,7 +32,9 @@ pub fn candidates(pass: &FdbPass, db: &DbStatus) -> Vec<Candidate> {
                 .process_groups
                 .iter()
                 .find(|g| g.process_group_id == id)?;
-            if g.removal_timestamp.is_some() {
+            // A process at another address than its group's Pod is a recreated Pod's old
+            // process, still listed until the database notices it is gone.
+            if g.removal_timestamp.is_some() || !g.addresses.iter().any(|a| a == p.ip()) {
                 return None;
             }
             let class = ProcessClass::ALL

@@ -1,7 +1,9 @@
 //! UpdatePods — recreates the Pods built from an old spec (`IncorrectPodSpec`), the Pods of one
 //! zone at a time, under the global lock (seed 002). It waits while any Pod of a group not
 //! being removed is terminating, and — so that two zones are never down together — while any
-//! such group misses its Pod or its process. Groups marked for removal are left alone. AddPods
+//! such group misses its Pod or its process, and until the database is available, fully
+//! replicated and has its coordinators on healthy processes (a recreated Pod gets a new address:
+//! its coordinator is replaced before the next zone goes). Groups marked for removal are left alone. AddPods
 //! creates the new Pods on the next pass.
 
 use std::collections::BTreeMap;
@@ -78,6 +80,42 @@ impl SubReconciler<FdbPass> for UpdatePods {
             .collect();
         if !groups.iter().any(|g| g.2) {
             return Ok(Outcome::Continue);
+        }
+        // The cluster must be whole before a zone goes down: available, fully replicated, and
+        // its coordinators on healthy processes (a recreated Pod has a new address, so a zone's
+        // coordinator is lost with it; the next zone waits for ChangeCoordinators to replace it
+        // and for the database to report the new set).
+        let Some(db) = pass.db.clone() else {
+            return Ok(Outcome::requeue(
+                SOON,
+                "Pod updates wait for the database status",
+            ));
+        };
+        let want = crate::foundationdb::plan::coordinator_count(
+            pass.cluster
+                .spec
+                .database_configuration
+                .redundancy_mode
+                .replication(),
+        );
+        let candidates = super::change_coordinators::candidates(pass, &db);
+        let unsafe_because = if !db.available() {
+            Some("the database is unavailable".to_owned())
+        } else if !db.cluster.data.state.healthy {
+            Some(format!(
+                "data is not fully replicated ({})",
+                db.cluster.data.state.name
+            ))
+        } else {
+            crate::foundationdb::plan::coordinators_need_change(
+                &db.coordinator_addresses(),
+                &candidates,
+                want,
+            )
+            .map(|why| format!("the coordinators must change first: {why}"))
+        };
+        if let Some(why) = unsafe_because {
+            return Ok(Outcome::requeue(SOON, format!("Pod updates wait: {why}")));
         }
         let (zone, ids) = match next_zone(&groups) {
             Ok(Some(z)) => z,

@@ -215,7 +215,13 @@ fn analyse(pass: &mut FdbPass) {
             .and_then(|t| serde_json::from_str(t).ok());
         if let Some(db) = &db {
             let id = g.process_group_id.clone();
-            let processes: Vec<_> = db.processes_of(&id).collect();
+            // Only the process at the Pod's current address counts: a recreated Pod's old
+            // process stays listed until the database notices it is gone.
+            let addresses = g.addresses.clone();
+            let processes: Vec<_> = db
+                .processes_of(&id)
+                .filter(|p| addresses.is_empty() || addresses.iter().any(|a| a == p.ip()))
+                .collect();
             set_condition(g, c::MISSING_PROCESSES, processes.is_empty(), now);
             let excluded = processes.iter().any(|p| p.excluded)
                 || g.addresses
