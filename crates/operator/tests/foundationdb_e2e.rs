@@ -79,51 +79,6 @@ async fn fdbcli(plane: &Plane, pod: &str, commands: &str) -> Result<String, Stri
     }
 }
 
-/// A writer: sets `w<n>` keys one after another through fdbcli in `pod`, recording every key
-/// whose commit was acknowledged, until `stop`.
-fn writer(
-    plane: &Plane,
-    pod: &str,
-    stop: tokio_util::sync::CancellationToken,
-) -> (Arc<Mutex<Vec<String>>>, tokio::task::JoinHandle<()>) {
-    let acked = Arc::new(Mutex::new(Vec::new()));
-    let (client, ns, pod) = (
-        plane.client.clone(),
-        plane.namespace.clone(),
-        pod.to_owned(),
-    );
-    let record = acked.clone();
-    let task = tokio::spawn(async move {
-        let mut n = 0u32;
-        while !stop.is_cancelled() {
-            let key = format!("w{n:05}");
-            let out = exec::run(
-                &client,
-                &ns,
-                &pod,
-                "foundationdb",
-                vec![
-                    "fdbcli".into(),
-                    "-C".into(),
-                    "/var/fdb/data/fdb.cluster".into(),
-                    "--timeout".into(),
-                    "5".into(),
-                    "--exec".into(),
-                    format!("writemode on; set {key} v{n}"),
-                ],
-                Duration::from_secs(15),
-            )
-            .await;
-            if out.is_ok_and(|o| o.success && o.stdout.contains("Committed")) {
-                record.lock().unwrap().push(key);
-            }
-            n += 1;
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    });
-    (acked, task)
-}
-
 fn storage_groups(c: &FoundationDBCluster) -> Vec<String> {
     c.status
         .as_ref()
@@ -198,7 +153,7 @@ async fn a_cluster_is_created_grown_and_shrunk_with_exclusion_first_and_no_ackno
 
     // A writer runs through a grow and a shrink.
     let stop = tokio_util::sync::CancellationToken::new();
-    let (acked, task) = writer(&plane, "grow-stateless-1", stop.clone());
+    let (acked, task) = writer(&plane, "grow-stateless-1", "w", stop.clone());
     plane
         .patch_spec::<FoundationDBCluster>(
             "grow",
@@ -267,6 +222,7 @@ async fn a_cluster_is_created_grown_and_shrunk_with_exclusion_first_and_no_ackno
         .unwrap();
     let missing: Vec<&String> = acked
         .iter()
+        .map(|(k, _)| k)
         .filter(|k| !range.contains(&format!("`{k}' is")))
         .collect();
     assert!(missing.is_empty(), "acknowledged keys lost: {missing:?}");
@@ -327,10 +283,12 @@ async fn an_invalid_spec_is_refused_with_a_condition_and_nothing_is_created() {
 /// Acknowledged keys with their commit versions.
 type Commits = Arc<Mutex<Vec<(String, u64)>>>;
 
-/// A writer like [`writer`] that also records each commit's version.
-fn versioned_writer(
+/// A writer: sets `<prefix><n>` keys one after another through fdbcli in `pod`, recording
+/// every key whose commit was acknowledged, with its version, until `stop`.
+fn writer(
     plane: &Plane,
     pod: &str,
+    prefix: &'static str,
     stop: tokio_util::sync::CancellationToken,
 ) -> (Commits, tokio::task::JoinHandle<()>) {
     let acked = Arc::new(Mutex::new(Vec::new()));
@@ -343,7 +301,7 @@ fn versioned_writer(
     let task = tokio::spawn(async move {
         let mut n = 0u32;
         while !stop.is_cancelled() {
-            let key = format!("b{n:05}");
+            let key = format!("{prefix}{n:05}");
             let out = exec::run(
                 &client,
                 &ns,
@@ -353,6 +311,8 @@ fn versioned_writer(
                     "fdbcli".into(),
                     "-C".into(),
                     "/var/fdb/data/fdb.cluster".into(),
+                    "--timeout".into(),
+                    "5".into(),
                     "--exec".into(),
                     format!("writemode on; set {key} v{n}"),
                 ],
@@ -371,7 +331,7 @@ fn versioned_writer(
                 record.lock().unwrap().push((key, v));
             }
             n += 1;
-            tokio::time::sleep(Duration::from_millis(150)).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     });
     (acked, task)
@@ -426,7 +386,7 @@ async fn a_backup_is_started_paused_resumed_modified_stopped_and_restored_withou
     )
     .await;
     let stop = tokio_util::sync::CancellationToken::new();
-    let (acked, task) = versioned_writer(&plane, "bk-stateless-1", stop.clone());
+    let (acked, task) = writer(&plane, "bk-stateless-1", "b", stop.clone());
     plane
         .apply(
             "apiVersion: steward.dev/v1alpha1\nkind: FoundationDBBackup\nmetadata: {name: bk-backup}\nspec: {clusterName: bk, snapshotPeriodSeconds: 60, storage: {size: 1Gi}}\n",

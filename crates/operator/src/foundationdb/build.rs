@@ -205,19 +205,24 @@ pub fn claim(
             labels: Some(group_labels(&cluster.name_any(), id, class)),
             ..ObjectMeta::default()
         },
-        spec: Some(PersistentVolumeClaimSpec {
-            access_modes: Some(vec!["ReadWriteOnce".into()]),
-            storage_class_name: cluster.spec.storage.storage_class_name.clone(),
-            resources: Some(VolumeResourceRequirements {
-                requests: Some(BTreeMap::from([(
-                    "storage".to_owned(),
-                    Quantity(cluster.spec.storage.size.clone()),
-                )])),
-                ..Default::default()
-            }),
+        spec: Some(claim_spec(&cluster.spec.storage)),
+        status: None,
+    }
+}
+
+/// A ReadWriteOnce claim's spec of `storage`'s size and class (process groups, backups).
+pub fn claim_spec(storage: &steward_api::common::StorageSpec) -> PersistentVolumeClaimSpec {
+    PersistentVolumeClaimSpec {
+        access_modes: Some(vec!["ReadWriteOnce".into()]),
+        storage_class_name: storage.storage_class_name.clone(),
+        resources: Some(VolumeResourceRequirements {
+            requests: Some(BTreeMap::from([(
+                "storage".to_owned(),
+                Quantity(storage.size.clone()),
+            )])),
             ..Default::default()
         }),
-        status: None,
+        ..Default::default()
     }
 }
 

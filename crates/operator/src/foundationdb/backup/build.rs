@@ -4,16 +4,16 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::core::v1::{
-    ConfigMapVolumeSource, Container, KeyToPath, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    ConfigMapVolumeSource, Container, KeyToPath, PersistentVolumeClaim,
     PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, Volume, VolumeMount,
-    VolumeResourceRequirements,
 };
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::ResourceExt;
 use steward_api::foundationdb::{FoundationDBBackup, FoundationDBCluster};
 
-use crate::foundationdb::build::{CLUSTER_FILE_KEY, CONFIG_MOUNT, ENGINE, config_map_name};
+use crate::foundationdb::build::{
+    CLUSTER_FILE_KEY, CONFIG_MOUNT, ENGINE, claim_spec, config_map_name,
+};
 use crate::resources::{Labels, child_meta};
 
 /// The agents' component label.
@@ -58,18 +58,7 @@ pub fn claim(backup: &FoundationDBBackup) -> PersistentVolumeClaim {
             labels: Some(Labels::new(ENGINE, backup.name_any(), "backup-data").to_map()),
             ..ObjectMeta::default()
         },
-        spec: Some(PersistentVolumeClaimSpec {
-            access_modes: Some(vec!["ReadWriteOnce".into()]),
-            storage_class_name: backup.spec.storage.storage_class_name.clone(),
-            resources: Some(VolumeResourceRequirements {
-                requests: Some(BTreeMap::from([(
-                    "storage".to_owned(),
-                    Quantity(backup.spec.storage.size.clone()),
-                )])),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
+        spec: Some(claim_spec(&backup.spec.storage)),
         status: None,
     }
 }
