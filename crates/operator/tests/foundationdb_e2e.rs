@@ -677,3 +677,104 @@ async fn the_lock_and_deny_list_hold_a_change_back_knobs_bounce_and_pod_changes_
     );
     plane.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_process_groups_of_a_lost_node_are_replaced_after_the_detection_time() {
+    let plane = Plane::start_with(flags(), 4).await;
+    if plane.nodes().len() < 4 {
+        eprintln!(
+            "skipped: needs four Nodes (three fault domains and a spare); this plane has {}",
+            plane.nodes().len()
+        );
+        plane.shutdown().await;
+        return;
+    }
+    let spec = manifest("rp", "double", 3, 2).replace(
+        "  minimumUptimeSecondsForBounce: 5\n",
+        "  minimumUptimeSecondsForBounce: 5\n  automationOptions:\n    replacements: {enabled: true, failureDetectionTimeSeconds: 5, maxConcurrentReplacements: 3}\n",
+    );
+    plane.apply(&spec).await;
+    reconciled(
+        &plane,
+        "rp",
+        "the cluster configured, available and reconciled",
+    )
+    .await;
+    // The Node of rp-storage-1 loses power.
+    let pods = plane
+        .api::<Pod>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let node = pods
+        .iter()
+        .find(|p| p.name_any() == "rp-storage-1")
+        .and_then(|p| p.spec.as_ref()?.node_name.clone())
+        .unwrap();
+    let lost: BTreeSet<String> = pods
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str()))
+        .map(|p| p.name_any())
+        .collect();
+    plane.power_off_node(&node);
+    // Each lost process group is marked for removal and replaced; the database stays available
+    // and its coordinators leave the lost Node.
+    let c = plane
+        .wait_for::<FoundationDBCluster, _>(
+            "the lost Node's process groups replaced",
+            "rp",
+            BOOT,
+            |c| {
+                c.status.as_ref().is_some_and(|s| {
+                    let replaced = lost.iter().all(|id| {
+                        s.process_groups
+                            .iter()
+                            .any(|g| &g.process_group_id == id && g.removal_timestamp.is_some())
+                    });
+                    let active = s
+                        .process_groups
+                        .iter()
+                        .filter(|g| g.removal_timestamp.is_none())
+                        .count();
+                    replaced
+                        && active == 6
+                        && s.health.available
+                        && s.common.generations.reconciled == c.metadata.generation
+                })
+            },
+        )
+        .await;
+    let s = c.status.unwrap();
+    let lost_ips: Vec<String> = s
+        .process_groups
+        .iter()
+        .filter(|g| lost.contains(&g.process_group_id))
+        .flat_map(|g| g.addresses.clone())
+        .collect();
+    let coordinators = s.connection_string.clone().unwrap();
+    assert!(
+        !lost_ips
+            .iter()
+            .any(|ip| coordinators.contains(&format!("{ip}:"))),
+        "a coordinator is still on the lost Node: {coordinators} {lost_ips:?}"
+    );
+    let replacing = event_notes(&plane, "ReplacingFailedProcessGroups").await;
+    assert!(!replacing.is_empty(), "no replacement Event");
+    // The database takes writes.
+    let pod = s
+        .process_groups
+        .iter()
+        .find(|g| g.removal_timestamp.is_none() && g.process_group_id.contains("stateless"))
+        .map(|g| g.process_group_id.clone())
+        .unwrap();
+    let out = fdbcli(
+        &plane,
+        &pod,
+        "writemode on; set after-loss yes; get after-loss",
+    )
+    .await
+    .unwrap();
+    assert!(out.contains("`after-loss' is `yes'"), "{out}");
+    plane.shutdown().await;
+}
