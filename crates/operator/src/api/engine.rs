@@ -122,6 +122,72 @@ pub trait ClusterApi: Send + Sync {
     fn failover(&self) -> Option<&dyn FailoverApi> {
         None
     }
+
+    /// Its backups and restores, when it has them.
+    fn backups(&self) -> Option<&dyn BackupsApi> {
+        None
+    }
+}
+
+/// What a backup request says.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NewBackup<'a> {
+    /// `full`, `diff` or `incr`, when given.
+    pub type_: Option<&'a str>,
+    /// The engine's backup method, when given.
+    pub method: Option<&'a str>,
+}
+
+/// What a restore request says.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NewRestore<'a> {
+    /// A time to recover to (RFC 3339).
+    pub target_time: Option<&'a str>,
+    /// A version to restore to (engines that count versions).
+    pub version: Option<u64>,
+    /// Which backup (set or resource) to restore.
+    pub backup: Option<&'a str>,
+}
+
+/// An engine's backups and restores as the REST API sees them: each makes or reads the
+/// engine's own resources; the answers are the API's `BackupInfo` and `RestoreInfo` shapes.
+#[async_trait::async_trait]
+pub trait BackupsApi: Send + Sync {
+    /// The cluster's backups, oldest first.
+    async fn list(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        cluster: &str,
+    ) -> Result<Vec<Value>, ApiError>;
+
+    /// Starts a backup of the cluster (which exists); `stamp` names objects made now.
+    async fn create(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        cluster: &str,
+        request: &NewBackup<'_>,
+        stamp: &str,
+    ) -> Result<Value, ApiError>;
+
+    /// One backup by name, `None` when this engine has no backup of that name.
+    async fn show(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Value>, ApiError>;
+
+    /// Starts a restore of the cluster (which exists).
+    async fn restore(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        cluster: &str,
+        request: &NewRestore<'_>,
+        stamp: &str,
+    ) -> Result<Value, ApiError>;
 }
 
 /// An engine's fail-over (a switchover when the primary is healthy) to a named member.

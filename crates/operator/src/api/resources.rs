@@ -3,9 +3,11 @@
 //! (`PostgresBackup`), restores (`PostgresRestore`), schedules (`Schedule`) and SQL policies
 //! (`PostgresPolicy`). Each is one or two Kubernetes API calls; the controllers do the work.
 //! Passwords go into Secrets and never into an answer. An engine without users, backups,
-//! restores, schedules or policies answers `400` saying so (`ClusterApi::refuses`). Backups,
-//! restores, schedules and policies are PostgreSQL's objects today: the routes name them, and
-//! take the engine's word on whether a cluster has them.
+//! restores, schedules or policies answers `400` saying so (`ClusterApi::refuses`). Backups and
+//! restores go through the engine's `BackupsApi` (PostgreSQL's `PostgresBackup`/`PostgresRestore`,
+//! FoundationDB's `FoundationDBBackup`/`FoundationDBRestore`); schedules and policies are
+//! PostgreSQL's objects: the routes name them, and take the engine's word on whether a cluster
+//! has them.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,15 +21,11 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::{Client, ResourceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use steward_api::pgbackrest::{
-    BackupMethod, BackupType, PostgresBackup, PostgresBackupSpec, PostgresRestore,
-    PostgresRestoreSpec, RestoreTarget,
-};
 use steward_api::policy::PostgresPolicy;
 use steward_api::schedule::Schedule;
 
 use super::clusters::{self, engine_with};
-use super::engine::{Capability, ClusterApi, NewUser, UsersApi};
+use super::engine::{BackupsApi, Capability, ClusterApi, NewBackup, NewRestore, NewUser, UsersApi};
 use super::server::{ApiError, ApiJson, ApiState};
 use crate::clock::format_time;
 use crate::resources::secrets::generate_password;
@@ -362,35 +360,22 @@ pub struct Message {
 /// A backup.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct BackupInfo {
-    name: String,
-    cluster: String,
-    /// `full`, `diff` or `incr`.
+    /// Its resource's name.
+    pub name: String,
+    /// The cluster.
+    pub cluster: String,
+    /// `full`, `diff` or `incr` (PostgreSQL); `continuous` (FoundationDB).
     #[serde(rename = "type")]
-    type_: String,
-    /// `pgbackrest` or `pgbasebackup`.
-    method: String,
-    /// `Pending`, `Running`, `Completed` or `Failed`.
-    phase: Option<String>,
-    /// pgBackRest's label of the backup set.
-    label: Option<String>,
-    message: Option<String>,
-}
-
-fn backup_info(b: &PostgresBackup) -> BackupInfo {
-    let status = b.status.clone().unwrap_or_default();
-    BackupInfo {
-        name: b.name_any(),
-        cluster: b.spec.cluster.clone(),
-        type_: b.spec.type_.as_str().to_owned(),
-        method: match b.spec.method {
-            BackupMethod::Pgbackrest => "pgbackrest",
-            BackupMethod::Pgbasebackup => "pgbasebackup",
-        }
-        .to_owned(),
-        phase: status.phase.map(|p| format!("{p:?}")),
-        label: status.label,
-        message: status.message,
-    }
+    pub type_: String,
+    /// `pgbackrest` or `pgbasebackup` (PostgreSQL); `backup_agent` (FoundationDB).
+    pub method: String,
+    /// `Pending`, `Running`, `Completed` or `Failed` (FoundationDB: `Completed` once the
+    /// continuous backup is restorable; it keeps running).
+    pub phase: Option<String>,
+    /// pgBackRest's label of the backup set; FoundationDB's latest restorable version.
+    pub label: Option<String>,
+    /// What the engine says of it.
+    pub message: Option<String>,
 }
 
 /// `GET …/backups`.
@@ -411,16 +396,24 @@ pub async fn list_backups(
     State(state): State<Arc<ApiState>>,
     Path((namespace, engine, name)): Path<(String, String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    engine_with(&engine, Capability::Backups, "backups")?;
-    let mut all = Api::<PostgresBackup>::namespaced(state.client.clone(), &namespace)
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| ApiError::kube("list PostgresBackups", &e))?
-        .items;
-    all.retain(|b| b.spec.cluster == name);
-    all.sort_by_key(|b| (b.metadata.creation_timestamp.clone(), b.name_any()));
-    let backups: Vec<BackupInfo> = all.iter().map(backup_info).collect();
-    Ok(Json(json!({"backups": backups})))
+    let (_, backups) = backups_of(&engine, "backups")?;
+    let list = backups.list(&state.client, &namespace, &name).await?;
+    Ok(Json(json!({"backups": list})))
+}
+
+/// The engine and its backups, unless it refuses them (a `400` with its reason).
+fn backups_of(
+    engine: &str,
+    what: &str,
+) -> Result<(&'static dyn ClusterApi, &'static dyn BackupsApi), ApiError> {
+    let e = engine_with(engine, Capability::Backups, what)?;
+    let backups = e.backups().ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "{what} are not supported for {} clusters",
+            e.name()
+        ))
+    })?;
+    Ok((e, backups))
 }
 
 /// `POST …/backups`.
@@ -436,7 +429,7 @@ pub struct CreateBackup {
 }
 
 /// (pure) A name for an object made now for a cluster: `<cluster>-<what>-<yyyymmddhhmmss>`.
-fn stamped(cluster: &str, what: &str, now: &str) -> String {
+pub fn stamped(cluster: &str, what: &str, now: &str) -> String {
     let digits: String = now.chars().filter(char::is_ascii_digit).take(14).collect();
     format!("{cluster}-{what}-{digits}")
 }
@@ -456,37 +449,22 @@ pub async fn create_backup(
     Path((namespace, engine, name)): Path<(String, String, String)>,
     ApiJson(request): ApiJson<CreateBackup>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let engine = engine_with(&engine, Capability::Backups, "backups")?;
-    let type_ = match request.type_.as_deref() {
-        None => BackupType::Full,
-        Some(t) => BackupType::parse(t)
-            .ok_or_else(|| ApiError::bad_request(format!("type {t:?}: full, diff or incr")))?,
-    };
-    let method = match request.method.as_deref() {
-        None | Some("pgbackrest") => BackupMethod::Pgbackrest,
-        Some("pgbasebackup") => BackupMethod::Pgbasebackup,
-        Some(m) => {
-            return Err(ApiError::bad_request(format!(
-                "method {m:?}: pgbackrest or pgbasebackup"
-            )));
-        }
-    };
+    let (engine, backups) = backups_of(&engine, "backups")?;
     clusters::get(&state.client, engine, &namespace, &name).await?;
     let now = format_time(state.clock.now());
-    let mut backup = PostgresBackup::new(
-        &stamped(&name, type_.as_str(), &now),
-        PostgresBackupSpec {
-            cluster: name.clone(),
-            type_,
-            method,
-        },
-    );
-    backup.metadata.namespace = Some(namespace.clone());
-    let made = Api::<PostgresBackup>::namespaced(state.client.clone(), &namespace)
-        .create(&PostParams::default(), &backup)
-        .await
-        .map_err(|e| ApiError::kube("create PostgresBackup", &e))?;
-    Ok((StatusCode::ACCEPTED, Json(json!(backup_info(&made)))))
+    let made = backups
+        .create(
+            &state.client,
+            &namespace,
+            &name,
+            &NewBackup {
+                type_: request.type_.as_deref(),
+                method: request.method.as_deref(),
+            },
+            &now,
+        )
+        .await?;
+    Ok((StatusCode::ACCEPTED, Json(made)))
 }
 
 /// One backup.
@@ -499,17 +477,17 @@ pub async fn show_backup(
     State(state): State<Arc<ApiState>>,
     Path((namespace, backup)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let b = Api::<PostgresBackup>::namespaced(state.client.clone(), &namespace)
-        .get_opt(&backup)
-        .await
-        .map_err(|e| ApiError::kube("get PostgresBackup", &e))?
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                format!("backup {namespace}/{backup} does not exist"),
-            )
-        })?;
-    Ok(Json(json!(backup_info(&b))))
+    for engine in clusters::engines() {
+        if let Some(backups) = engine.backups()
+            && let Some(found) = backups.show(&state.client, &namespace, &backup).await?
+        {
+            return Ok(Json(found));
+        }
+    }
+    Err(ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!("backup {namespace}/{backup} does not exist"),
+    ))
 }
 
 /// `POST …/restore`.
@@ -519,18 +497,26 @@ pub struct RestoreRequest {
     /// Recover to this time (RFC 3339); the end of the archive when absent.
     #[serde(default)]
     target_time: Option<String>,
-    /// Restore this backup set (its pgBackRest label).
+    /// Restore this backup set (PostgreSQL: its pgBackRest label; FoundationDB: the
+    /// `FoundationDBBackup`, else the cluster's only one).
     #[serde(default)]
     backup: Option<String>,
+    /// Restore to this version (FoundationDB; its backup's latest restorable one when absent).
+    #[serde(default)]
+    version: Option<u64>,
 }
 
 /// A restore.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct RestoreInfo {
-    name: String,
-    cluster: String,
-    phase: Option<String>,
-    step: Option<String>,
+    /// Its resource's name.
+    pub name: String,
+    /// The cluster restored.
+    pub cluster: String,
+    /// Where it is.
+    pub phase: Option<String>,
+    /// Its step, when the engine records one.
+    pub step: Option<String>,
 }
 
 /// Restores the cluster in place (a `PostgresRestore`; the cluster's status shows progress).
@@ -548,37 +534,23 @@ pub async fn restore(
     Path((namespace, engine, name)): Path<(String, String, String)>,
     ApiJson(request): ApiJson<RestoreRequest>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let engine = engine_with(&engine, Capability::Backups, "restores")?;
+    let (engine, backups) = backups_of(&engine, "restores")?;
     clusters::get(&state.client, engine, &namespace, &name).await?;
     let now = format_time(state.clock.now());
-    let target = request.target_time.map(|time| RestoreTarget {
-        time: Some(time),
-        ..Default::default()
-    });
-    let mut object = PostgresRestore::new(
-        &stamped(&name, "restore", &now),
-        PostgresRestoreSpec {
-            cluster: name.clone(),
-            target,
-            backup_set: request.backup,
-            node_label: None,
-        },
-    );
-    object.metadata.namespace = Some(namespace.clone());
-    let made = Api::<PostgresRestore>::namespaced(state.client.clone(), &namespace)
-        .create(&PostParams::default(), &object)
-        .await
-        .map_err(|e| ApiError::kube("create PostgresRestore", &e))?;
-    let status = made.status.clone().unwrap_or_default();
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!(RestoreInfo {
-            name: made.name_any(),
-            cluster: name,
-            phase: status.phase.map(|p| format!("{p:?}")),
-            step: status.step,
-        })),
-    ))
+    let made = backups
+        .restore(
+            &state.client,
+            &namespace,
+            &name,
+            &NewRestore {
+                target_time: request.target_time.as_deref(),
+                version: request.version,
+                backup: request.backup.as_deref(),
+            },
+            &now,
+        )
+        .await?;
+    Ok((StatusCode::ACCEPTED, Json(made)))
 }
 
 /// `POST` of a schedule or a policy: its name and its spec (as in its YAML).

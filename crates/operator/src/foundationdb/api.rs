@@ -3,15 +3,27 @@
 //! create builds a spec from the storage count and the version, an update may not change the
 //! process counts (they go through scale), and a restart recreates the Pods one fault domain at
 //! a time (UpdatePods; FoundationDB's `kill` bounce is what a changed knob gets). No users, no
-//! fail-over; backups are `FoundationDBBackup` resources, not yet served here.
+//! fail-over. Backups are continuous `FoundationDBBackup`s (one per cluster, `<cluster>-backup`),
+//! restores `FoundationDBRestore`s to a version.
 
 use axum::http::StatusCode;
 use kube::api::ApiResource;
 use serde_json::{Value, json};
 use steward_api::foundationdb::{FoundationDBCluster, FoundationDBClusterSpec, ProcessClass};
 
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, PostParams};
+use steward_api::foundationdb::{
+    BackupState, FoundationDBBackup, FoundationDBBackupSpec, FoundationDBRestore,
+    FoundationDBRestoreSpec,
+};
+
 use super::engine::FoundationDb;
-use crate::api::engine::{Capability, ClusterApi, NewCluster, Size, normalize_as, parts_as};
+use crate::api::engine::{
+    BackupsApi, Capability, ClusterApi, NewBackup, NewCluster, NewRestore, Size, normalize_as,
+    parts_as, to_json,
+};
+use crate::api::resources::{BackupInfo, RestoreInfo, stamped};
 use crate::api::server::ApiError;
 
 /// The version a create request gets when it names none.
@@ -143,14 +155,218 @@ impl ClusterApi for FoundationDb {
     }
 
     fn refuses(&self, capability: Capability, what: &str) -> Option<String> {
-        Some(match capability {
-            Capability::Failover => {
-                "a FoundationDB cluster has no primary to fail over to: its cluster controller is elected by the coordinators".to_owned()
-            }
-            Capability::Users => "FoundationDB has no database users".to_owned(),
-            Capability::Backups => format!(
-                "{what} of FoundationDB clusters are not served by the REST API yet: use FoundationDBBackup and FoundationDBRestore resources (kubectl apply; examples/foundationdb-backup.yaml)"
+        match capability {
+            Capability::Failover => Some(
+                "a FoundationDB cluster has no primary to fail over to: its cluster controller is elected by the coordinators".to_owned(),
             ),
+            Capability::Users => Some("FoundationDB has no database users".to_owned()),
+            Capability::Backups if what == "backups" || what == "restores" => None,
+            Capability::Backups => Some(format!(
+                "{what} are not supported for foundationdb clusters: a FoundationDB backup is continuous (FoundationDBBackup)"
+            )),
+        }
+    }
+
+    fn backups(&self) -> Option<&dyn BackupsApi> {
+        Some(self)
+    }
+}
+
+/// (pure) A backup as the API answers it: `Completed` once restorable (it keeps running),
+/// `Running` before, `Failed` when its agents cannot run it (`Available` says why), `Pending`
+/// before anything is known; the label is the latest restorable version.
+pub fn backup_info(b: &FoundationDBBackup) -> BackupInfo {
+    let status = b.status.clone().unwrap_or_default();
+    let details = status.backup_details.clone();
+    let available = status
+        .common
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Available");
+    let phase = match (&details, available) {
+        (Some(d), _) if d.restorable => "Completed",
+        (Some(d), _) if d.running => "Running",
+        (_, Some(c)) if c.reason == "ClusterNotFound" => "Failed",
+        (Some(_), _) => "Running",
+        (None, _) => "Pending",
+    };
+    BackupInfo {
+        name: b.name_any(),
+        cluster: b.spec.cluster_name.clone(),
+        type_: "continuous".to_owned(),
+        method: "backup_agent".to_owned(),
+        phase: Some(phase.to_owned()),
+        label: details
+            .as_ref()
+            .and_then(|d| d.latest_restorable_version)
+            .map(|v| v.to_string()),
+        message: available.map(|c| c.message.clone()),
+    }
+}
+
+/// The name of the backup the API makes for `cluster`.
+pub fn backup_name(cluster: &str) -> String {
+    format!("{cluster}-backup")
+}
+
+async fn backups_of(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<Vec<FoundationDBBackup>, ApiError> {
+    let mut all = Api::<FoundationDBBackup>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| ApiError::kube("list FoundationDBBackups", &e))?
+        .items;
+    all.retain(|b| b.spec.cluster_name == cluster);
+    all.sort_by_key(|b| (b.metadata.creation_timestamp.clone(), b.name_any()));
+    Ok(all)
+}
+
+/// A FoundationDB backup is continuous: a create starts the cluster's `FoundationDBBackup`
+/// (`<cluster>-backup`, or sets a stopped one running again); a restore makes a
+/// `FoundationDBRestore` of the named (or only) backup, to a version.
+#[async_trait::async_trait]
+impl BackupsApi for FoundationDb {
+    async fn list(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        cluster: &str,
+    ) -> Result<Vec<Value>, ApiError> {
+        backups_of(client, namespace, cluster)
+            .await?
+            .iter()
+            .map(|b| to_json(&backup_info(b)))
+            .collect()
+    }
+
+    async fn create(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        cluster: &str,
+        request: &NewBackup<'_>,
+        _stamp: &str,
+    ) -> Result<Value, ApiError> {
+        if request.type_.is_some_and(|t| t != "full")
+            || request.method.is_some_and(|m| m != "backup_agent")
+        {
+            return Err(ApiError::bad_request(
+                "a FoundationDB backup is continuous (a full snapshot, then every mutation): type full and method backup_agent only",
+            ));
+        }
+        let api = Api::<FoundationDBBackup>::namespaced(client.clone(), namespace);
+        if let Some(running) = backups_of(client, namespace, cluster)
+            .await?
+            .into_iter()
+            .find(|b| b.spec.backup_state != BackupState::Stopped)
+        {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                format!(
+                    "{cluster} already has a backup that is not stopped: {} (FoundationDB runs one backup per tag)",
+                    running.name_any()
+                ),
+            ));
+        }
+        let name = backup_name(cluster);
+        let made = match api
+            .get_opt(&name)
+            .await
+            .map_err(|e| ApiError::kube("get FoundationDBBackup", &e))?
+        {
+            Some(_) => api
+                .patch(
+                    &name,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(json!({"spec": {"backupState": "Running"}})),
+                )
+                .await
+                .map_err(|e| ApiError::kube("patch FoundationDBBackup", &e))?,
+            None => {
+                let mut backup = FoundationDBBackup::new(
+                    &name,
+                    serde_json::from_value::<FoundationDBBackupSpec>(
+                        json!({"clusterName": cluster}),
+                    )
+                    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?,
+                );
+                backup.metadata.namespace = Some(namespace.to_owned());
+                api.create(&PostParams::default(), &backup)
+                    .await
+                    .map_err(|e| ApiError::kube("create FoundationDBBackup", &e))?
+            }
+        };
+        to_json(&backup_info(&made))
+    }
+
+    async fn show(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Value>, ApiError> {
+        Api::<FoundationDBBackup>::namespaced(client.clone(), namespace)
+            .get_opt(name)
+            .await
+            .map_err(|e| ApiError::kube("get FoundationDBBackup", &e))?
+            .map(|b| to_json(&backup_info(&b)))
+            .transpose()
+    }
+
+    async fn restore(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        cluster: &str,
+        request: &NewRestore<'_>,
+        stamp: &str,
+    ) -> Result<Value, ApiError> {
+        if request.target_time.is_some() {
+            return Err(ApiError::bad_request(
+                "a FoundationDB restore goes to a version (\"version\"), not a time",
+            ));
+        }
+        let backups = backups_of(client, namespace, cluster).await?;
+        let backup = match request.backup {
+            Some(b) => backups
+                .iter()
+                .find(|x| x.name_any() == b)
+                .ok_or_else(|| ApiError::bad_request(format!("{cluster} has no backup {b:?}")))?,
+            None => match backups.as_slice() {
+                [one] => one,
+                [] => {
+                    return Err(ApiError::bad_request(format!(
+                        "{cluster} has no backup to restore"
+                    )));
+                }
+                _ => {
+                    return Err(ApiError::bad_request(format!(
+                        "{cluster} has several backups: name one with \"backup\""
+                    )));
+                }
+            },
+        };
+        let mut object = FoundationDBRestore::new(
+            &stamped(cluster, "restore", stamp),
+            FoundationDBRestoreSpec {
+                destination_cluster_name: cluster.to_owned(),
+                backup_name: backup.name_any(),
+                version: request.version,
+            },
+        );
+        object.metadata.namespace = Some(namespace.to_owned());
+        let made = Api::<FoundationDBRestore>::namespaced(client.clone(), namespace)
+            .create(&PostParams::default(), &object)
+            .await
+            .map_err(|e| ApiError::kube("create FoundationDBRestore", &e))?;
+        to_json(&RestoreInfo {
+            name: made.name_any(),
+            cluster: cluster.to_owned(),
+            phase: Some(format!("{:?}", made.status.unwrap_or_default().state)),
+            step: None,
         })
     }
 }
@@ -185,10 +401,13 @@ mod tests {
         assert!(scale_spec(&mut typed, "demo", Some("log"), 1).is_err());
         scale_spec(&mut typed, "demo", Some("stateless"), 0).unwrap();
         assert_eq!(typed.process_counts.stateless, 0);
+        assert_eq!(FoundationDb.refuses(Capability::Backups, "backups"), None);
+        assert_eq!(FoundationDb.refuses(Capability::Backups, "restores"), None);
         assert!(
             FoundationDb
-                .refuses(Capability::Backups, "backups")
+                .refuses(Capability::Backups, "schedules")
                 .is_some()
         );
+        assert!(FoundationDb.backups().is_some());
     }
 }

@@ -11,11 +11,18 @@ use steward_api::postgres::{
 };
 
 use crate::api::clusters::{Candidate, Candidates, merge};
-use crate::api::engine::{
-    Capability, ClusterApi, FailoverApi, NewCluster, NewUser, Size, UsersApi, normalize_as,
-    parts_as, to_json, user_ready,
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, PostParams};
+use steward_api::pgbackrest::{
+    BackupMethod, BackupType, PostgresBackup, PostgresBackupSpec, PostgresRestore,
+    PostgresRestoreSpec, RestoreTarget,
 };
-use crate::api::resources::UserInfo;
+
+use crate::api::engine::{
+    BackupsApi, Capability, ClusterApi, FailoverApi, NewBackup, NewCluster, NewRestore, NewUser,
+    Size, UsersApi, normalize_as, parts_as, to_json, user_ready,
+};
+use crate::api::resources::{BackupInfo, RestoreInfo, UserInfo, stamped};
 use crate::api::server::ApiError;
 use crate::postgres::engine::Postgres;
 
@@ -60,6 +67,10 @@ impl ClusterApi for Postgres {
     }
 
     fn users(&self) -> Option<&dyn UsersApi> {
+        Some(self)
+    }
+
+    fn backups(&self) -> Option<&dyn BackupsApi> {
         Some(self)
     }
 
@@ -176,6 +187,138 @@ impl FailoverApi for Postgres {
 
     fn request(&self, id: &str, target: Option<&str>) -> Value {
         json!({"switchover": {"id": id, "target": target}})
+    }
+}
+
+/// (pure) A backup as the API answers it.
+fn backup_info(b: &PostgresBackup) -> BackupInfo {
+    let status = b.status.clone().unwrap_or_default();
+    BackupInfo {
+        name: b.name_any(),
+        cluster: b.spec.cluster.clone(),
+        type_: b.spec.type_.as_str().to_owned(),
+        method: match b.spec.method {
+            BackupMethod::Pgbackrest => "pgbackrest",
+            BackupMethod::Pgbasebackup => "pgbasebackup",
+        }
+        .to_owned(),
+        phase: status.phase.map(|p| format!("{p:?}")),
+        label: status.label,
+        message: status.message,
+    }
+}
+
+/// PostgreSQL's backups are `PostgresBackup` objects (full, diff or incr; pgBackRest or
+/// pg_basebackup), its restores `PostgresRestore` objects (to a time, a backup set, or the end
+/// of the archive).
+#[async_trait::async_trait]
+impl BackupsApi for Postgres {
+    async fn list(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        cluster: &str,
+    ) -> Result<Vec<Value>, ApiError> {
+        let mut all = Api::<PostgresBackup>::namespaced(client.clone(), namespace)
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| ApiError::kube("list PostgresBackups", &e))?
+            .items;
+        all.retain(|b| b.spec.cluster == cluster);
+        all.sort_by_key(|b| (b.metadata.creation_timestamp.clone(), b.name_any()));
+        all.iter().map(|b| to_json(&backup_info(b))).collect()
+    }
+
+    async fn create(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        cluster: &str,
+        request: &NewBackup<'_>,
+        stamp: &str,
+    ) -> Result<Value, ApiError> {
+        let type_ = match request.type_ {
+            None => BackupType::Full,
+            Some(t) => BackupType::parse(t)
+                .ok_or_else(|| ApiError::bad_request(format!("type {t:?}: full, diff or incr")))?,
+        };
+        let method = match request.method {
+            None | Some("pgbackrest") => BackupMethod::Pgbackrest,
+            Some("pgbasebackup") => BackupMethod::Pgbasebackup,
+            Some(m) => {
+                return Err(ApiError::bad_request(format!(
+                    "method {m:?}: pgbackrest or pgbasebackup"
+                )));
+            }
+        };
+        let mut backup = PostgresBackup::new(
+            &stamped(cluster, type_.as_str(), stamp),
+            PostgresBackupSpec {
+                cluster: cluster.to_owned(),
+                type_,
+                method,
+            },
+        );
+        backup.metadata.namespace = Some(namespace.to_owned());
+        let made = Api::<PostgresBackup>::namespaced(client.clone(), namespace)
+            .create(&PostParams::default(), &backup)
+            .await
+            .map_err(|e| ApiError::kube("create PostgresBackup", &e))?;
+        to_json(&backup_info(&made))
+    }
+
+    async fn show(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Value>, ApiError> {
+        Api::<PostgresBackup>::namespaced(client.clone(), namespace)
+            .get_opt(name)
+            .await
+            .map_err(|e| ApiError::kube("get PostgresBackup", &e))?
+            .map(|b| to_json(&backup_info(&b)))
+            .transpose()
+    }
+
+    async fn restore(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        cluster: &str,
+        request: &NewRestore<'_>,
+        stamp: &str,
+    ) -> Result<Value, ApiError> {
+        if request.version.is_some() {
+            return Err(ApiError::bad_request(
+                "version is FoundationDB's: a PostgreSQL restore takes targetTime or backup",
+            ));
+        }
+        let target = request.target_time.map(|time| RestoreTarget {
+            time: Some(time.to_owned()),
+            ..Default::default()
+        });
+        let mut object = PostgresRestore::new(
+            &stamped(cluster, "restore", stamp),
+            PostgresRestoreSpec {
+                cluster: cluster.to_owned(),
+                target,
+                backup_set: request.backup.map(str::to_owned),
+                node_label: None,
+            },
+        );
+        object.metadata.namespace = Some(namespace.to_owned());
+        let made = Api::<PostgresRestore>::namespaced(client.clone(), namespace)
+            .create(&PostParams::default(), &object)
+            .await
+            .map_err(|e| ApiError::kube("create PostgresRestore", &e))?;
+        let status = made.status.clone().unwrap_or_default();
+        to_json(&RestoreInfo {
+            name: made.name_any(),
+            cluster: cluster.to_owned(),
+            phase: status.phase.map(|p| format!("{p:?}")),
+            step: status.step,
+        })
     }
 }
 
