@@ -6,7 +6,10 @@
 //! status as JSON, delete a cluster — and no password in any output or in the plane's log.
 //! A second plane runs a small CrateDB cluster (stand-in Pods: `cargo build -p
 //! steward-cratedb-standin` first) through the CLI: create with a license, show, scale the
-//! data set 1→2 and restart with `--wait`, fail-over refused, delete.
+//! data set 1→2 and restart with `--wait`, fail-over refused, delete. A third runs a
+//! FoundationDB cluster (stand-in Pods: `cargo build -p steward-fdb-standin`): create, scale a
+//! process class, a continuous backup waited for until restorable, a second backup and a restore
+//! to a time refused, fail-over refused, delete.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -414,4 +417,113 @@ fn the_cli_creates_scales_a_node_set_and_restarts_a_cratedb_cluster() {
     run(&["delete", "cluster", "cc", "--wait"]);
     let list = run(&["show", "cluster"]);
     assert!(!list.contains("cc"), "{list}");
+}
+
+#[test]
+fn the_cli_creates_scales_backs_up_and_deletes_a_foundationdb_cluster() {
+    let standin = Path::new(env!("CARGO_BIN_EXE_steward")).with_file_name("fdb-standin");
+    assert!(
+        standin.exists(),
+        "{} is missing: cargo build -p steward-fdb-standin",
+        standin.display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (_down, state) = dev_up(dir.path());
+    let config = state.join("cli.yaml");
+    let cwd = dir.path();
+    let run = |args: &[&str]| -> String {
+        let out = steward(&config, cwd, args, None);
+        assert!(
+            out.status.success(),
+            "steward {args:?} failed:\n{}",
+            text(&out)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let json =
+        |s: String| -> Value { serde_json::from_str(&s).unwrap_or_else(|e| panic!("{e}: {s}")) };
+    // One Node is one fault domain: single redundancy.
+    run(&[
+        "create",
+        "cluster",
+        "fdb",
+        "--engine",
+        "foundationdb",
+        "--replicas",
+        "2",
+        "--storage",
+        "1Gi",
+        "--set-string",
+        "databaseConfiguration.redundancyMode=single",
+        "--wait",
+    ]);
+    let reconciled = |want: u64| {
+        for _ in 0..240 {
+            let c = json(run(&["show", "cluster", "fdb", "-o", "json"]));
+            let generation = c["generation"].as_u64();
+            if c["status"]["generations"]["reconciled"].as_u64() == generation
+                && generation >= Some(want)
+                && c["status"]["health"]["available"] == true
+            {
+                return c;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+        panic!("fdb not reconciled at generation {want}");
+    };
+    let c = reconciled(1);
+    assert_eq!(c["status"]["configured"], true, "{c}");
+    // Scale names the process class.
+    let out = steward(&config, cwd, &["scale", "fdb", "--replicas", "3"], None);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("storage, log, stateless"),
+        "{}",
+        text(&out)
+    );
+    run(&[
+        "scale",
+        "fdb",
+        "--replicas",
+        "3",
+        "--node-set",
+        "storage",
+        "--wait",
+    ]);
+    let c = reconciled(2);
+    let storage = c["status"]["processGroups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| g["processClass"] == "storage" && g.get("removalTimestamp").is_none())
+        .count();
+    assert_eq!(storage, 3, "{c}");
+    // A continuous backup, waited for until restorable; a second one is refused.
+    let backup = run(&["backup", "fdb", "--wait"]);
+    assert!(
+        backup.contains("continuous") && backup.contains("Completed"),
+        "{backup}"
+    );
+    let out = steward(&config, cwd, &["backup", "fdb"], None);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("already has a backup"),
+        "{}",
+        text(&out)
+    );
+    let out = steward(
+        &config,
+        cwd,
+        &["restore", "fdb", "--target-time", "2026-01-01T00:00:00Z"],
+        None,
+    );
+    assert!(!out.status.success());
+    assert!(text(&out).contains("version"), "{}", text(&out));
+    // Users and fail-over do not apply.
+    let out = steward(&config, cwd, &["failover", "fdb"], None);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("no primary"), "{}", text(&out));
+    run(&["delete", "cluster", "fdb", "--wait"]);
+    let list = run(&["show", "cluster"]);
+    assert!(!list.contains("fdb"), "{list}");
 }

@@ -71,6 +71,8 @@ pub enum Engine {
     Etcd,
     /// CrateDB (`CrateCluster`: masters and named data node sets).
     Cratedb,
+    /// FoundationDB (`FoundationDBCluster`: process classes `storage`, `log`, `stateless`).
+    Foundationdb,
 }
 
 impl Engine {
@@ -79,6 +81,7 @@ impl Engine {
             Self::Postgres => "postgres",
             Self::Etcd => "etcd",
             Self::Cratedb => "cratedb",
+            Self::Foundationdb => "foundationdb",
         }
     }
 }

@@ -15,7 +15,8 @@
 //! then the data sets) with as many ready nodes as it asks for in `status.nodeSets`; a CrateDB
 //! cluster also has to be bootstrapped and run the spec's image (`status.image`) with the
 //! spec's restart annotation rolled out (`status.restartedAt`), which the engine records only
-//! once a rolling restart or upgrade is over.
+//! once a rolling restart or upgrade is over; a FoundationDB cluster has to have its generation
+//! reconciled (`status.generations.reconciled`).
 
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
@@ -154,7 +155,10 @@ pub fn judge(exp: &Expectation, current: Option<&Value>, seen_running: bool) -> 
     }
     // Done means every member the spec asks for is ready, not only a quorum (`Available`):
     // a scale's new member, a restarted or demoted instance, back in service.
-    if let Some(line) = unready_node_set(cluster).or_else(|| crate_rollout_pending(cluster)) {
+    if let Some(line) = unready_node_set(cluster)
+        .or_else(|| crate_rollout_pending(cluster))
+        .or_else(|| fdb_rollout_pending(cluster))
+    {
         return WaitState::Running(Progress::waiting(line));
     }
     let wanted = cluster
@@ -190,6 +194,27 @@ pub fn judge(exp: &Expectation, current: Option<&Value>, seen_running: bool) -> 
         ))),
         None => WaitState::Running(Progress::waiting("waiting for Available=True")),
     }
+}
+
+/// (FoundationDB) Whether the engine has not reconciled the cluster's generation yet
+/// (`status.generations.reconciled`: process groups added or removed, processes bounced, Pods
+/// recreated), as a progress line.
+fn fdb_rollout_pending(cluster: &Value) -> Option<String> {
+    if cluster.get("engine").and_then(Value::as_str) != Some("foundationdb") {
+        return None;
+    }
+    let generation = cluster
+        .get("generation")
+        .or_else(|| cluster.pointer("/metadata/generation"))
+        .and_then(Value::as_i64)?;
+    let reconciled = cluster
+        .pointer("/status/generations/reconciled")
+        .and_then(Value::as_i64);
+    (reconciled < Some(generation)).then(|| {
+        format!(
+            "waiting for generation {generation} to be reconciled (process groups, bounces, Pods)"
+        )
+    })
 }
 
 /// (CrateDB) The first node set of `spec.nodes` whose StatefulSet does not have the nodes it
