@@ -14,6 +14,8 @@ pub mod controller;
 pub mod engine;
 pub mod lock;
 pub mod plan;
+#[cfg(test)]
+mod sim;
 pub mod steps;
 pub mod validate;
 
@@ -22,7 +24,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Service};
 use steward_api::foundationdb::{FoundationDBCluster, FoundationDBClusterStatus};
 
-use crate::pipeline::{Pass, PassCore, Pipeline};
+use crate::pipeline::{Pass, PassCore, Pipeline, SubReconciler};
 use crate::resources::packed::CachedMeta;
 use crate::resources::pods::CachedPod;
 use crate::resources::{AppliedSet, Applier};
@@ -195,7 +197,13 @@ pub fn pipeline() -> Pipeline<FdbPass> {
     Pipeline::new(
         CONTROLLER,
         Box::new(steps::update_status::UpdateStatus),
-        vec![
+        steps(),
+    )
+}
+
+/// The steps between the two `UpdateStatus` runs, in the seed's order.
+pub fn steps() -> Vec<Box<dyn SubReconciler<FdbPass>>> {
+    vec![
             Box::new(steps::validate_spec::ValidateSpec),
             Box::new(steps::update_lock_configuration::UpdateLockConfiguration),
             Box::new(steps::update_config_map::UpdateConfigMap),
@@ -212,6 +220,5 @@ pub fn pipeline() -> Pipeline<FdbPass> {
             Box::new(steps::bounce_processes::BounceProcesses),
             Box::new(steps::update_pods::UpdatePods),
             Box::new(steps::remove_process_groups::RemoveProcessGroups),
-        ],
-    )
+    ]
 }
