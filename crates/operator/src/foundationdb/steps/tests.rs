@@ -492,3 +492,34 @@ async fn a_knob_is_bounced_after_the_uptime_rule_and_a_pod_spec_change_goes_zone
     );
     let _ = GROUP_LABEL;
 }
+
+#[tokio::test]
+async fn a_lock_wait_whose_need_went_away_does_not_hold_reconciled_back() {
+    // Found by the simulation (FDB_SIM_SEED=37): `needsLock` was only cleared when the lock
+    // was taken, so once nothing needed the lock any more the cluster never reconciled.
+    let mut h = Harness::start(spec()).await;
+    h.passes(10).await;
+    let now = h.clock.now().as_second();
+    let other = LockValue {
+        id: "dc2".into(),
+        start: now,
+        end: now + 600,
+    };
+    h.model.state().kv.insert(LOCK_KEY.to_vec(), other.pack());
+    // A Pod spec change: UpdatePods waits for the lock.
+    h.cluster.spec.pod_template.labels = BTreeMap::from([("team".into(), "a".into())]);
+    h.cluster.metadata.generation = Some(2);
+    h.passes(2).await;
+    assert_eq!(h.status().common.generations.needs_lock, Some(2));
+    // Reverted: nothing needs the lock any more.
+    h.cluster.spec.pod_template.labels = BTreeMap::new();
+    h.cluster.metadata.generation = Some(3);
+    h.passes(3).await;
+    assert_eq!(h.status().common.generations.needs_lock, None);
+    assert_eq!(
+        h.status().common.generations.reconciled,
+        Some(3),
+        "{:?}",
+        h.status().common.generations
+    );
+}

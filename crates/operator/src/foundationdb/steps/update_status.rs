@@ -52,6 +52,9 @@ impl SubReconciler<FdbPass> for UpdateStatus {
 
 /// Reads the database status once (when any Pod runs) and records what it says.
 async fn observe(pass: &mut FdbPass) -> Result<(), Error> {
+    // Set again by a step that waits for the global lock on this pass: a need that went away
+    // (the change reverted, the work done) must not hold `reconciled` back for good.
+    pass.core.status.generations.needs_lock = None;
     let targets = pass.targets();
     if targets.is_empty() || pass.status.connection_string.is_none() {
         pass.db_error =
