@@ -226,11 +226,15 @@ impl State {
             }
             ["exclude", what @ ..] => {
                 needs_db(self)?;
-                let busy = self.processes.iter().any(|(a, p)| {
+                let on = |a: &str| {
                     what.iter()
-                        .any(|w| a == w || a.starts_with(&format!("{w}:")))
-                        && !self.roles(a, p).iter().all(|r| *r == "coordinator")
-                });
+                        .any(|w| a == *w || a.starts_with(&format!("{w}:")))
+                };
+                // A storage server whose process is gone still holds its data until data
+                // distribution has moved it: the waiting exclude waits for it too.
+                let busy = self.processes.iter().any(|(a, p)| {
+                    on(a) && !self.roles(a, p).iter().all(|r| *r == "coordinator")
+                }) || self.draining.iter().any(|a| on(a));
                 if busy {
                     return Err(unavailable());
                 }
