@@ -36,6 +36,9 @@ pub(super) struct Objects {
     pub ips: BTreeMap<String, String>,
     /// A recreated Pod gets a new IP (else it keeps its name's).
     pub fresh_ips: bool,
+    /// Zones by Pod name: placed on first creation in the zone with the fewest Pods (a
+    /// topology spread), then kept (its claim is bound there).
+    pub zones: BTreeMap<String, String>,
     next_ip: u32,
     rv: u64,
     pub now: jiff::Timestamp,
@@ -67,6 +70,7 @@ impl Objects {
             config_map: None,
             ips: BTreeMap::new(),
             fresh_ips,
+            zones: BTreeMap::new(),
             next_ip: 0,
             rv: 0,
             now,
@@ -98,6 +102,27 @@ impl Objects {
         let ip = format!("10.{}.{}.{}", self.next_ip / 65536, (self.next_ip / 256) % 256, self.next_ip % 256);
         self.ips.insert(name.to_owned(), ip.clone());
         ip
+    }
+
+    /// The zone of Pod `name` (n1 before it is placed).
+    pub fn zone(&self, name: &str) -> String {
+        self.zones.get(name).cloned().unwrap_or_else(|| "n1".to_owned())
+    }
+
+    fn place(&mut self, name: &str) {
+        if self.zones.contains_key(name) {
+            return;
+        }
+        let zone = ["n1", "n2", "n3"]
+            .into_iter()
+            .min_by_key(|z| {
+                self.pods
+                    .keys()
+                    .filter(|n| self.zones.get(*n).map(String::as_str) == Some(*z))
+                    .count()
+            })
+            .unwrap_or("n1");
+        self.zones.insert(name.to_owned(), zone.to_owned());
     }
 
     /// A Pod deleted outside the operator (a kill): gone at once.
@@ -217,6 +242,7 @@ fn handle(shared: &Shared, parts: &http::request::Parts, body: &[u8]) -> (u16, V
             pod.metadata.namespace = Some(super::NS.into());
             pod.metadata.creation_timestamp = Some(now);
             o.ip_for(&name);
+            o.place(&name);
             o.log.push((pass, step, format!("create Pod {name}")));
             let out = serde_json::to_value(&pod).unwrap_or_default();
             o.pods.insert(name, pod);

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use steward_api::foundationdb::ProcessClass;
 
 use super::api::{GroupView, Objects};
-use super::world::{World, zone_of};
+use super::world::World;
 use crate::foundationdb::admin::model::State;
 use crate::foundationdb::admin::status::coordinators_of;
 use crate::foundationdb::build::{PORT, claim_name};
@@ -81,12 +81,12 @@ pub(super) fn on_delete(o: &Objects, kind: &str, name: &str) -> Vec<String> {
     if kind != "Pod" {
         return out;
     }
-    let zone = zone_of(&id);
+    let zone = o.zone(&id);
     if o.step == "UpdatePods" {
         let down: Vec<&str> = o
             .groups
             .iter()
-            .filter(|h| !h.removing && zone_of(&h.id) != zone && o.down(&state, &h.id))
+            .filter(|h| !h.removing && o.zone(&h.id) != zone && o.down(&state, &h.id))
             .map(|h| h.id.as_str())
             .collect();
         if !down.is_empty() {
@@ -100,7 +100,7 @@ pub(super) fn on_delete(o: &Objects, kind: &str, name: &str) -> Vec<String> {
             .groups
             .iter()
             .filter(|h| o.holds_data(&state, h) && o.down(&state, &h.id))
-            .map(|h| zone_of(&h.id))
+            .map(|h| o.zone(&h.id))
             .collect();
         let mut after = before.clone();
         after.insert(zone.clone());

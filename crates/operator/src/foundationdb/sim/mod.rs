@@ -72,8 +72,41 @@ async fn run(seed: u64) -> Stats {
         }
     }
     if let Err(why) = settled {
+        let groups: Vec<String> = w
+            .cluster
+            .status
+            .as_ref()
+            .map(|s| {
+                s.process_groups
+                    .iter()
+                    .map(|g| {
+                        format!(
+                            "{} {:?} {:?} removal {:?} excluded {:?} {:?}",
+                            g.process_group_id,
+                            g.fault_domain,
+                            g.addresses,
+                            g.removal_timestamp,
+                            g.exclusion_timestamp,
+                            g.conditions.iter().map(|c| &c.type_).collect::<Vec<_>>()
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let model = {
+            let s = w.model.state();
+            format!(
+                "connection string {}, excluded {:?}, draining {:?}, processes {:?}",
+                s.connection_string,
+                s.excluded,
+                s.draining,
+                s.processes.keys().collect::<Vec<_>>()
+            )
+        };
         w.fail(format!(
-            "invariant 5: not converged {SETTLE_PASSES} passes after events stopped: {why}"
+            "invariant 5: not converged {SETTLE_PASSES} passes after events stopped: {why}\n  \
+             groups:\n    {}\n  model: {model}",
+            groups.join("\n    ")
         ));
     }
     let digest = format!(

@@ -31,16 +31,6 @@ use crate::resources::pods::{CachedPod, CachedPodSpec};
 use crate::runtime::context::Context;
 use crate::webhook::WebhookSender;
 
-/// The zone of a process group: n1, n2, n3 by its number.
-pub(super) fn zone_of(id: &str) -> String {
-    let n: u32 = id
-        .rsplit('-')
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(1);
-    format!("n{}", (n.max(1) - 1) % 3 + 1)
-}
-
 /// What a seed did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -244,7 +234,7 @@ impl World {
         let mut recovered = false;
         for (id, pod) in &o.pods {
             let ip = o.ips.get(id).cloned().unwrap_or_default();
-            let zone = zone_of(id);
+            let zone = o.zone(id);
             let labels = pod.metadata.labels.clone().unwrap_or_default();
             let Some(class) = labels
                 .get(CLASS_LABEL)
