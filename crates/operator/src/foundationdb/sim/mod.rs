@@ -49,7 +49,7 @@ const PASS: Duration = Duration::from_secs(10);
 async fn run(seed: u64) -> Stats {
     let mut w = World::new(seed);
     // The cluster comes up first.
-    for _ in 0..12 {
+    for _ in 0..6 {
         w.pass().await;
         w.check();
     }

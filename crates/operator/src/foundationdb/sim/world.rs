@@ -102,6 +102,8 @@ pub(super) struct World {
     pub pass_no: u32,
     /// Processes gone (a kill) until this pass, by Pod.
     down: BTreeMap<String, u32>,
+    /// The configuration each monitor report carries, by Pod.
+    report_configs: BTreeMap<String, String>,
     /// When each process (by address) started.
     started: BTreeMap<String, i64>,
     last_recovery: i64,
@@ -181,6 +183,7 @@ impl World {
             pass_no: 0,
             down: BTreeMap::new(),
             started: BTreeMap::new(),
+            report_configs: BTreeMap::new(),
             last_recovery: now - 1000,
             slow_moves_until: 0,
             linger_until: 0,
@@ -232,6 +235,14 @@ impl World {
         }
         let mut alive = Vec::new();
         let mut recovered = false;
+        let configs: BTreeMap<&str, (serde_json::Value, String)> = ProcessClass::ALL
+            .into_iter()
+            .map(|c| {
+                let config = build::monitor_config(&self.cluster, c);
+                let text = config.to_string();
+                (c.as_str(), (config, text))
+            })
+            .collect();
         for (id, pod) in &o.pods {
             let ip = o.ips.get(id).cloned().unwrap_or_default();
             let zone = o.zone(id);
@@ -245,23 +256,27 @@ impl World {
             let terminating = o.terminating.contains_key(id);
             let killed = self.down.get(id).is_some_and(|until| self.pass_no < *until);
             if !terminating && !killed {
-                let env = BTreeMap::from([
-                    ("FDB_PUBLIC_IP".to_owned(), ip.clone()),
-                    ("FDB_INSTANCE_ID".to_owned(), id.clone()),
-                    ("FDB_MACHINE_ID".to_owned(), id.clone()),
-                    ("FDB_ZONE_ID".to_owned(), zone.clone()),
-                ]);
-                let config = build::monitor_config(&self.cluster, class);
+                let env = || {
+                    BTreeMap::from([
+                        ("FDB_PUBLIC_IP".to_owned(), ip.clone()),
+                        ("FDB_INSTANCE_ID".to_owned(), id.clone()),
+                        ("FDB_MACHINE_ID".to_owned(), id.clone()),
+                        ("FDB_ZONE_ID".to_owned(), zone.clone()),
+                    ])
+                };
+                let (config, config_text) = &configs[class.as_str()];
                 let address = format!("{ip}:{}", build::PORT);
-                let line = format!(
-                    "fdbserver {}",
-                    build::command_line(&config, &env).unwrap_or_default()
-                );
+                let line = || {
+                    format!(
+                        "fdbserver {}",
+                        build::command_line(config, &env()).unwrap_or_default()
+                    )
+                };
                 match state.processes.get_mut(&address) {
                     Some(p) if p.uptime == 0.0 => {
                         // Killed (a bounce): its monitor started it again with the active
                         // configuration; the cluster recovered.
-                        p.command_line = line;
+                        p.command_line = line();
                         self.started.insert(address.clone(), now_s);
                         recovered = true;
                     }
@@ -274,7 +289,7 @@ impl World {
                                 class: class.as_str().to_owned(),
                                 zone: zone.clone(),
                                 instance_id: id.clone(),
-                                command_line: line,
+                                command_line: line(),
                                 uptime: 1.0,
                                 version: self.cluster.spec.version.clone(),
                             },
@@ -284,14 +299,22 @@ impl World {
                 if let Some(p) = state.processes.get_mut(&address) {
                     p.uptime = (now_s - self.started[&address]) as f64 + 1.0;
                 }
-                state.reports.insert(
-                    id.clone(),
-                    serde_json::json!({"currentConfiguration": config.to_string(), "environment": env})
-                        .to_string(),
-                );
+                let current = state.reports.get(id).is_some_and(|r| {
+                    self.report_configs.get(id).is_some_and(|c| c == config_text)
+                        && !r.is_empty()
+                });
+                if !current {
+                    state.reports.insert(
+                        id.clone(),
+                        serde_json::json!({"currentConfiguration": config_text, "environment": env()})
+                            .to_string(),
+                    );
+                    self.report_configs.insert(id.clone(), config_text.clone());
+                }
                 alive.push(address);
             } else {
                 state.reports.remove(id);
+                self.report_configs.remove(id);
             }
             let cached = CachedPod::new(
                 pod.metadata.clone(),
@@ -322,16 +345,28 @@ impl World {
             claim_writer
                 .apply_watcher_event(&watcher::Event::Apply(CachedMeta::new(claim.metadata.clone())));
         }
+        let config_map = o.config_map.as_ref().and_then(|v| {
+            let meta = serde_json::from_value(v["metadata"].clone()).ok()?;
+            Some(PartialObjectMeta::<ConfigMap> {
+                types: None,
+                metadata: meta,
+                _phantom: std::marker::PhantomData,
+            })
+        });
         drop(state);
         drop(o);
         let moves = if self.pass_no < self.slow_moves_until { 0.2 } else { 1.0 };
         if self.rng.random_bool(moves) {
             self.model.finish_moves();
         }
+        let (config_maps, mut cm_writer) = reflector::store::<PartialObjectMeta<ConfigMap>>();
+        if let Some(cm) = config_map {
+            cm_writer.apply_watcher_event(&watcher::Event::Apply(cm));
+        }
         FdbStores {
             pods: pod_store.into(),
             claims: claim_store.into(),
-            config_maps: reflector::store().0,
+            config_maps,
             services: reflector::store().0.into(),
         }
     }
@@ -494,4 +529,5 @@ impl World {
     }
 }
 
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim};
+use kube::core::PartialObjectMeta;
