@@ -157,7 +157,13 @@ impl World {
             let mut s = model.state();
             s.available = true;
         }
+        // A recreated Pod gets a new IP in half the seeds; those exclude by locality (by
+        // address, the exclusion of a group being removed whose Pod comes back with a new IP
+        // is not the new process's: see docs/technical_design.md, "Simulation").
         let fresh_ips = rng.random_bool(0.5);
+        let localities = fresh_ips || rng.random_bool(0.5);
+        let mut cluster = cluster;
+        cluster.spec.use_localities_for_exclusion = localities;
         let api: Shared = Arc::new(std::sync::Mutex::new(Objects::new(
             model.clone(),
             clock.now(),
@@ -194,7 +200,7 @@ impl World {
             settings,
         };
         w.note(format!(
-            "start: storage {storage}, log {log}, stateless 1, fresh IPs {fresh_ips}"
+            "start: storage {storage}, log {log}, stateless 1, fresh IPs {fresh_ips}, localities {localities}"
         ));
         w
     }
