@@ -54,6 +54,7 @@ pub fn new_pass(
         db: None,
         db_error: None,
         observed: false,
+        pod_hashes: Default::default(),
         locked: false,
         applier: Applier::new(ctx.client.clone(), CONTROLLER).with_memo(ctx.applied.clone()),
         applied: AppliedSet::default(),

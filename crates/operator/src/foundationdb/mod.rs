@@ -122,6 +122,9 @@ pub struct FdbPass {
     pub db_error: Option<String>,
     /// Whether the first `UpdateStatus` ran.
     pub observed: bool,
+    /// The spec hash of each process group's desired Pod, computed once per pass (the spec
+    /// does not change within a pass; `UpdateStatus` runs twice).
+    pub pod_hashes: std::collections::BTreeMap<String, Option<String>>,
     /// This pass holds the global lock (or locks are disabled).
     pub locked: bool,
     /// Applies children.
@@ -204,21 +207,21 @@ pub fn pipeline() -> Pipeline<FdbPass> {
 /// The steps between the two `UpdateStatus` runs, in the seed's order.
 pub fn steps() -> Vec<Box<dyn SubReconciler<FdbPass>>> {
     vec![
-            Box::new(steps::validate_spec::ValidateSpec),
-            Box::new(steps::update_lock_configuration::UpdateLockConfiguration),
-            Box::new(steps::update_config_map::UpdateConfigMap),
-            Box::new(steps::replace_failed::ReplaceFailedProcessGroups),
-            Box::new(steps::add_process_groups::AddProcessGroups),
-            Box::new(steps::add_pvcs::AddPvcs),
-            Box::new(steps::add_pods::AddPods),
-            Box::new(steps::generate_initial_cluster_file::GenerateInitialClusterFile),
-            Box::new(steps::update_pod_config::UpdatePodConfig),
-            Box::new(steps::update_database_configuration::UpdateDatabaseConfiguration),
-            Box::new(steps::choose_removals::ChooseRemovals),
-            Box::new(steps::exclude_processes::ExcludeProcesses),
-            Box::new(steps::change_coordinators::ChangeCoordinators),
-            Box::new(steps::bounce_processes::BounceProcesses),
-            Box::new(steps::update_pods::UpdatePods),
-            Box::new(steps::remove_process_groups::RemoveProcessGroups),
+        Box::new(steps::validate_spec::ValidateSpec),
+        Box::new(steps::update_lock_configuration::UpdateLockConfiguration),
+        Box::new(steps::update_config_map::UpdateConfigMap),
+        Box::new(steps::replace_failed::ReplaceFailedProcessGroups),
+        Box::new(steps::add_process_groups::AddProcessGroups),
+        Box::new(steps::add_pvcs::AddPvcs),
+        Box::new(steps::add_pods::AddPods),
+        Box::new(steps::generate_initial_cluster_file::GenerateInitialClusterFile),
+        Box::new(steps::update_pod_config::UpdatePodConfig),
+        Box::new(steps::update_database_configuration::UpdateDatabaseConfiguration),
+        Box::new(steps::choose_removals::ChooseRemovals),
+        Box::new(steps::exclude_processes::ExcludeProcesses),
+        Box::new(steps::change_coordinators::ChangeCoordinators),
+        Box::new(steps::bounce_processes::BounceProcesses),
+        Box::new(steps::update_pods::UpdatePods),
+        Box::new(steps::remove_process_groups::RemoveProcessGroups),
     ]
 }

@@ -99,14 +99,22 @@ impl Objects {
             return ip.clone();
         }
         self.next_ip += 1;
-        let ip = format!("10.{}.{}.{}", self.next_ip / 65536, (self.next_ip / 256) % 256, self.next_ip % 256);
+        let ip = format!(
+            "10.{}.{}.{}",
+            self.next_ip / 65536,
+            (self.next_ip / 256) % 256,
+            self.next_ip % 256
+        );
         self.ips.insert(name.to_owned(), ip.clone());
         ip
     }
 
     /// The zone of Pod `name` (n1 before it is placed).
     pub fn zone(&self, name: &str) -> String {
-        self.zones.get(name).cloned().unwrap_or_else(|| "n1".to_owned())
+        self.zones
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| "n1".to_owned())
     }
 
     fn place(&mut self, name: &str) {
@@ -169,7 +177,9 @@ pub(super) fn client(shared: Shared) -> kube::Client {
             let response = Response::builder()
                 .status(code)
                 .header("content-type", "application/json")
-                .body(kube::client::Body::from(serde_json::to_vec(&out).unwrap_or_default()))
+                .body(kube::client::Body::from(
+                    serde_json::to_vec(&out).unwrap_or_default(),
+                ))
                 .expect("a response");
             Ok::<_, Infallible>(response)
         }
@@ -216,7 +226,10 @@ fn handle(shared: &Shared, parts: &http::request::Parts, body: &[u8]) -> (u16, V
         .to_owned();
     let (pass, step) = (o.pass, o.step);
     let unexpected = |o: &mut Objects| {
-        let what = format!("unexpected request {} {} ({content_type})", parts.method, parts.uri);
+        let what = format!(
+            "unexpected request {} {} ({content_type})",
+            parts.method, parts.uri
+        );
         o.violations.push(what.clone());
         status(500, "InternalError", what)
     };
@@ -234,7 +247,11 @@ fn handle(shared: &Shared, parts: &http::request::Parts, body: &[u8]) -> (u16, V
             };
             let name = pod.metadata.name.clone().unwrap_or_default();
             if o.pods.contains_key(&name) {
-                return status(409, "AlreadyExists", format!("pods \"{name}\" already exists"));
+                return status(
+                    409,
+                    "AlreadyExists",
+                    format!("pods \"{name}\" already exists"),
+                );
             }
             let version = o.version();
             pod.metadata.resource_version = Some(version);
@@ -254,7 +271,11 @@ fn handle(shared: &Shared, parts: &http::request::Parts, body: &[u8]) -> (u16, V
             };
             let name = claim.metadata.name.clone().unwrap_or_default();
             if o.claims.contains_key(&name) {
-                return status(409, "AlreadyExists", format!("claim \"{name}\" already exists"));
+                return status(
+                    409,
+                    "AlreadyExists",
+                    format!("claim \"{name}\" already exists"),
+                );
             }
             let version = o.version();
             claim.metadata.resource_version = Some(version);
@@ -313,9 +334,9 @@ fn handle(shared: &Shared, parts: &http::request::Parts, body: &[u8]) -> (u16, V
             };
             let only_annotations = patch.as_object().is_some_and(|m| {
                 m.len() == 1
-                    && m.get("metadata").and_then(Value::as_object).is_some_and(|md| {
-                        md.len() == 1 && md.contains_key("annotations")
-                    })
+                    && m.get("metadata")
+                        .and_then(Value::as_object)
+                        .is_some_and(|md| md.len() == 1 && md.contains_key("annotations"))
             });
             if !only_annotations {
                 return unexpected(&mut o);

@@ -36,9 +36,9 @@ impl Objects {
     /// A storage group whose process still holds data: not excluded, or excluded and draining.
     fn holds_data(&self, state: &State, g: &GroupView) -> bool {
         g.class == ProcessClass::Storage.as_str()
-            && self.address(&g.id).is_none_or(|a| {
-                !excluded(state, &a, &g.id) || state.draining.contains(&a)
-            })
+            && self
+                .address(&g.id)
+                .is_none_or(|a| !excluded(state, &a, &g.id) || state.draining.contains(&a))
     }
 }
 
@@ -141,7 +141,11 @@ impl World {
                 .filter(|g| g.process_class == Some(class))
                 .collect();
             if groups.len() != usize::try_from(want).unwrap_or(0) {
-                return Err(format!("{} groups of {}, {want} wanted", groups.len(), class.as_str()));
+                return Err(format!(
+                    "{} groups of {}, {want} wanted",
+                    groups.len(),
+                    class.as_str()
+                ));
             }
             for g in groups {
                 if o.down(&state, &g.process_group_id) {
@@ -149,7 +153,11 @@ impl World {
                 }
             }
         }
-        if let Some(g) = status.process_groups.iter().find(|g| g.removal_timestamp.is_some()) {
+        if let Some(g) = status
+            .process_groups
+            .iter()
+            .find(|g| g.removal_timestamp.is_some())
+        {
             return Err(format!("{} still marked for removal", g.process_group_id));
         }
         let generation = self.cluster.metadata.generation;
@@ -172,7 +180,13 @@ impl World {
         if let Some(v) = violations.first() {
             self.fail(v.clone());
         }
-        let news = self.model.state().changes.iter().filter(|c| c.starts_with("configure new")).count();
+        let news = self
+            .model
+            .state()
+            .changes
+            .iter()
+            .filter(|c| c.starts_with("configure new"))
+            .count();
         if news > 1 {
             self.fail("configure new ran twice".into());
         }

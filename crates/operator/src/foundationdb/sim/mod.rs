@@ -40,7 +40,7 @@ use world::{Stats, World};
 /// The namespace.
 const NS: &str = "db";
 /// Rounds of random events per seed.
-const ROUNDS: u32 = 40;
+const ROUNDS: u32 = 32;
 /// Passes without events in which everything must converge.
 const SETTLE_PASSES: u32 = 200;
 /// Simulated time per pass.
@@ -53,11 +53,21 @@ async fn run(seed: u64) -> Stats {
         w.pass().await;
         w.check();
     }
+    // A converged operator is woken by an event (a watch, a spec edit) or by its resync
+    // (every third round): quiet rounds in between run no pass.
+    let mut quiet = 0;
     for _ in 0..ROUNDS {
-        if w.rng.random_bool(0.4) {
+        let event = w.rng.random_bool(0.4);
+        if event {
             w.event();
             w.check();
         }
+        if !event && w.converged_last && quiet < 2 {
+            quiet += 1;
+            w.clock.advance(PASS);
+            continue;
+        }
+        quiet = 0;
         w.pass().await;
         w.check();
     }
@@ -150,7 +160,13 @@ fn run_half(h: u64) {
     if let Some(seed) = env_u64("FDB_SIM_SEED") {
         if h == 0 {
             let stats = run_reporting(seed);
-            eprintln!("seed {seed}: {:?}", Stats { digest: String::new(), ..stats });
+            eprintln!(
+                "seed {seed}: {:?}",
+                Stats {
+                    digest: String::new(),
+                    ..stats
+                }
+            );
         }
         return;
     }

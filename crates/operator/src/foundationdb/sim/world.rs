@@ -75,8 +75,7 @@ impl SubReconciler<FdbPass> for Traced {
                     class: g
                         .process_class
                         .or_else(|| {
-                            build::parse_group_id(&pass.prefix, &g.process_group_id)
-                                .map(|(c, _)| c)
+                            build::parse_group_id(&pass.prefix, &g.process_group_id).map(|(c, _)| c)
                         })
                         .map_or("", ProcessClass::as_str)
                         .to_owned(),
@@ -100,6 +99,8 @@ pub(super) struct World {
     ctx: Arc<Context>,
     metrics: Metrics,
     pub pass_no: u32,
+    /// The last pass converged (and was not cut short).
+    pub converged_last: bool,
     /// Processes gone (a kill) until this pass, by Pod.
     down: BTreeMap<String, u32>,
     /// The configuration each monitor report carries, by Pod.
@@ -119,7 +120,12 @@ pub(super) struct World {
     settings: Settings,
 }
 
-fn context(client: &kube::Client, clock: &ManualClock, model: &ModelFdb, settings: Settings) -> (Arc<Context>, Metrics) {
+fn context(
+    client: &kube::Client,
+    clock: &ManualClock,
+    model: &ModelFdb,
+    settings: Settings,
+) -> (Arc<Context>, Metrics) {
     let metrics = Metrics::new();
     let webhooks = WebhookSender::new(&WebhookArgs::default(), metrics.clone()).expect("webhooks");
     let mut ctx = Context::new(
@@ -131,7 +137,8 @@ fn context(client: &kube::Client, clock: &ManualClock, model: &ModelFdb, setting
         None,
         "sim".into(),
     );
-    ctx.seams.insert::<Arc<dyn FdbAdmin>>(Arc::new(model.clone()));
+    ctx.seams
+        .insert::<Arc<dyn FdbAdmin>>(Arc::new(model.clone()));
     ctx.seams.insert::<Settings>(settings);
     (Arc::new(ctx), metrics)
 }
@@ -187,6 +194,7 @@ impl World {
             ctx,
             metrics,
             pass_no: 0,
+            converged_last: false,
             down: BTreeMap::new(),
             started: BTreeMap::new(),
             report_configs: BTreeMap::new(),
@@ -213,7 +221,10 @@ impl World {
     }
 
     pub fn fail(&self, why: String) -> ! {
-        let mut text = format!("FDB_SIM_SEED={} failed at pass {}: {why}\nlast actions:\n", self.seed, self.pass_no);
+        let mut text = format!(
+            "FDB_SIM_SEED={} failed at pass {}: {why}\nlast actions:\n",
+            self.seed, self.pass_no
+        );
         for l in &self.log {
             text.push_str("  ");
             text.push_str(l);
@@ -229,12 +240,21 @@ impl World {
         let mut o = api::lock(&self.api);
         o.now = now;
         o.pass = self.pass_no;
-        o.linger = if self.pass_no < self.linger_until { 1 + (self.pass_no % 3) } else { 0 };
+        o.linger = if self.pass_no < self.linger_until {
+            1 + (self.pass_no % 3)
+        } else {
+            0
+        };
         o.expire();
         let (pod_store, mut pod_writer) = reflector::store::<CachedPod>();
-        let (claim_store, mut claim_writer) = reflector::store::<CachedMeta<PersistentVolumeClaim>>();
+        let (claim_store, mut claim_writer) =
+            reflector::store::<CachedMeta<PersistentVolumeClaim>>();
         let mut state = self.model.state();
-        if let Some(cs) = self.cluster.status.as_ref().and_then(|s| s.connection_string.clone())
+        if let Some(cs) = self
+            .cluster
+            .status
+            .as_ref()
+            .and_then(|s| s.connection_string.clone())
             && state.connection_string.is_empty()
         {
             state.connection_string = cs;
@@ -306,7 +326,9 @@ impl World {
                     p.uptime = (now_s - self.started[&address]) as f64 + 1.0;
                 }
                 let current = state.reports.get(id).is_some_and(|r| {
-                    self.report_configs.get(id).is_some_and(|c| c == config_text)
+                    self.report_configs
+                        .get(id)
+                        .is_some_and(|c| c == config_text)
                         && !r.is_empty()
                 });
                 if !current {
@@ -348,8 +370,9 @@ impl World {
         }
         state.seconds_since_recovery = (now_s - self.last_recovery) as f64;
         for claim in o.claims.values() {
-            claim_writer
-                .apply_watcher_event(&watcher::Event::Apply(CachedMeta::new(claim.metadata.clone())));
+            claim_writer.apply_watcher_event(&watcher::Event::Apply(CachedMeta::new(
+                claim.metadata.clone(),
+            )));
         }
         let config_map = o.config_map.as_ref().and_then(|v| {
             let meta = serde_json::from_value(v["metadata"].clone()).ok()?;
@@ -361,7 +384,11 @@ impl World {
         });
         drop(state);
         drop(o);
-        let moves = if self.pass_no < self.slow_moves_until { 0.2 } else { 1.0 };
+        let moves = if self.pass_no < self.slow_moves_until {
+            0.2
+        } else {
+            1.0
+        };
         if self.rng.random_bool(moves) {
             self.model.finish_moves();
         }
@@ -410,6 +437,7 @@ impl World {
             PassResult::Stopped { step, reason, .. } => format!("stopped at {step}: {reason}"),
             PassResult::Failed { step, message, .. } => format!("failed at {step}: {message}"),
         };
+        self.converged_last = crash.is_none() && report.result == PassResult::Converged;
         if let Some(n) = crash {
             self.note(format!("pass {}: crashed after {n} steps", self.pass_no));
             self.crash_after = None;
@@ -431,8 +459,10 @@ impl World {
         }
         let changes = self.model.state().changes.clone();
         self.stats.exclusions = changes.iter().filter(|c| c.starts_with("exclude")).count() as u32;
-        self.stats.coordinator_changes =
-            changes.iter().filter(|c| c.starts_with("coordinators")).count() as u32;
+        self.stats.coordinator_changes = changes
+            .iter()
+            .filter(|c| c.starts_with("coordinators"))
+            .count() as u32;
         self.stats.bounces = changes.iter().filter(|c| c.starts_with("kill")).count() as u32;
         self.clock.advance(PASS);
     }
@@ -448,7 +478,11 @@ impl World {
         let now = self.clock.now().as_second();
         let pods: Vec<String> = {
             let o = api::lock(&self.api);
-            o.pods.keys().filter(|p| !o.terminating.contains_key(*p)).cloned().collect()
+            o.pods
+                .keys()
+                .filter(|p| !o.terminating.contains_key(*p))
+                .cloned()
+                .collect()
         };
         match self.rng.random_range(0..12) {
             0 | 1 => {
@@ -456,7 +490,10 @@ impl World {
                 c.storage = self.rng.random_range(3..=6);
                 c.log = self.rng.random_range(2..=4);
                 c.stateless = self.rng.random_range(1..=2);
-                let line = format!("event: counts storage {} log {} stateless {}", c.storage, c.log, c.stateless);
+                let line = format!(
+                    "event: counts storage {} log {} stateless {}",
+                    c.storage, c.log, c.stateless
+                );
                 self.bump();
                 self.note(line);
             }
@@ -468,7 +505,10 @@ impl World {
                     vec![format!("knob_max_trace_lines={}", n * 1000)]
                 };
                 self.bump();
-                self.note(format!("event: custom parameters {:?}", self.cluster.spec.custom_parameters));
+                self.note(format!(
+                    "event: custom parameters {:?}",
+                    self.cluster.spec.custom_parameters
+                ));
             }
             3 => {
                 let team = format!("t{}", self.rng.random_range(0..3));
@@ -502,7 +542,9 @@ impl World {
                     let n = self.rng.random_range(0..steps().len());
                     self.crash_after = Some(n);
                     self.stats.dropped_passes += 1;
-                    self.note(format!("event: operator restart; the next pass crashes after {n} steps"));
+                    self.note(format!(
+                        "event: operator restart; the next pass crashes after {n} steps"
+                    ));
                 } else {
                     self.note("event: operator restart".into());
                 }
@@ -523,13 +565,20 @@ impl World {
                     start: now,
                     end: now + seconds,
                 };
-                self.model.state().kv.insert(LOCK_KEY.to_vec(), other.pack());
-                self.note(format!("event: another instance holds the lock for {seconds}s"));
+                self.model
+                    .state()
+                    .kv
+                    .insert(LOCK_KEY.to_vec(), other.pack());
+                self.note(format!(
+                    "event: another instance holds the lock for {seconds}s"
+                ));
             }
             _ => {
                 let passes = self.rng.random_range(3..=10);
                 self.linger_until = self.pass_no + passes;
-                self.note(format!("event: deleted Pods terminate slowly for {passes} passes"));
+                self.note(format!(
+                    "event: deleted Pods terminate slowly for {passes} passes"
+                ));
             }
         }
     }

@@ -192,11 +192,16 @@ fn analyse(pass: &mut FdbPass) {
             now,
         );
         // The Pod's spec and its monitor's configuration.
-        let desired_pod = build::pod(&pass.cluster, &g.process_group_id, class);
-        let want_hash = desired_pod
-            .as_ref()
-            .and_then(|p| p.metadata.annotations.as_ref())
-            .and_then(|a| a.get(SPEC_HASH).cloned());
+        let want_hash = pass
+            .pod_hashes
+            .entry(g.process_group_id.clone())
+            .or_insert_with(|| {
+                build::pod(&pass.cluster, &g.process_group_id, class)
+                    .as_ref()
+                    .and_then(|p| p.metadata.annotations.as_ref())
+                    .and_then(|a| a.get(SPEC_HASH).cloned())
+            })
+            .clone();
         set_condition(
             g,
             c::INCORRECT_POD_SPEC,
