@@ -125,6 +125,8 @@ pub struct FdbPass {
     /// The spec hash of each process group's desired Pod, computed once per pass (the spec
     /// does not change within a pass; `UpdateStatus` runs twice).
     pub pod_hashes: std::collections::BTreeMap<String, Option<String>>,
+    /// The process groups whose Pods AddPods created on this pass (not in the cache yet).
+    pub created_pods: Vec<String>,
     /// This pass holds the global lock (or locks are disabled).
     pub locked: bool,
     /// Applies children.

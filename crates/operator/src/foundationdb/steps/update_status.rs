@@ -160,7 +160,13 @@ fn analyse(pass: &mut FdbPass) {
             .flatten();
         if let Some(p) = pod {
             if let Some(ip) = p.status.as_ref().and_then(|s| s.pod_ip.clone()) {
-                g.addresses = vec![ip];
+                // A group being removed keeps its old addresses: all of them must be excluded
+                // (its Pod may have come back with a new IP) and included again at the end.
+                if g.removal_timestamp.is_none() {
+                    g.addresses = vec![ip];
+                } else if !g.addresses.contains(&ip) {
+                    g.addresses.push(ip);
+                }
             }
             if let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.clone()) {
                 g.fault_domain = Some(node);
@@ -225,11 +231,15 @@ fn analyse(pass: &mut FdbPass) {
             let id = g.process_group_id.clone();
             let processes: Vec<_> = db.processes_of(&id).collect();
             set_condition(g, c::MISSING_PROCESSES, processes.is_empty(), now);
-            let excluded = processes.iter().any(|p| p.excluded)
-                || g.addresses
-                    .iter()
-                    .any(|a| db.is_excluded(a, &g.process_group_id))
-                || db.is_excluded("", &g.process_group_id);
+            // Excluded by locality, or every address it has had excluded.
+            let excluded = db.is_excluded("", &g.process_group_id)
+                || if g.addresses.is_empty() {
+                    processes.iter().any(|p| p.excluded)
+                } else {
+                    g.addresses
+                        .iter()
+                        .all(|a| db.is_excluded(a, &g.process_group_id))
+                };
             set_condition(g, c::EXCLUDED, excluded, now);
             // Compared with the configuration the monitor runs: a process whose monitor has
             // not taken the new configuration yet is `IncorrectConfigMap`, not this.
