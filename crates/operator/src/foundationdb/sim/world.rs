@@ -164,14 +164,10 @@ impl World {
             let mut s = model.state();
             s.available = true;
         }
-        // A recreated Pod gets a new IP in half the seeds; those exclude by locality (by
-        // address, the exclusion of a group being removed whose Pod comes back with a new IP
-        // is not the new process's: see docs/technical_design.md, "Simulation").
+        // A recreated Pod gets a new IP in half the seeds; half the seeds exclude by locality,
+        // the others by address.
         let fresh_ips = rng.random_bool(0.5);
-        // `FDB_SIM_ADDRESS_EXCLUSION=1` excludes by address whatever the IPs do (it shows the
-        // problem; the seeds fail).
-        let by_address = std::env::var("FDB_SIM_ADDRESS_EXCLUSION").is_ok_and(|v| v == "1");
-        let localities = !by_address && (fresh_ips || rng.random_bool(0.5));
+        let localities = rng.random_bool(0.5);
         let mut cluster = cluster;
         cluster.spec.use_localities_for_exclusion = localities;
         let api: Shared = Arc::new(std::sync::Mutex::new(Objects::new(
