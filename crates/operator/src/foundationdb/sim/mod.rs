@@ -1,7 +1,12 @@
 //! (tests) Deterministic simulation of the FoundationDB engine: seeded runs of the real
 //! pipeline (`foundationdb::steps`, every step, in order) against the admin model, with the
 //! Kubernetes API faked in memory (`api`: a `kube::Client` over a `tower::service_fn`), the
-//! clock a `ManualClock`, and random events between passes — spec edits (process counts,
+//! clock a `ManualClock`. The world places each Pod in one of three zones (a topology spread,
+//! kept with its claim), gives it an address (in half the seeds a new one whenever the Pod is
+//! recreated; half the seeds exclude by locality, half by address) and a process in the model
+//! with its monitor's command line; killed Pods lose their process; `seconds_since_last_
+//! recovered` follows the clock and resets on a bounce, on the loss of a transaction-system
+//! process and on a random recovery. Random events between passes — spec edits (process counts,
 //! custom parameters → a bounce, Pod template labels → Pod updates), Pod kills (a Pod deleted,
 //! or its process gone for a few passes or long enough to be replaced), operator restarts
 //! (only the stored status survives; sometimes the pass crashes midway: only a prefix of the
