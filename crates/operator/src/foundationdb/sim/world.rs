@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::PodStatus;
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, PodStatus};
+use kube::core::PartialObjectMeta;
 use kube::runtime::{reflector, watcher};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -582,6 +583,3 @@ impl World {
         }
     }
 }
-
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim};
-use kube::core::PartialObjectMeta;
