@@ -104,6 +104,8 @@ pub(super) struct World {
     pub converged_last: bool,
     /// Processes gone (a kill) until this pass, by Pod.
     down: BTreeMap<String, u32>,
+    /// Each class's monitor configuration (and its text) at a generation.
+    configs: Option<(i64, BTreeMap<&'static str, (serde_json::Value, String)>)>,
     /// The configuration each monitor report carries, by Pod.
     report_configs: BTreeMap<String, String>,
     /// When each process (by address) started.
@@ -198,6 +200,7 @@ impl World {
             down: BTreeMap::new(),
             started: BTreeMap::new(),
             report_configs: BTreeMap::new(),
+            configs: None,
             last_recovery: now - 1000,
             slow_moves_until: 0,
             linger_until: 0,
@@ -261,14 +264,19 @@ impl World {
         }
         let mut alive = Vec::new();
         let mut recovered = false;
-        let configs: BTreeMap<&str, (serde_json::Value, String)> = ProcessClass::ALL
-            .into_iter()
-            .map(|c| {
-                let config = build::monitor_config(&self.cluster, c);
-                let text = config.to_string();
-                (c.as_str(), (config, text))
-            })
-            .collect();
+        let generation = self.cluster.metadata.generation.unwrap_or_default();
+        if self.configs.as_ref().is_none_or(|(g, _)| *g != generation) {
+            let configs = ProcessClass::ALL
+                .into_iter()
+                .map(|c| {
+                    let config = build::monitor_config(&self.cluster, c);
+                    let text = config.to_string();
+                    (c.as_str(), (config, text))
+                })
+                .collect();
+            self.configs = Some((generation, configs));
+        }
+        let configs = &self.configs.as_ref().expect("computed").1;
         for (id, pod) in &o.pods {
             let ip = o.ips.get(id).cloned().unwrap_or_default();
             let zone = o.zone(id);

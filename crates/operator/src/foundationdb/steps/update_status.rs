@@ -148,6 +148,11 @@ fn analyse(pass: &mut FdbPass) {
     let pods = group_pods(pass);
     let db = pass.db.clone();
     let mut groups = std::mem::take(&mut pass.status.process_groups);
+    // Each class's monitor configuration, once.
+    let configs: Vec<(ProcessClass, serde_json::Value)> = ProcessClass::ALL
+        .into_iter()
+        .map(|c| (c, build::monitor_config(&pass.cluster, c)))
+        .collect();
     for g in &mut groups {
         let Some(class) = class_of(pass, g) else {
             continue;
@@ -214,14 +219,18 @@ fn analyse(pass: &mut FdbPass) {
             pod.is_some_and(|p| p.annotations().get(SPEC_HASH) != want_hash.as_deref()),
             now,
         );
-        let want_config = build::monitor_config(&pass.cluster, class);
+        let want_config = &configs
+            .iter()
+            .find(|(c, _)| *c == class)
+            .expect("every class")
+            .1;
         let current_config = pod
             .and_then(|p| p.annotations().get(CURRENT_CONFIGURATION))
             .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok());
         set_condition(
             g,
             c::INCORRECT_CONFIG_MAP,
-            pod.is_some() && current_config.as_ref() != Some(&want_config),
+            pod.is_some() && current_config.as_ref() != Some(want_config),
             now,
         );
         let environment: Option<BTreeMap<String, String>> = pod
@@ -247,7 +256,7 @@ fn analyse(pass: &mut FdbPass) {
                 .as_ref()
                 .zip(environment.as_ref())
                 .and_then(|(conf, env)| build::command_line(conf, env));
-            let wrong = current_config.as_ref() == Some(&want_config)
+            let wrong = current_config.as_ref() == Some(want_config)
                 && expected
                     .is_some_and(|e| processes.iter().any(|p| arguments_of(&p.command_line) != e));
             set_condition(g, c::INCORRECT_COMMAND_LINE, wrong, now);
