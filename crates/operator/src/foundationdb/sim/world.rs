@@ -32,6 +32,9 @@ use crate::resources::pods::{CachedPod, CachedPodSpec};
 use crate::runtime::context::Context;
 use crate::webhook::WebhookSender;
 
+/// Each class's monitor configuration and its text.
+type Configs = BTreeMap<&'static str, (serde_json::Value, String)>;
+
 /// What a seed did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -105,7 +108,7 @@ pub(super) struct World {
     /// Processes gone (a kill) until this pass, by Pod.
     down: BTreeMap<String, u32>,
     /// Each class's monitor configuration (and its text) at a generation.
-    configs: Option<(i64, BTreeMap<&'static str, (serde_json::Value, String)>)>,
+    configs: Option<(i64, Configs)>,
     /// The configuration each monitor report carries, by Pod.
     report_configs: BTreeMap<String, String>,
     /// When each process (by address) started.

@@ -219,11 +219,14 @@ fn analyse(pass: &mut FdbPass) {
             pod.is_some_and(|p| p.annotations().get(SPEC_HASH) != want_hash.as_deref()),
             now,
         );
-        let want_config = &configs
-            .iter()
-            .find(|(c, _)| *c == class)
-            .expect("every class")
-            .1;
+        let computed;
+        let want_config = match configs.iter().find(|(c, _)| *c == class) {
+            Some((_, config)) => config,
+            None => {
+                computed = build::monitor_config(&pass.cluster, class);
+                &computed
+            }
+        };
         let current_config = pod
             .and_then(|p| p.annotations().get(CURRENT_CONFIGURATION))
             .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok());
