@@ -54,6 +54,8 @@ pub fn new_pass(
         db: None,
         db_error: None,
         observed: false,
+        pod_hashes: Default::default(),
+        created_pods: Vec::new(),
         locked: false,
         applier: Applier::new(ctx.client.clone(), CONTROLLER).with_memo(ctx.applied.clone()),
         applied: AppliedSet::default(),

@@ -14,6 +14,8 @@ pub mod controller;
 pub mod engine;
 pub mod lock;
 pub mod plan;
+#[cfg(test)]
+mod sim;
 pub mod steps;
 pub mod validate;
 
@@ -22,7 +24,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Service};
 use steward_api::foundationdb::{FoundationDBCluster, FoundationDBClusterStatus};
 
-use crate::pipeline::{Pass, PassCore, Pipeline};
+use crate::pipeline::{Pass, PassCore, Pipeline, SubReconciler};
 use crate::resources::packed::CachedMeta;
 use crate::resources::pods::CachedPod;
 use crate::resources::{AppliedSet, Applier};
@@ -120,6 +122,11 @@ pub struct FdbPass {
     pub db_error: Option<String>,
     /// Whether the first `UpdateStatus` ran.
     pub observed: bool,
+    /// The spec hash of each process group's desired Pod, computed once per pass (the spec
+    /// does not change within a pass; `UpdateStatus` runs twice).
+    pub pod_hashes: std::collections::BTreeMap<String, Option<String>>,
+    /// The process groups whose Pods AddPods created on this pass (not in the cache yet).
+    pub created_pods: Vec<String>,
     /// This pass holds the global lock (or locks are disabled).
     pub locked: bool,
     /// Applies children.
@@ -195,23 +202,28 @@ pub fn pipeline() -> Pipeline<FdbPass> {
     Pipeline::new(
         CONTROLLER,
         Box::new(steps::update_status::UpdateStatus),
-        vec![
-            Box::new(steps::validate_spec::ValidateSpec),
-            Box::new(steps::update_lock_configuration::UpdateLockConfiguration),
-            Box::new(steps::update_config_map::UpdateConfigMap),
-            Box::new(steps::replace_failed::ReplaceFailedProcessGroups),
-            Box::new(steps::add_process_groups::AddProcessGroups),
-            Box::new(steps::add_pvcs::AddPvcs),
-            Box::new(steps::add_pods::AddPods),
-            Box::new(steps::generate_initial_cluster_file::GenerateInitialClusterFile),
-            Box::new(steps::update_pod_config::UpdatePodConfig),
-            Box::new(steps::update_database_configuration::UpdateDatabaseConfiguration),
-            Box::new(steps::choose_removals::ChooseRemovals),
-            Box::new(steps::exclude_processes::ExcludeProcesses),
-            Box::new(steps::change_coordinators::ChangeCoordinators),
-            Box::new(steps::bounce_processes::BounceProcesses),
-            Box::new(steps::update_pods::UpdatePods),
-            Box::new(steps::remove_process_groups::RemoveProcessGroups),
-        ],
+        steps(),
     )
+}
+
+/// The steps between the two `UpdateStatus` runs, in the seed's order.
+pub fn steps() -> Vec<Box<dyn SubReconciler<FdbPass>>> {
+    vec![
+        Box::new(steps::validate_spec::ValidateSpec),
+        Box::new(steps::update_lock_configuration::UpdateLockConfiguration),
+        Box::new(steps::update_config_map::UpdateConfigMap),
+        Box::new(steps::replace_failed::ReplaceFailedProcessGroups),
+        Box::new(steps::add_process_groups::AddProcessGroups),
+        Box::new(steps::add_pvcs::AddPvcs),
+        Box::new(steps::add_pods::AddPods),
+        Box::new(steps::generate_initial_cluster_file::GenerateInitialClusterFile),
+        Box::new(steps::update_pod_config::UpdatePodConfig),
+        Box::new(steps::update_database_configuration::UpdateDatabaseConfiguration),
+        Box::new(steps::choose_removals::ChooseRemovals),
+        Box::new(steps::exclude_processes::ExcludeProcesses),
+        Box::new(steps::change_coordinators::ChangeCoordinators),
+        Box::new(steps::bounce_processes::BounceProcesses),
+        Box::new(steps::update_pods::UpdatePods),
+        Box::new(steps::remove_process_groups::RemoveProcessGroups),
+    ]
 }

@@ -42,6 +42,8 @@ pub struct State {
     pub excluded: Vec<String>,
     /// Excluded storage addresses whose data has not moved yet.
     pub draining: BTreeSet<String>,
+    /// The instance ID (process group) of each address ever seen draining.
+    pub draining_ids: BTreeMap<String, String>,
     /// The connection string.
     pub connection_string: String,
     /// Keys.
@@ -208,7 +210,7 @@ impl State {
                     if !self.excluded.iter().any(|e| e == w) {
                         self.excluded.push((*w).to_owned());
                     }
-                    let storage: Vec<String> = self
+                    let storage: Vec<(String, String)> = self
                         .processes
                         .iter()
                         .filter(|(a, p)| {
@@ -217,20 +219,32 @@ impl State {
                                     || a.starts_with(&format!("{w}:"))
                                     || format!("locality_instance_id:{}", p.instance_id) == *w)
                         })
-                        .map(|(a, _)| a.clone())
+                        .map(|(a, p)| (a.clone(), p.instance_id.clone()))
                         .collect();
-                    self.draining.extend(storage);
+                    self.draining.extend(storage.iter().map(|(a, _)| a.clone()));
+                    self.draining_ids.extend(storage);
                 }
                 self.changes.push(command.to_owned());
                 Ok(String::new())
             }
             ["exclude", what @ ..] => {
                 needs_db(self)?;
+                let on = |a: &str, id: Option<&str>| {
+                    what.iter().any(|w| {
+                        a == *w
+                            || a.starts_with(&format!("{w}:"))
+                            || id.is_some_and(|id| *w == format!("locality_instance_id:{id}"))
+                    })
+                };
+                // A storage server whose process is gone still holds its data until data
+                // distribution has moved it: the waiting exclude waits for it too.
                 let busy = self.processes.iter().any(|(a, p)| {
-                    what.iter()
-                        .any(|w| a == w || a.starts_with(&format!("{w}:")))
+                    on(a, Some(&p.instance_id))
                         && !self.roles(a, p).iter().all(|r| *r == "coordinator")
-                });
+                }) || self
+                    .draining
+                    .iter()
+                    .any(|a| on(a, self.draining_ids.get(a).map(String::as_str)));
                 if busy {
                     return Err(unavailable());
                 }

@@ -44,7 +44,7 @@ impl SubReconciler<FdbPass> for AddPods {
                 });
             };
             match api.create(&PostParams::default(), &pod).await {
-                Ok(_) => {}
+                Ok(_) => pass.created_pods.push(g.process_group_id.clone()),
                 Err(kube::Error::Api(e)) if e.code == 409 => {}
                 Err(source) => {
                     return Err(Error::kube(

@@ -82,11 +82,19 @@ impl SubReconciler<FdbPass> for RemoveProcessGroups {
             let id = g.process_group_id.clone();
             // 1. The exclusion.
             if g.exclusion_timestamp.is_none() && !g.exclusion_skipped {
+                // Its Pod came back on this pass (AddPods): not in the cache yet, its process
+                // (perhaps at a new address) not up yet — nothing can be confirmed about it.
+                if pass.created_pods.contains(&id) {
+                    waiting.push(format!("{id}: its Pod was just created again"));
+                    continue;
+                }
                 let Some(db) = &db else {
                     waiting.push(format!("{id}: no database status to confirm its exclusion"));
                     continue;
                 };
-                let excluded = g.addresses.iter().any(|a| db.is_excluded(a, &id))
+                // Every address it has had, or its locality.
+                let excluded = (!g.addresses.is_empty()
+                    && g.addresses.iter().all(|a| db.is_excluded(a, &id)))
                     || (pass.cluster.spec.use_localities_for_exclusion && db.is_excluded("-", &id));
                 if !excluded {
                     waiting.push(format!("{id}: not excluded yet"));

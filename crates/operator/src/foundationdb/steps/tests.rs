@@ -492,3 +492,101 @@ async fn a_knob_is_bounced_after_the_uptime_rule_and_a_pod_spec_change_goes_zone
     );
     let _ = GROUP_LABEL;
 }
+
+#[tokio::test]
+async fn a_lock_wait_whose_need_went_away_does_not_hold_reconciled_back() {
+    // Found by the simulation (FDB_SIM_SEED=37): `needsLock` was only cleared when the lock
+    // was taken, so once nothing needed the lock any more the cluster never reconciled.
+    let mut h = Harness::start(spec()).await;
+    h.passes(10).await;
+    let now = h.clock.now().as_second();
+    let other = LockValue {
+        id: "dc2".into(),
+        start: now,
+        end: now + 600,
+    };
+    h.model.state().kv.insert(LOCK_KEY.to_vec(), other.pack());
+    // A Pod spec change: UpdatePods waits for the lock.
+    h.cluster.spec.pod_template.labels = BTreeMap::from([("team".into(), "a".into())]);
+    h.cluster.metadata.generation = Some(2);
+    h.passes(2).await;
+    assert_eq!(h.status().common.generations.needs_lock, Some(2));
+    // Reverted: nothing needs the lock any more.
+    h.cluster.spec.pod_template.labels = BTreeMap::new();
+    h.cluster.metadata.generation = Some(3);
+    h.passes(3).await;
+    assert_eq!(h.status().common.generations.needs_lock, None);
+    assert_eq!(
+        h.status().common.generations.reconciled,
+        Some(3),
+        "{:?}",
+        h.status().common.generations
+    );
+}
+
+#[tokio::test]
+async fn a_group_being_removed_whose_pod_comes_back_with_a_new_ip_is_excluded_at_both() {
+    // Found by the simulation (changing Pod IPs, exclusions by address): log-3's old address
+    // was excluded, its Pod was lost and created again by AddPods with a new IP; on that same
+    // pass the missing-process rule confirmed the old address and the group's claim was
+    // deleted while the new process, not excluded, was coming up.
+    let mut h = Harness::start(serde_json::json!({"version": "7.1.57",
+        "processCounts": {"storage": 3, "log": 3, "stateless": 1}}))
+    .await;
+    h.passes(10).await;
+    h.cluster.spec.process_counts.log = 2;
+    h.cluster.metadata.generation = Some(2);
+    h.pass().await;
+    let old_ip = h.ips["demo-log-3"].clone();
+    let old = format!("{old_ip}:4501");
+    assert!(
+        h.changes()
+            .iter()
+            .any(|c| c.starts_with("exclude") && c.contains(&old)),
+        "{:?}",
+        h.changes()
+    );
+    // The Pod is lost; it comes back with another IP.
+    let pods: Api<Pod> = Api::namespaced(h.plane.client.clone(), NS);
+    pods.delete("demo-log-3", &Default::default())
+        .await
+        .unwrap();
+    h.ips.insert("demo-log-3".into(), "10.1.0.99".into());
+    h.clock.advance(std::time::Duration::from_secs(5));
+    h.pass().await;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(h.plane.client.clone(), NS);
+    assert!(
+        claims.get_opt("demo-log-3-data").await.unwrap().is_some(),
+        "the claim is kept while its Pod comes back: {:?}",
+        h.events
+    );
+    h.clock.advance(std::time::Duration::from_secs(5));
+    h.pass().await;
+    let g = h
+        .status()
+        .process_groups
+        .iter()
+        .find(|g| g.process_group_id == "demo-log-3")
+        .unwrap()
+        .clone();
+    assert_eq!(g.addresses, [old_ip.clone(), "10.1.0.99".to_owned()]);
+    h.passes(10).await;
+    assert!(
+        h.changes()
+            .iter()
+            .any(|c| c.starts_with("exclude") && c.contains("10.1.0.99:4501")),
+        "{:?}",
+        h.changes()
+    );
+    let include = h
+        .changes()
+        .into_iter()
+        .find(|c| c.starts_with("include"))
+        .unwrap_or_default();
+    assert!(
+        include.contains(&old) && include.contains("10.1.0.99:4501"),
+        "{include}: {:?}",
+        h.changes()
+    );
+    assert!(!h.pod_names().await.contains(&"demo-log-3".to_owned()));
+}

@@ -1,16 +1,18 @@
 //! UpdatePods — recreates the Pods built from an old spec (`IncorrectPodSpec`), the Pods of one
-//! zone at a time, under the global lock (seed 002). It waits while any Pod of a group not
-//! being removed is terminating, and — so that two zones are never down together — while any
-//! such group misses its Pod or its process, and until the database is available, fully
-//! replicated and has its coordinators on healthy processes (a recreated Pod gets a new address:
-//! its coordinator is replaced before the next zone goes). Groups marked for removal are left alone. AddPods
-//! creates the new Pods on the next pass.
+//! zone at a time, under the global lock (seed 002). It waits while any Pod of a group is
+//! terminating, and — so that two zones are never down together — while any group misses its
+//! Pod or its process (a group marked for removal counts until its exclusion is complete: its
+//! storage may still hold data; it never gets a new Pod), and until the database is available,
+//! fully replicated and has its coordinators on healthy processes (a recreated Pod gets a new
+//! address: its coordinator is replaced before the next zone goes). AddPods creates the new
+//! Pods on the next pass.
 
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams};
+use steward_api::foundationdb::ProcessGroupStatus;
 
 use super::{SOON, condition, conditions as c, group_pods};
 use crate::error::Error;
@@ -41,6 +43,36 @@ pub fn next_zone(
     Ok(by_zone.into_iter().next())
 }
 
+/// (pure) A process group's row for [`next_zone`]: (id, zone, needs a new Pod, is down or
+/// terminating); `None` for a group that plays no part. A group marked for removal gets no new
+/// Pod, but until its exclusion is complete its storage may still hold data: its being down
+/// holds the update back as any other group's (otherwise the update takes a second zone
+/// down). Once its exclusion is complete it is left alone.
+pub fn row(
+    g: &ProcessGroupStatus,
+    pod_terminating: bool,
+) -> Option<(String, Option<String>, bool, bool)> {
+    let removing = g.removal_timestamp.is_some();
+    if removing && (g.exclusion_timestamp.is_some() || g.exclusion_skipped) {
+        return None;
+    }
+    let down = [
+        c::MISSING_POD,
+        c::MISSING_PROCESSES,
+        c::TERMINATING,
+        c::POD_PENDING,
+    ]
+    .iter()
+    .any(|t| condition(g, t).is_some())
+        || pod_terminating;
+    Some((
+        g.process_group_id.clone(),
+        g.fault_domain.clone(),
+        !removing && condition(g, c::INCORRECT_POD_SPEC).is_some(),
+        down,
+    ))
+}
+
 #[async_trait]
 impl SubReconciler<FdbPass> for UpdatePods {
     fn name(&self) -> &'static str {
@@ -57,25 +89,11 @@ impl SubReconciler<FdbPass> for UpdatePods {
             .status
             .process_groups
             .iter()
-            .filter(|g| g.removal_timestamp.is_none())
-            .map(|g| {
-                let down = [
-                    c::MISSING_POD,
-                    c::MISSING_PROCESSES,
-                    c::TERMINATING,
-                    c::POD_PENDING,
-                ]
-                .iter()
-                .any(|t| condition(g, t).is_some())
-                    || pods
-                        .get(&g.process_group_id)
-                        .is_some_and(|p| p.metadata.deletion_timestamp.is_some());
-                (
-                    g.process_group_id.clone(),
-                    g.fault_domain.clone(),
-                    condition(g, c::INCORRECT_POD_SPEC).is_some(),
-                    down,
-                )
+            .filter_map(|g| {
+                let terminating = pods
+                    .get(&g.process_group_id)
+                    .is_some_and(|p| p.metadata.deletion_timestamp.is_some());
+                row(g, terminating)
             })
             .collect();
         if !groups.iter().any(|g| g.2) {
@@ -151,5 +169,56 @@ impl SubReconciler<FdbPass> for UpdatePods {
             SOON,
             format!("recreating the Pods of zone {zone}"),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use steward_api::foundationdb::ProcessGroupCondition;
+
+    fn group(id: &str, zone: &str, conditions: &[&str]) -> ProcessGroupStatus {
+        let mut g: ProcessGroupStatus =
+            serde_json::from_value(serde_json::json!({"processGroupID": id})).unwrap();
+        g.fault_domain = Some(zone.into());
+        g.conditions = conditions
+            .iter()
+            .map(|t| ProcessGroupCondition {
+                type_: (*t).to_owned(),
+                timestamp: 0,
+            })
+            .collect();
+        g
+    }
+
+    #[test]
+    fn a_down_group_being_removed_holds_the_update_back_until_its_exclusion_completed() {
+        // Found by the simulation (FDB_SIM_SEED=39): storage-6 (zone n3) was marked for
+        // removal with its process gone and its data not moved; UpdatePods deleted zone n1's
+        // Pods, so storage holding data was down in two zones.
+        let update = group("demo-storage-1", "n1", &[c::INCORRECT_POD_SPEC]);
+        let mut removing = group("demo-storage-6", "n3", &[c::MISSING_PROCESSES]);
+        removing.removal_timestamp = Some("2027-01-15T08:00:00Z".into());
+        let rows: Vec<_> = [&update, &removing]
+            .into_iter()
+            .filter_map(|g| row(g, false))
+            .collect();
+        assert_eq!(
+            next_zone(&rows),
+            Err("demo-storage-6 is down or terminating".to_owned())
+        );
+        // Excluded and drained: it no longer counts, and it never needs a new Pod.
+        removing.exclusion_timestamp = Some("2027-01-15T08:05:00Z".into());
+        let rows: Vec<_> = [&update, &removing]
+            .into_iter()
+            .filter_map(|g| row(g, false))
+            .collect();
+        assert_eq!(
+            next_zone(&rows),
+            Ok(Some(("n1".to_owned(), vec!["demo-storage-1".to_owned()])))
+        );
+        let mut stale = group("demo-storage-2", "n2", &[c::INCORRECT_POD_SPEC]);
+        stale.removal_timestamp = Some("2027-01-15T08:00:00Z".into());
+        assert_eq!(row(&stale, false).map(|r| r.2), Some(false));
     }
 }

@@ -52,6 +52,9 @@ impl SubReconciler<FdbPass> for UpdateStatus {
 
 /// Reads the database status once (when any Pod runs) and records what it says.
 async fn observe(pass: &mut FdbPass) -> Result<(), Error> {
+    // Set again by a step that waits for the global lock on this pass: a need that went away
+    // (the change reverted, the work done) must not hold `reconciled` back for good.
+    pass.core.status.generations.needs_lock = None;
     let targets = pass.targets();
     if targets.is_empty() || pass.status.connection_string.is_none() {
         pass.db_error =
@@ -145,6 +148,11 @@ fn analyse(pass: &mut FdbPass) {
     let pods = group_pods(pass);
     let db = pass.db.clone();
     let mut groups = std::mem::take(&mut pass.status.process_groups);
+    // Each class's monitor configuration, once.
+    let configs: Vec<(ProcessClass, serde_json::Value)> = ProcessClass::ALL
+        .into_iter()
+        .map(|c| (c, build::monitor_config(&pass.cluster, c)))
+        .collect();
     for g in &mut groups {
         let Some(class) = class_of(pass, g) else {
             continue;
@@ -157,7 +165,13 @@ fn analyse(pass: &mut FdbPass) {
             .flatten();
         if let Some(p) = pod {
             if let Some(ip) = p.status.as_ref().and_then(|s| s.pod_ip.clone()) {
-                g.addresses = vec![ip];
+                // A group being removed keeps its old addresses: all of them must be excluded
+                // (its Pod may have come back with a new IP) and included again at the end.
+                if g.removal_timestamp.is_none() {
+                    g.addresses = vec![ip];
+                } else if !g.addresses.contains(&ip) {
+                    g.addresses.push(ip);
+                }
             }
             if let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.clone()) {
                 g.fault_domain = Some(node);
@@ -189,25 +203,37 @@ fn analyse(pass: &mut FdbPass) {
             now,
         );
         // The Pod's spec and its monitor's configuration.
-        let desired_pod = build::pod(&pass.cluster, &g.process_group_id, class);
-        let want_hash = desired_pod
-            .as_ref()
-            .and_then(|p| p.metadata.annotations.as_ref())
-            .and_then(|a| a.get(SPEC_HASH).cloned());
+        let want_hash = pass
+            .pod_hashes
+            .entry(g.process_group_id.clone())
+            .or_insert_with(|| {
+                build::pod(&pass.cluster, &g.process_group_id, class)
+                    .as_ref()
+                    .and_then(|p| p.metadata.annotations.as_ref())
+                    .and_then(|a| a.get(SPEC_HASH).cloned())
+            })
+            .clone();
         set_condition(
             g,
             c::INCORRECT_POD_SPEC,
             pod.is_some_and(|p| p.annotations().get(SPEC_HASH) != want_hash.as_deref()),
             now,
         );
-        let want_config = build::monitor_config(&pass.cluster, class);
+        let computed;
+        let want_config = match configs.iter().find(|(c, _)| *c == class) {
+            Some((_, config)) => config,
+            None => {
+                computed = build::monitor_config(&pass.cluster, class);
+                &computed
+            }
+        };
         let current_config = pod
             .and_then(|p| p.annotations().get(CURRENT_CONFIGURATION))
             .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok());
         set_condition(
             g,
             c::INCORRECT_CONFIG_MAP,
-            pod.is_some() && current_config.as_ref() != Some(&want_config),
+            pod.is_some() && current_config.as_ref() != Some(want_config),
             now,
         );
         let environment: Option<BTreeMap<String, String>> = pod
@@ -223,11 +249,15 @@ fn analyse(pass: &mut FdbPass) {
                 .filter(|p| addresses.is_empty() || addresses.iter().any(|a| a == p.ip()))
                 .collect();
             set_condition(g, c::MISSING_PROCESSES, processes.is_empty(), now);
-            let excluded = processes.iter().any(|p| p.excluded)
-                || g.addresses
-                    .iter()
-                    .any(|a| db.is_excluded(a, &g.process_group_id))
-                || db.is_excluded("", &g.process_group_id);
+            // Excluded by locality, or every address it has had excluded.
+            let excluded = db.is_excluded("", &g.process_group_id)
+                || if g.addresses.is_empty() {
+                    processes.iter().any(|p| p.excluded)
+                } else {
+                    g.addresses
+                        .iter()
+                        .all(|a| db.is_excluded(a, &g.process_group_id))
+                };
             set_condition(g, c::EXCLUDED, excluded, now);
             // Compared with the configuration the monitor runs: a process whose monitor has
             // not taken the new configuration yet is `IncorrectConfigMap`, not this.
@@ -235,7 +265,7 @@ fn analyse(pass: &mut FdbPass) {
                 .as_ref()
                 .zip(environment.as_ref())
                 .and_then(|(conf, env)| build::command_line(conf, env));
-            let wrong = current_config.as_ref() == Some(&want_config)
+            let wrong = current_config.as_ref() == Some(want_config)
                 && expected
                     .is_some_and(|e| processes.iter().any(|p| arguments_of(&p.command_line) != e));
             set_condition(g, c::INCORRECT_COMMAND_LINE, wrong, now);
