@@ -1560,7 +1560,16 @@ async fn backups_run_one_at_a_time_and_retention_expires_the_oldest() {
             })
             .await;
     }
-    let c = plane.api::<PostgresCluster>().get("bu").await.unwrap();
+    // The cluster's own record of the repository follows on its next pass (it reads
+    // `pgbackrest info` itself, after the backups' controller did).
+    let c = plane
+        .wait_for::<PostgresCluster, _>("the cluster's record after the expiry", "bu", BOOT, |c| {
+            c.status
+                .as_ref()
+                .and_then(|s| s.backups.as_ref())
+                .is_some_and(|r| r.backup_count == Some(1))
+        })
+        .await;
     let status = c.status.unwrap();
     let repo = status.backups.unwrap();
     assert_eq!(repo.backup_count, Some(1), "{repo:?}");
