@@ -43,22 +43,28 @@ pub async fn configure(
     cli_any(admin, targets, &command).await.map(drop)
 }
 
+/// `<command> <items…>`; nothing to do for no items.
+async fn with_list(
+    admin: &dyn FdbAdmin,
+    targets: &[Target],
+    command: &str,
+    items: &[String],
+) -> Result<(), FdbError> {
+    if items.is_empty() {
+        return Ok(());
+    }
+    cli_any(admin, targets, &format!("{command} {}", items.join(" ")))
+        .await
+        .map(drop)
+}
+
 /// `exclude no_wait …` (all at once: one command, at most one recovery).
 pub async fn exclude(
     admin: &dyn FdbAdmin,
     targets: &[Target],
     what: &[String],
 ) -> Result<(), FdbError> {
-    if what.is_empty() {
-        return Ok(());
-    }
-    cli_any(
-        admin,
-        targets,
-        &format!("exclude no_wait {}", what.join(" ")),
-    )
-    .await
-    .map(drop)
+    with_list(admin, targets, "exclude no_wait", what).await
 }
 
 /// `include …` (batched).
@@ -67,27 +73,16 @@ pub async fn include(
     targets: &[Target],
     what: &[String],
 ) -> Result<(), FdbError> {
-    if what.is_empty() {
-        return Ok(());
-    }
-    cli_any(admin, targets, &format!("include {}", what.join(" ")))
-        .await
-        .map(drop)
+    with_list(admin, targets, "include", what).await
 }
 
-/// `coordinators …`.
+/// `coordinators …` (never empty: the caller chose `2R - 1`).
 pub async fn coordinators(
     admin: &dyn FdbAdmin,
     targets: &[Target],
     addresses: &[String],
 ) -> Result<(), FdbError> {
-    cli_any(
-        admin,
-        targets,
-        &format!("coordinators {}", addresses.join(" ")),
-    )
-    .await
-    .map(drop)
+    with_list(admin, targets, "coordinators", addresses).await
 }
 
 /// `kill; kill …`: the processes exit and their monitors start them again.
@@ -96,16 +91,7 @@ pub async fn kill(
     targets: &[Target],
     addresses: &[String],
 ) -> Result<(), FdbError> {
-    if addresses.is_empty() {
-        return Ok(());
-    }
-    cli_any(
-        admin,
-        targets,
-        &format!("kill; kill {}", addresses.join(" ")),
-    )
-    .await
-    .map(drop)
+    with_list(admin, targets, "kill; kill", addresses).await
 }
 
 /// `get <key>`.

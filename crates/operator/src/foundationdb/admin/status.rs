@@ -279,17 +279,29 @@ impl DbStatus {
         coordinators_of(&self.cluster.connection_string)
     }
 
-    /// Whether `ip` (or `ip:port`) is excluded, or process group `id` by locality.
-    pub fn is_excluded(&self, ip: &str, id: &str) -> bool {
-        let locality = format!("locality_instance_id:{id}");
+    fn excluded_servers(&self) -> impl Iterator<Item = &ExcludedServer> {
         self.cluster
             .configuration
             .iter()
             .flat_map(|c| &c.excluded_servers)
-            .any(|e| {
-                e.address.as_deref().is_some_and(|a| address_ip(a) == ip)
-                    || e.locality.as_deref() == Some(locality.as_str())
-            })
+    }
+
+    /// Whether `ip` is excluded (by `IP` or `IP:PORT`).
+    pub fn is_address_excluded(&self, ip: &str) -> bool {
+        self.excluded_servers()
+            .any(|e| e.address.as_deref().is_some_and(|a| address_ip(a) == ip))
+    }
+
+    /// Whether process group `id` is excluded by locality (`locality_instance_id:<id>`).
+    pub fn is_locality_excluded(&self, id: &str) -> bool {
+        let locality = format!("locality_instance_id:{id}");
+        self.excluded_servers()
+            .any(|e| e.locality.as_deref() == Some(locality.as_str()))
+    }
+
+    /// Whether `ip` is excluded, or process group `id` by locality.
+    pub fn is_excluded(&self, ip: &str, id: &str) -> bool {
+        self.is_address_excluded(ip) || self.is_locality_excluded(id)
     }
 }
 

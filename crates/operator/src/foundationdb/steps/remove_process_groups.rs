@@ -95,7 +95,8 @@ impl SubReconciler<FdbPass> for RemoveProcessGroups {
                 // Every address it has had, or its locality.
                 let excluded = (!g.addresses.is_empty()
                     && g.addresses.iter().all(|a| db.is_excluded(a, &id)))
-                    || (pass.cluster.spec.use_localities_for_exclusion && db.is_excluded("-", &id));
+                    || (pass.cluster.spec.use_localities_for_exclusion
+                        && db.is_locality_excluded(&id));
                 if !excluded {
                     waiting.push(format!("{id}: not excluded yet"));
                     continue;

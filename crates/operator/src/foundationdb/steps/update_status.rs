@@ -250,13 +250,11 @@ fn analyse(pass: &mut FdbPass) {
                 .collect();
             set_condition(g, c::MISSING_PROCESSES, processes.is_empty(), now);
             // Excluded by locality, or every address it has had excluded.
-            let excluded = db.is_excluded("", &g.process_group_id)
+            let excluded = db.is_locality_excluded(&g.process_group_id)
                 || if g.addresses.is_empty() {
                     processes.iter().any(|p| p.excluded)
                 } else {
-                    g.addresses
-                        .iter()
-                        .all(|a| db.is_excluded(a, &g.process_group_id))
+                    g.addresses.iter().all(|a| db.is_address_excluded(a))
                 };
             set_condition(g, c::EXCLUDED, excluded, now);
             // Compared with the configuration the monitor runs: a process whose monitor has

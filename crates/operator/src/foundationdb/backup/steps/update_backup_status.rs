@@ -1,6 +1,6 @@
 //! UpdateBackupStatus — runs first and last (seed 002). The first run finds the cluster (a
 //! missing one is `ClusterNotFound`, and the pass stops) and reads `fdbbackup status --json`
-//! in one of its Pods, once for the pass. Both runs record the agents ready and whether their
+//! in one of its Pods (the last run again only when something was left to do). Both runs record the agents ready and whether their
 //! Deployment is as the spec asks, the backup's details, the generations of what is left
 //! (`needsBackupAgentUpdate`, `needsBackupStart`, `needsBackupStop`, `needsBackupPauseToggle`,
 //! `needsBackupModification`) and `Available` (the backup runs and is restorable, or is
@@ -89,7 +89,19 @@ impl SubReconciler<BackupPass> for UpdateBackupStatus {
             .and_then(|d| d.status.as_ref())
             .and_then(|s| s.ready_replicas)
             .unwrap_or(0);
-        if first || pass.live.is_some() {
+        // The last run reads again only when the first found something to do (a step may
+        // have acted); a settled backup costs one `fdbbackup status` per pass.
+        let g = &pass.core.status.generations;
+        let acted = [
+            g.needs_backup_agent_update,
+            g.needs_backup_start,
+            g.needs_backup_stop,
+            g.needs_backup_pause_toggle,
+            g.needs_backup_modification,
+        ]
+        .iter()
+        .any(Option::is_some);
+        if first || (pass.live.is_some() && acted) {
             let args = vec![
                 "status".to_owned(),
                 "-t".to_owned(),
