@@ -335,6 +335,18 @@ fn link_commands(dir: &Path, target: &Path, commands: &[&str]) -> std::io::Resul
     Ok(())
 }
 
+/// Whether `image` is one a stand-in runs (its repository, or that without `docker.io/`
+/// and `library/`, is in a stand-in's list). A stand-in is told its image
+/// (`STEWARD_STANDIN_IMAGE`): a real image carries its version, the stand-in reads it from
+/// the tag.
+pub fn is_standin_image(image: &str) -> bool {
+    let candidates = candidates(image);
+    [&CRATEDB_STANDIN, &FDB_STANDIN]
+        .iter()
+        .flat_map(|s| s.images.iter())
+        .any(|repo| candidates.iter().take(2).any(|c| c == repo))
+}
+
 /// The repository without tag or digest.
 pub fn repository(image: &str) -> &str {
     let image = image.split('@').next().unwrap_or(image);
@@ -760,6 +772,21 @@ mod tests {
             find_standin_from(CRATEDB_STANDIN_BIN, Some(PathBuf::new()), Some(&steward)),
             Some(standin)
         );
+    }
+
+    #[test]
+    fn stand_in_images_are_known_by_repository() {
+        assert!(is_standin_image(
+            "foundationdb/fdb-kubernetes-monitor:7.3.43"
+        ));
+        assert!(is_standin_image(
+            "docker.io/foundationdb/foundationdb:7.1.57"
+        ));
+        assert!(is_standin_image("crate:5.9"));
+        assert!(!is_standin_image("postgres:15"));
+        assert!(!is_standin_image(
+            "example.com/other/fdb-kubernetes-monitor:7.1.57"
+        ));
     }
 
     #[test]

@@ -175,17 +175,45 @@ impl PodCtx {
         )
     }
 
-    /// Supervises `c` until it finishes for good or the pod stops.
-    pub async fn supervise(&self, slot: Slot, c: &Container) -> Outcome {
+    /// The image the Pod now names for container `name` (`None` when it names none).
+    fn image_now(&self, name: &str) -> Option<String> {
+        image_of(&self.current.borrow(), name)
+    }
+
+    /// Resolves when the Pod names another image for `c` than `c` runs: a container's image
+    /// is the one field of it an update may change, and kubelet restarts the container with
+    /// the new image ("definition changed"), whatever the restart policy.
+    async fn image_changed(&self, c: &Container) {
+        let mut current = self.current.clone();
+        loop {
+            if image_of(&current.borrow_and_update(), &c.name) != c.image {
+                return;
+            }
+            if current.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
+    }
+
+    /// Supervises `c` until it finishes for good or the pod stops. A main container follows
+    /// its image through Pod updates (see [`PodCtx::image_changed`]).
+    pub async fn supervise(&self, slot: Slot, original: &Container) -> Outcome {
         let init = matches!(slot, Slot::Init(_));
         let mut backoff = Backoff::new(self.shared.cfg.restart_backoff_base);
-        let mut instance = logs::instances(&self.rt.log_dir(&c.name))
+        let mut instance = logs::instances(&self.rt.log_dir(&original.name))
             .last()
             .map_or(0, |n| n + 1);
+        let mut c = original.clone();
         loop {
             if self.stop.token.is_cancelled() {
                 return Outcome::Stopped;
             }
+            if !init {
+                c.image = self.image_now(&c.name).or_else(|| original.image.clone());
+                let image = c.image.clone().unwrap_or_default();
+                self.cell.container(slot, |s| s.image = image);
+            }
+            let c = &c;
             let prepared = match self.prepare(c, instance).await {
                 Ok(p) => p,
                 Err(w) => {
@@ -220,6 +248,18 @@ impl PodCtx {
             });
             if self.stop.token.is_cancelled() {
                 return Outcome::Stopped;
+            }
+            if !init
+                && self
+                    .image_now(&c.name)
+                    .is_some_and(|i| Some(&i) != c.image.as_ref())
+            {
+                // Restarted at once with the new image: no back-off, no policy.
+                self.cell.container(slot, |s| {
+                    s.last = Some(term);
+                    s.restart_count += 1;
+                });
+                continue;
             }
             // Init containers restart on failure unless Never; containers per restartPolicy.
             match (init, self.restart_policy()) {
@@ -308,8 +348,19 @@ impl PodCtx {
                 kill_tx,
             ))
         });
+        let redefined = async {
+            if init {
+                std::future::pending::<()>().await;
+            }
+            self.image_changed(c).await;
+        };
         let (status, kill_reason) = tokio::select! {
             s = started.child.wait() => (s, None),
+            () = redefined => {
+                let reason = format!("Container {} definition changed, will be restarted", c.name);
+                tracing::info!(pod = %self.rt.name, container = %c.name, "killing container: its image changed");
+                (process::terminate(&mut started.child, self.grace()).await, Some(reason))
+            }
             Some(reason) = kill_rx.recv() => {
                 tracing::info!(pod = %self.rt.name, container = %c.name, %reason, "killing container");
                 (process::terminate(&mut started.child, self.grace()).await, Some(reason))
@@ -365,6 +416,17 @@ impl PodCtx {
             container_id: Some(container_id),
         })
     }
+}
+
+/// The image `pod` names for container `name`.
+fn image_of(pod: &Pod, name: &str) -> Option<String> {
+    pod.spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|c| c.name == name)?
+        .image
+        .clone()
 }
 
 #[cfg(test)]

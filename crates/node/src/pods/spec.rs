@@ -171,6 +171,16 @@ pub fn build(
             });
         env.set("HOME", home);
     }
+    // A stand-in is told its image (a real image carries its version) and its Pod's address
+    // (a real Pod's connections come from it; here Pods share the host's network).
+    if crate::images::is_standin_image(&image) {
+        if !env.contains("STEWARD_STANDIN_IMAGE") {
+            env.set("STEWARD_STANDIN_IMAGE", image.clone());
+        }
+        if !env.contains("STEWARD_POD_IP") {
+            env.set("STEWARD_POD_IP", inputs.pod_ip.to_string());
+        }
+    }
     let lookup = |n: &str| env.get(n).map(str::to_string);
     let command: Vec<String> = c
         .command

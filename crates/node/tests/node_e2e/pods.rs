@@ -284,6 +284,75 @@ async fn restart_policies_back_off_and_previous_logs() {
     env.shutdown().await;
 }
 
+/// A Pod update may change a container's image (its one mutable field): kubelet kills the
+/// container and starts it again with the new image at once, whatever the restart policy; the
+/// status names the new image and counts the restart. A stand-in's image is passed to it.
+#[tokio::test]
+async fn a_changed_image_restarts_its_container_at_once() {
+    let env = start(25).await;
+    env.create::<Pod>(json!({"metadata": {"name": "img"}, "spec": {"restartPolicy": "Never",
+        "containers": [
+            {"name": "c", "image": "busybox:1.36", "command": ["sh", "-c", "echo start-$STEWARD_STANDIN_IMAGE-; exec sleep 300"]},
+            {"name": "other", "image": "busybox:1.36", "command": ["sleep", "300"]}
+        ]}}))
+    .await;
+    let before = env.wait_ready("img", T).await;
+    let other_pid = env.container_pid(&before, "other");
+    let patch = json!([{"op": "replace", "path": "/spec/containers/0/image", "value": "foundationdb/fdb-kubernetes-monitor:7.3.43"}]);
+    env.pods()
+        .patch(
+            "img",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::<serde_json::Value>::Json(serde_json::from_value(patch).unwrap()),
+        )
+        .await
+        .unwrap();
+    let after = env
+        .wait_pod(
+            "img",
+            "the container restarted with its new image",
+            T,
+            |p| {
+                let c = status_of(p, "c");
+                c.restart_count == 1
+                    && c.image == "foundationdb/fdb-kubernetes-monitor:7.3.43"
+                    && c.state.as_ref().is_some_and(|s| s.running.is_some())
+            },
+        )
+        .await;
+    assert_eq!(phase(&after), "Running");
+    let last = status_of(&after, "c")
+        .last_state
+        .unwrap()
+        .terminated
+        .unwrap();
+    assert!(
+        last.message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("definition changed"),
+        "{last:?}"
+    );
+    // The other container did not move.
+    assert_eq!(status_of(&after, "other").restart_count, 0);
+    assert_eq!(env.container_pid(&after, "other"), other_pid);
+    let mut logs = String::new();
+    for _ in 0..50 {
+        logs = env.logs("img", "c", "").await.1;
+        if logs.contains("start-") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        logs.contains("start-foundationdb/fdb-kubernetes-monitor:7.3.43-"),
+        "{logs}"
+    );
+    let (_, previous) = env.logs("img", "c", "previous=true").await;
+    assert!(previous.contains("start--"), "{previous}");
+    env.shutdown().await;
+}
+
 #[tokio::test]
 async fn init_containers_run_in_order_before_containers() {
     let env = start(12).await;
