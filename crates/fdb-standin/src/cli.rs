@@ -90,16 +90,38 @@ pub struct Client {
     pub info: ClientInfo,
 }
 
+/// The versions of the client libraries in `dir` (one subdirectory per version), other than
+/// `own`, sorted.
+fn external_versions(dir: &std::path::Path, own: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut versions: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|v| v != own && crate::util::image_version(&format!("x:{v}")).is_some())
+        .collect();
+    versions.sort();
+    versions
+}
+
 pub enum Failure {
     Error(String),
     TimedOut,
 }
 
 impl Client {
-    /// A client of the cluster named by `cluster_file`, this program's version.
+    /// A client of the cluster named by `cluster_file`: this program's version, and the
+    /// versions found in `$FDB_NETWORK_OPTION_EXTERNAL_CLIENT_DIRECTORY` (FoundationDB's
+    /// multi-version client: here a directory per version, as the upgrade sidecar fills
+    /// `/var/fdb/shared-binaries`).
     pub fn new(cluster_file: PathBuf, timeout: Duration) -> anyhow::Result<Self> {
         let cs = ConnectionString::read(&cluster_file)?;
         let version = own_version();
+        let libraries = std::env::var_os("FDB_NETWORK_OPTION_EXTERNAL_CLIENT_DIRECTORY")
+            .map(|dir| external_versions(std::path::Path::new(&dir), &version))
+            .unwrap_or_default();
         Ok(Self {
             cluster_file,
             cs,
@@ -108,6 +130,7 @@ impl Client {
             info: ClientInfo {
                 protocol: protocol_version(&version),
                 version,
+                libraries,
             },
         })
     }

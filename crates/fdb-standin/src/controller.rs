@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::proto::{ClientInfo, DbConfig, DbState, ProcessInfo, Request, Response};
 use crate::server::{Server, ask_all};
-use crate::util::{Bytes, ConnectionString, address_key, printable, random_id};
+use crate::util::{Bytes, ConnectionString, address_key, printable, protocol_version, random_id};
 
 /// Roles recruited by a recovery, in status order.
 const TX_ROLES: [&str; 5] = ["master", "commit_proxy", "grv_proxy", "resolver", "log"];
@@ -27,7 +27,8 @@ pub struct Controller {
     /// Data movement away from excluded storage servers, by address: when it began.
     pub moves: BTreeMap<String, Instant>,
     /// fdbcli invocations seen: peer address → (client, when).
-    pub clients: BTreeMap<String, (ClientInfo, Instant)>,
+    /// Clients by address: the library each talks through, its newest protocol, when last seen.
+    pub clients: BTreeMap<String, (ClientInfo, String, Instant)>,
     /// Backup agents seen (by agent id) and when.
     pub agents: BTreeMap<String, Instant>,
     /// The agent that does the backup work (lease), and when it last polled.
@@ -306,7 +307,7 @@ pub async fn tick(server: &Arc<Server>, table: Vec<(ProcessInfo, u64)>) {
         ctrl.table = table;
         ctrl.table_at = Instant::now();
         ctrl.clients
-            .retain(|_, (_, at)| at.elapsed() < std::time::Duration::from_secs(60));
+            .retain(|_, (_, _, at)| at.elapsed() < std::time::Duration::from_secs(60));
         ctrl.agents
             .retain(|_, at| at.elapsed() < std::time::Duration::from_secs(60));
         let mut actions = Vec::new();
@@ -396,15 +397,31 @@ pub async fn tick(server: &Arc<Server>, table: Vec<(ProcessInfo, u64)>) {
     }
 }
 
-fn record_client(server: &Server, client: ClientInfo, peer: String) -> bool {
+/// Records a client's request at the cluster controller: `Err` with the answer to give when
+/// this process is not the controller, or when none of the client's libraries speaks the
+/// cluster's protocol (a real client then cannot connect and times out: the answer is
+/// retryable, so the tool retries until its timeout). A client is recorded with the library
+/// it talks through.
+fn record_client(server: &Server, client: ClientInfo, peer: String) -> Result<(), Response> {
     let mut node = server.lock();
-    match node.ctrl.as_mut() {
-        Some(ctrl) => {
-            ctrl.clients.insert(peer, (client, Instant::now()));
-            true
-        }
-        None => false,
-    }
+    let protocol = node.info.protocol.clone();
+    let Some(ctrl) = node.ctrl.as_mut() else {
+        return Err(retry("not the cluster controller"));
+    };
+    let Some(version) = client.speaking(&protocol) else {
+        return Err(retry(format!(
+            "incompatible protocol: the cluster speaks {protocol}, the client's libraries {} and {:?}",
+            client.version, client.libraries
+        )));
+    };
+    let recorded = ClientInfo {
+        version,
+        protocol,
+        libraries: client.libraries.clone(),
+    };
+    let max = client.max_protocol();
+    ctrl.clients.insert(peer, (recorded, max, Instant::now()));
+    Ok(())
 }
 
 pub(crate) fn text(s: impl Into<String>) -> Response {
@@ -459,8 +476,8 @@ pub async fn exec(
     peer: String,
     args: Vec<Bytes>,
 ) -> Response {
-    if !record_client(server, client, peer) {
-        return retry("not the cluster controller");
+    if let Err(answer) = record_client(server, client, peer) {
+        return answer;
     }
     let args: Vec<Vec<u8>> = args.into_iter().map(|b| b.0).collect();
     let words: Vec<String> = args
@@ -807,8 +824,8 @@ async fn coordinators(server: &Arc<Server>, words: &[String]) -> Response {
 
 /// The cluster half of `status json` (fdbcli adds `client`).
 pub fn status(server: &Arc<Server>, client: ClientInfo, peer: String) -> Response {
-    if !record_client(server, client, peer) {
-        return retry("not the cluster controller");
+    if let Err(answer) = record_client(server, client, peer) {
+        return answer;
     }
     let node = server.lock();
     let Some(ctrl) = &node.ctrl else {
@@ -918,24 +935,45 @@ pub fn status(server: &Arc<Server>, client: ClientInfo, peer: String) -> Respons
     };
     let coord_tolerance = (node.cs.coordinators.len() as i64 - 1) / 2;
     let available = st.config.is_some() && !recovering;
-    let clients: BTreeMap<(String, String), Vec<String>> =
-        ctrl.clients
+    // `supported_versions`: one entry per client library version in use, with the clients
+    // connected through it, and those for which it is the newest protocol they speak
+    // (`max_protocol_clients`, what the operator checks before an upgrade).
+    let mut by_version: BTreeMap<(String, String), (Vec<String>, Vec<String>)> = BTreeMap::new();
+    for (addr, (c, max, _)) in &ctrl.clients {
+        by_version
+            .entry((c.version.clone(), c.protocol.clone()))
+            .or_default()
+            .0
+            .push(addr.clone());
+        let newest = std::iter::once(&c.version)
+            .chain(&c.libraries)
+            .filter(|v| &protocol_version(v) == max)
+            .max()
+            .cloned()
+            .unwrap_or_else(|| c.version.clone());
+        by_version
+            .entry((newest, max.clone()))
+            .or_default()
+            .1
+            .push(addr.clone());
+    }
+    let described = |addrs: &[String]| {
+        addrs
             .iter()
-            .fold(BTreeMap::new(), |mut m, (addr, (c, _))| {
-                m.entry((c.version.clone(), c.protocol.clone()))
-                    .or_insert_with(Vec::new)
-                    .push(addr.clone());
-                m
-            });
-    let supported: Vec<Value> = clients
+            .map(|a| json!({"address": a, "log_group": "default"}))
+            .collect::<Vec<_>>()
+    };
+    let supported: Vec<Value> = by_version
         .into_iter()
-        .map(|((version, protocol), addrs)| {
+        .map(|((version, protocol), (connected, max))| {
             json!({
                 "client_version": version,
                 "protocol_version": protocol,
                 "source_version": "stand-in",
-                "count": addrs.len(),
-                "connected_clients": addrs.iter().map(|a| json!({"address": a, "log_group": "default"})).collect::<Vec<_>>(),
+                "count": connected.len(),
+                "connected_clients": described(&connected),
+                "max_protocol_count": max.len(),
+                "max_protocol_clients": described(&max),
             })
         })
         .collect();

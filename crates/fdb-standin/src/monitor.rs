@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 
-use crate::util::{DEFAULT_VERSION, write_durably};
+use crate::util::write_durably;
 
 /// One argument of the monitor configuration.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -341,8 +341,7 @@ async fn sidecar(args: MonitorArgs) -> i32 {
     let version = args
         .sidecar_version
         .clone()
-        .or_else(|| std::env::var("FDB_STANDIN_VERSION").ok())
-        .unwrap_or_else(|| DEFAULT_VERSION.to_owned());
+        .unwrap_or_else(crate::util::own_version);
     if version != args.main_container_version {
         let dir = args.output_dir.join(&version);
         let link = dir.join("fdbserver");

@@ -168,10 +168,34 @@ pub struct CoordReply {
     pub table: Vec<(ProcessInfo, u64)>,
 }
 
+/// A client: the version of its own library, and the versions of the other client libraries
+/// it loaded (FoundationDB's multi-version client, `external_client_directory`). It can talk to
+/// a cluster whose protocol one of them speaks.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ClientInfo {
     pub version: String,
     pub protocol: String,
+    #[serde(default)]
+    pub libraries: Vec<String>,
+}
+
+impl ClientInfo {
+    /// The version of the library that speaks `protocol`, if one does.
+    pub fn speaking(&self, protocol: &str) -> Option<String> {
+        std::iter::once(&self.version)
+            .chain(&self.libraries)
+            .find(|v| crate::util::protocol_version(v) == protocol)
+            .cloned()
+    }
+
+    /// The newest protocol any of its libraries speaks.
+    pub fn max_protocol(&self) -> String {
+        std::iter::once(&self.version)
+            .chain(&self.libraries)
+            .map(|v| crate::util::protocol_version(v))
+            .max()
+            .unwrap_or_default()
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -228,9 +252,31 @@ pub enum Response {
 }
 
 /// One request, one response, within `timeout`.
+/// Connects to `address` from this Pod's own address when the node agent names it
+/// (`STEWARD_POD_IP`): Pods here share the host's network, and a connection to a loopback
+/// address would otherwise come from 127.0.0.1 — in a real Pod it comes from the Pod's IP, which
+/// is how the cluster tells its clients and processes apart.
+async fn connect(address: &str) -> anyhow::Result<TcpStream> {
+    let target: std::net::SocketAddr = match address.parse() {
+        Ok(a) => a,
+        Err(_) => return Ok(TcpStream::connect(address).await?),
+    };
+    let own = std::env::var("STEWARD_POD_IP")
+        .ok()
+        .and_then(|ip| ip.parse::<std::net::Ipv4Addr>().ok());
+    match (own, target) {
+        (Some(ip), std::net::SocketAddr::V4(t)) if t.ip().is_loopback() && ip.is_loopback() => {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind(std::net::SocketAddr::from((ip, 0)))?;
+            Ok(socket.connect(target).await?)
+        }
+        _ => Ok(TcpStream::connect(target).await?),
+    }
+}
+
 pub async fn call(address: &str, req: &Request, timeout: Duration) -> anyhow::Result<Response> {
     let fut = async {
-        let mut stream = TcpStream::connect(address).await?;
+        let mut stream = connect(address).await?;
         let mut line = serde_json::to_vec(req)?;
         line.push(b'\n');
         stream.write_all(&line).await?;

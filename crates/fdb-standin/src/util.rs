@@ -281,12 +281,36 @@ impl Timings {
 
 pub const DEFAULT_VERSION: &str = "7.1.57";
 
-/// The version this process runs as: `$FDB_STANDIN_VERSION`, else 7.1.57.
+/// The version this process runs as: `$FDB_STANDIN_VERSION` (a monitor starting a server of
+/// its configuration's version sets it), else the tag of the image the node agent runs this
+/// stand-in for (`$STEWARD_STANDIN_IMAGE`, e.g. `foundationdb/fdb-kubernetes-monitor:7.3.43`:
+/// a real image carries its version), else 7.1.57.
 pub fn own_version() -> String {
     std::env::var("FDB_STANDIN_VERSION")
         .ok()
         .filter(|v| !v.trim().is_empty())
+        .or_else(|| {
+            std::env::var("STEWARD_STANDIN_IMAGE")
+                .ok()
+                .and_then(|image| image_version(&image))
+        })
         .unwrap_or_else(|| DEFAULT_VERSION.to_owned())
+}
+
+/// The FoundationDB version an image reference's tag names (`repo:7.3.43`, a registry port
+/// and a digest allowed), if the tag is `major.minor.patch`.
+pub fn image_version(image: &str) -> Option<String> {
+    let image = image.split('@').next().unwrap_or(image);
+    let (repo, tag) = image.rsplit_once(':')?;
+    if tag.contains('/') || repo.is_empty() {
+        return None;
+    }
+    let parts: Vec<&str> = tag.split('.').collect();
+    (parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())))
+    .then(|| tag.to_owned())
 }
 
 /// The protocol version of a release: one per major.minor (patch releases are compatible),
@@ -410,6 +434,23 @@ mod tests {
         assert_eq!(j, "\"00ff61\"");
         assert_eq!(serde_json::from_str::<Bytes>(&j).unwrap(), b);
         assert!(serde_json::from_str::<Bytes>("\"0\"").is_err());
+    }
+
+    #[test]
+    fn an_image_tag_names_the_version() {
+        assert_eq!(
+            image_version("foundationdb/fdb-kubernetes-monitor:7.3.43").as_deref(),
+            Some("7.3.43")
+        );
+        assert_eq!(
+            image_version("registry:5000/foundationdb/foundationdb:7.1.57@sha256:ab").as_deref(),
+            Some("7.1.57")
+        );
+        assert_eq!(
+            image_version("registry:5000/foundationdb/foundationdb"),
+            None
+        );
+        assert_eq!(image_version("foundationdb/foundationdb:latest"), None);
     }
 
     #[test]
