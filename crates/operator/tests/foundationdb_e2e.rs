@@ -778,3 +778,181 @@ async fn the_process_groups_of_a_lost_node_are_replaced_after_the_detection_time
     assert!(out.contains("`after-loss' is `yes'"), "{out}");
     plane.shutdown().await;
 }
+
+/// The images of `pod`'s containers, in order (main, sidecar).
+fn images(pod: &Pod) -> Vec<String> {
+    pod.spec
+        .as_ref()
+        .unwrap()
+        .containers
+        .iter()
+        .map(|c| c.image.clone().unwrap_or_default())
+        .collect()
+}
+
+/// A protocol-changing upgrade, 7.1.57 → 7.3.43, with a writer running: held while an
+/// application client has no 7.3 library (released here by `ignoreUpgradabilityChecks`), then
+/// the sidecars in place, one bounce of every process, the running version 7.3.43, and the
+/// main containers recreated zone by zone; no acknowledged key lost.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_protocol_changing_upgrade_bounces_every_process_at_once_and_loses_no_acknowledged_key() {
+    let plane = Plane::start_with(flags(), 3).await;
+    if plane.nodes().len() < 3 {
+        eprintln!(
+            "skipped: needs three Nodes (three fault domains); this plane has {}",
+            plane.nodes().len()
+        );
+        plane.shutdown().await;
+        return;
+    }
+    plane.apply(&manifest("up", "double", 3, 2)).await;
+    reconciled(
+        &plane,
+        "up",
+        "the cluster configured, available and reconciled",
+    )
+    .await;
+    // An application's client, with the 7.1 client library only.
+    plane
+        .apply(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: app}\nspec:\n  containers:\n  - name: app\n    image: foundationdb/foundationdb:7.1.57\n    command: [sh, -c, 'while true; do fdbcli -C /etc/fdb/fdb.cluster --timeout 3 --exec status >/dev/null 2>&1; sleep 1; done']\n    volumeMounts: [{name: cf, mountPath: /etc/fdb}]\n  volumes:\n  - name: cf\n    configMap: {name: up-config, items: [{key: fdb.cluster, path: fdb.cluster}]}\n",
+        )
+        .await;
+    let app_ip = plane
+        .wait_for::<Pod, _>("the client Pod running", "app", BOOT, |p| {
+            p.status.as_ref().and_then(|s| s.pod_ip.as_ref()).is_some()
+        })
+        .await
+        .status
+        .unwrap()
+        .pod_ip
+        .unwrap();
+    // The cluster knows the client before the upgrade is asked for.
+    plane
+        .eventually("the client in the database's status", BOOT, || async {
+            let status = fdbcli(&plane, "up-stateless-1", "status json").await.ok()?;
+            let json: serde_json::Value =
+                serde_json::from_str(&status[status.find('{')?..]).ok()?;
+            json["cluster"]["clients"]["supported_versions"]
+                .as_array()?
+                .iter()
+                .flat_map(|v| v["connected_clients"].as_array().into_iter().flatten())
+                .any(|c| {
+                    c["address"]
+                        .as_str()
+                        .is_some_and(|a| a.starts_with(&format!("{app_ip}:")))
+                })
+                .then_some(())
+        })
+        .await;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let (acked, task) = writer(&plane, "up-stateless-1", "u", stop.clone());
+    plane
+        .patch_spec::<FoundationDBCluster>("up", serde_json::json!({"version": "7.3.43"}))
+        .await;
+    let held = plane
+        .wait_for::<FoundationDBCluster, _>("the upgrade held by the old client", "up", BOOT, |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.common
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == "Progressing" && c.message.contains("IncompatibleClients"))
+            })
+        })
+        .await;
+    let message = held
+        .status
+        .unwrap()
+        .common
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "Progressing")
+        .unwrap()
+        .message;
+    assert!(message.contains(&app_ip), "names the client: {message}");
+    let pods = plane
+        .api::<Pod>()
+        .list(&ListParams::default().labels("app.kubernetes.io/instance=up"))
+        .await
+        .unwrap()
+        .items;
+    assert!(
+        pods.iter().all(|p| images(p)[1].ends_with(":7.1.57")),
+        "nothing changed while held: {:?}",
+        pods.iter().map(images).collect::<Vec<_>>()
+    );
+    plane
+        .patch_spec::<FoundationDBCluster>(
+            "up",
+            serde_json::json!({"ignoreUpgradabilityChecks": true}),
+        )
+        .await;
+    let c = plane
+        .wait_for::<FoundationDBCluster, _>(
+            "7.3.43 running and every Pod on its image",
+            "up",
+            BOOT,
+            |c| {
+                c.status.as_ref().is_some_and(|s| {
+                    s.running_version.as_deref() == Some("7.3.43")
+                        && s.common.generations.reconciled == c.metadata.generation
+                        && s.common.generations.needs_pod_deletion.is_none()
+                        && s.health.available
+                })
+            },
+        )
+        .await;
+    stop.cancel();
+    task.await.unwrap();
+    let pods = plane
+        .api::<Pod>()
+        .list(&ListParams::default().labels("app.kubernetes.io/instance=up"))
+        .await
+        .unwrap()
+        .items;
+    for p in &pods {
+        assert_eq!(
+            images(p),
+            [
+                "foundationdb/fdb-kubernetes-monitor:7.3.43",
+                "foundationdb/fdb-kubernetes-monitor:7.3.43"
+            ],
+            "{}",
+            p.name_any()
+        );
+    }
+    let bounces = event_notes(&plane, "UpgradeBounced").await;
+    assert_eq!(bounces.len(), 1, "{bounces:?}");
+    assert!(
+        !event_notes(&plane, "SidecarsUpdated").await.is_empty(),
+        "{c:?}"
+    );
+    let status = fdbcli(&plane, "up-stateless-1", "status json")
+        .await
+        .unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&status[status.find('{').unwrap()..]).unwrap();
+    let versions: BTreeSet<&str> = json["cluster"]["processes"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(|p| p["version"].as_str())
+        .collect();
+    assert_eq!(versions, BTreeSet::from(["7.3.43"]), "{json}");
+    let acked = acked.lock().unwrap().clone();
+    assert!(
+        acked.len() > 10,
+        "the writer committed {} keys",
+        acked.len()
+    );
+    let range = fdbcli(&plane, "up-stateless-1", "getrange u v 100000")
+        .await
+        .unwrap();
+    let missing: Vec<&String> = acked
+        .iter()
+        .map(|(k, _)| k)
+        .filter(|k| !range.contains(&format!("`{k}' is")))
+        .collect();
+    assert!(missing.is_empty(), "acknowledged keys lost: {missing:?}");
+    plane.shutdown().await;
+}

@@ -23,6 +23,9 @@ use crate::resources::{Labels, child_meta};
 pub const ENGINE: &str = "foundationdb";
 /// The main container.
 pub const CONTAINER: &str = "foundationdb";
+/// The sidecar container: the unified image in sidecar mode, providing the spec's version's
+/// binaries in [`SHARED_BINARIES`] for an upgrade (seed 002, "UpdateSidecarVersions").
+pub const SIDECAR: &str = "foundationdb-kubernetes-sidecar";
 /// The process group's data directory (its claim, or an emptyDir for stateless classes).
 pub const DATA_MOUNT: &str = "/var/fdb/data";
 /// The cluster file the servers (and fdbcli in the Pod) use.
@@ -240,8 +243,38 @@ fn field_env(name: &str, path: &str) -> EnvVar {
     }
 }
 
-/// Process group `id`'s Pod, owned by the cluster. `None` when the cluster was never stored.
-pub fn pod(cluster: &FoundationDBCluster, id: &str, class: ProcessClass) -> Option<Pod> {
+/// Whether two versions speak the same protocol (same major and minor: patch releases are
+/// protocol-compatible; FoundationDB's "Upgrades" documentation).
+pub fn protocol_compatible(a: &str, b: &str) -> bool {
+    crate::foundationdb::validate::minor_of(a) == crate::foundationdb::validate::minor_of(b)
+}
+
+/// The version the main container runs: the spec's, except while a protocol-changing upgrade
+/// has not been bounced yet (`running` speaks another protocol): then the running one, so that
+/// no Pod is recreated onto the new protocol alone. The new binaries reach the processes
+/// through the sidecar and the bounce; the main container follows once the cluster runs them.
+pub fn main_version<'a>(cluster: &'a FoundationDBCluster, running: Option<&'a str>) -> &'a str {
+    match running {
+        Some(r) if !protocol_compatible(r, &cluster.spec.version) => r,
+        _ => &cluster.spec.version,
+    }
+}
+
+/// The image of the sidecar container: the spec's version.
+pub fn sidecar_image(cluster: &FoundationDBCluster) -> String {
+    format!("{}:{}", cluster.spec.image, cluster.spec.version)
+}
+
+/// Process group `id`'s Pod, owned by the cluster, for a cluster that runs `running` (the
+/// status's running version). `None` when the cluster was never stored. The spec hash leaves
+/// the sidecar's image out: UpdateSidecarVersions changes it in place.
+pub fn pod(
+    cluster: &FoundationDBCluster,
+    id: &str,
+    class: ProcessClass,
+    running: Option<&str>,
+) -> Option<Pod> {
+    let main = main_version(cluster, running).to_owned();
     let name = cluster.name_any();
     let overrides = &cluster.spec.pod_template;
     let mut labels = overrides.labels.clone();
@@ -254,7 +287,7 @@ pub fn pod(cluster: &FoundationDBCluster, id: &str, class: ProcessClass) -> Opti
     )?;
     let container = Container {
         name: CONTAINER.into(),
-        image: Some(format!("{}:{}", cluster.spec.image, cluster.spec.version)),
+        image: Some(format!("{}:{main}", cluster.spec.image)),
         command: Some(vec!["fdb-kubernetes-monitor".into()]),
         args: Some(vec![
             "--input-dir".into(),
@@ -266,7 +299,7 @@ pub fn pod(cluster: &FoundationDBCluster, id: &str, class: ProcessClass) -> Opti
             "--shared-binary-dir".into(),
             SHARED_BINARIES.into(),
             "--main-container-version".into(),
-            cluster.spec.version.clone(),
+            main.clone(),
         ]),
         env: Some(vec![
             field_env("FDB_PUBLIC_IP", "status.podIP"),
@@ -276,6 +309,14 @@ pub fn pod(cluster: &FoundationDBCluster, id: &str, class: ProcessClass) -> Opti
             EnvVar {
                 name: "FDB_INSTANCE_ID".into(),
                 value: Some(id.to_owned()),
+                ..Default::default()
+            },
+            // The tools run in this container (fdbcli, fdbbackup) load the client libraries of
+            // the versions the sidecar provides: a multi-version client, so they reach the
+            // cluster before and after an upgrade's bounce.
+            EnvVar {
+                name: "FDB_NETWORK_OPTION_EXTERNAL_CLIENT_DIRECTORY".into(),
+                value: Some(SHARED_BINARIES.to_owned()),
                 ..Default::default()
             },
         ]),
@@ -298,6 +339,25 @@ pub fn pod(cluster: &FoundationDBCluster, id: &str, class: ProcessClass) -> Opti
                 ..Default::default()
             },
         ]),
+        ..Default::default()
+    };
+    let sidecar = Container {
+        name: SIDECAR.into(),
+        image: Some(sidecar_image(cluster)),
+        command: Some(vec!["fdb-kubernetes-monitor".into()]),
+        args: Some(vec![
+            "--mode".into(),
+            "sidecar".into(),
+            "--output-dir".into(),
+            SHARED_BINARIES.into(),
+            "--main-container-version".into(),
+            main.clone(),
+        ]),
+        volume_mounts: Some(vec![VolumeMount {
+            name: "shared-binaries".into(),
+            mount_path: SHARED_BINARIES.into(),
+            ..Default::default()
+        }]),
         ..Default::default()
     };
     let data = if class.is_stateful() {
@@ -367,7 +427,7 @@ pub fn pod(cluster: &FoundationDBCluster, id: &str, class: ProcessClass) -> Opti
         ..Default::default()
     };
     let spec = PodSpec {
-        containers: vec![container],
+        containers: vec![container, sidecar],
         volumes: Some(vec![data, config, shared]),
         affinity: Some(overrides.affinity.clone().unwrap_or(spread)),
         tolerations: (!overrides.tolerations.is_empty()).then(|| overrides.tolerations.clone()),
@@ -380,9 +440,13 @@ pub fn pod(cluster: &FoundationDBCluster, id: &str, class: ProcessClass) -> Opti
     };
     let mut annotations = overrides.annotations.clone();
     let all_labels = metadata.labels.clone().unwrap_or_default();
+    let mut hashed = spec.clone();
+    if let Some(s) = hashed.containers.iter_mut().find(|c| c.name == SIDECAR) {
+        s.image = None;
+    }
     annotations.insert(
         SPEC_HASH.to_owned(),
-        crate::etcd::build::member::spec_hash(&spec, &all_labels, &annotations),
+        crate::etcd::build::member::spec_hash(&hashed, &all_labels, &annotations),
     );
     metadata.annotations = Some(annotations);
     Some(Pod {
@@ -441,7 +505,7 @@ mod tests {
     #[test]
     fn a_pod_runs_the_monitor_on_its_claim_and_the_hash_follows_the_spec() {
         let c = cluster();
-        let p = pod(&c, "demo-storage-1", ProcessClass::Storage).unwrap();
+        let p = pod(&c, "demo-storage-1", ProcessClass::Storage, None).unwrap();
         let spec = p.spec.as_ref().unwrap();
         assert_eq!(
             spec.containers[0].image.as_deref(),
@@ -456,7 +520,7 @@ mod tests {
                 .claim_name,
             "demo-storage-1-data"
         );
-        let stateless = pod(&c, "demo-stateless-1", ProcessClass::Stateless).unwrap();
+        let stateless = pod(&c, "demo-stateless-1", ProcessClass::Stateless, None).unwrap();
         assert!(
             stateless.spec.unwrap().volumes.unwrap()[0]
                 .empty_dir
@@ -467,15 +531,68 @@ mod tests {
         let hash = |p: &Pod| p.metadata.annotations.as_ref().unwrap()[SPEC_HASH].clone();
         assert_ne!(
             hash(&p),
-            hash(&pod(&changed, "demo-storage-1", ProcessClass::Storage).unwrap())
+            hash(&pod(&changed, "demo-storage-1", ProcessClass::Storage, None).unwrap())
         );
         // A knob is not a Pod spec change: it reaches the processes through the ConfigMap.
         let mut knob = c.clone();
         knob.spec.custom_parameters = vec!["knob_a=1".into()];
         assert_eq!(
             hash(&p),
-            hash(&pod(&knob, "demo-storage-1", ProcessClass::Storage).unwrap())
+            hash(&pod(&knob, "demo-storage-1", ProcessClass::Storage, None).unwrap())
         );
+    }
+
+    #[test]
+    fn an_upgrade_changes_the_sidecar_first_and_the_main_container_once_running() {
+        let mut c = cluster();
+        c.spec.version = "7.3.43".into();
+        let hash = |p: &Pod| p.metadata.annotations.as_ref().unwrap()[SPEC_HASH].clone();
+        let image = |p: &Pod, i: usize| {
+            p.spec.as_ref().unwrap().containers[i]
+                .image
+                .clone()
+                .unwrap()
+        };
+        // Still running 7.1: the main container stays on it, the sidecar brings 7.3.
+        let during = pod(&c, "demo-storage-1", ProcessClass::Storage, Some("7.1.57")).unwrap();
+        assert_eq!(
+            image(&during, 0),
+            "foundationdb/fdb-kubernetes-monitor:7.1.57"
+        );
+        assert_eq!(
+            image(&during, 1),
+            "foundationdb/fdb-kubernetes-monitor:7.3.43"
+        );
+        let before = pod(
+            &cluster(),
+            "demo-storage-1",
+            ProcessClass::Storage,
+            Some("7.1.57"),
+        )
+        .unwrap();
+        assert_eq!(
+            hash(&during),
+            hash(&before),
+            "the sidecar's image is not in the hash"
+        );
+        // Running 7.3 after the bounce: the main container follows (a new Pod).
+        let after = pod(&c, "demo-storage-1", ProcessClass::Storage, Some("7.3.43")).unwrap();
+        assert_eq!(
+            image(&after, 0),
+            "foundationdb/fdb-kubernetes-monitor:7.3.43"
+        );
+        assert_ne!(hash(&after), hash(&during));
+        // A patch release is protocol-compatible: the Pods move to it directly.
+        let mut patch = cluster();
+        patch.spec.version = "7.1.61".into();
+        let p = pod(
+            &patch,
+            "demo-storage-1",
+            ProcessClass::Storage,
+            Some("7.1.57"),
+        )
+        .unwrap();
+        assert_eq!(image(&p, 0), "foundationdb/fdb-kubernetes-monitor:7.1.61");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! (pure) What the schema cannot check: the fault domain key, the custom parameters, the seed
 //! connection string, the log processes a redundancy mode needs, and what Steward does not
-//! implement yet (buggification, protocol-changing upgrades). An invalid spec stops the pass
+//! implement yet (buggification), and downgrades across protocols. An invalid spec stops the pass
 //! before anything is created or deleted; the message names the field.
 
 use steward_api::foundationdb::FoundationDBCluster;
@@ -26,6 +26,16 @@ pub fn minor_of(version: &str) -> Option<&str> {
     dots.next()?;
     let (second, _) = dots.next()?;
     Some(&version[..second])
+}
+
+/// (major, minor, patch) of a release version; unreadable parts are 0.
+fn release(version: &str) -> (u32, u32, u32) {
+    let mut parts = version.split('.').map(|p| p.parse().unwrap_or(0));
+    (
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+    )
 }
 
 /// Whether a connection string reads as `description:id@address,address…`.
@@ -127,9 +137,10 @@ pub fn validate(
     }
     if let Some(running) = running_version
         && minor_of(running) != minor_of(&spec.version)
+        && release(&spec.version) < release(running)
     {
         return Err(format!(
-            "spec.version {} changes the protocol from {running}: upgrades between major or minor versions are not implemented by Steward yet (patch versions are)",
+            "spec.version {} is older than the running {running} and speaks another protocol: FoundationDB cannot be downgraded across minor versions",
             spec.version
         ));
     }
@@ -151,11 +162,16 @@ mod tests {
     }
 
     #[test]
-    fn a_default_spec_is_valid_and_patch_upgrades_are_allowed() {
+    fn upgrades_are_allowed_and_downgrades_across_protocols_refused() {
         assert_eq!(validate(&cluster(json!({})), None), Ok(()));
         assert_eq!(validate(&cluster(json!({})), Some("7.1.50")), Ok(()));
+        assert_eq!(validate(&cluster(json!({})), Some("7.1.61")), Ok(()));
+        assert_eq!(
+            validate(&cluster(json!({"version": "7.3.43"})), Some("7.1.57")),
+            Ok(())
+        );
         let e = validate(&cluster(json!({})), Some("7.3.1")).unwrap_err();
-        assert!(e.contains("spec.version"), "{e}");
+        assert!(e.contains("spec.version 7.1.57 is older"), "{e}");
     }
 
     #[test]

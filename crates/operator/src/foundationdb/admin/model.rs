@@ -56,6 +56,8 @@ pub struct State {
     pub changes: Vec<String>,
     /// Monitor reports by Pod.
     pub reports: BTreeMap<String, String>,
+    /// `cluster.clients` as the status reports it (`supported_versions`), set by tests.
+    pub clients: Value,
 }
 
 /// See the module documentation.
@@ -166,6 +168,7 @@ impl State {
                 },
                 "configuration": configuration,
                 "processes": processes,
+                "clients": if self.clients.is_null() { json!({}) } else { self.clients.clone() },
                 "data": {"state": {"name": "healthy", "healthy": self.draining.is_empty()},
                          "moving_data": {"in_flight_bytes": moving}},
             }

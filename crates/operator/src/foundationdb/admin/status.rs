@@ -243,6 +243,8 @@ pub struct SupportedVersion {
 pub struct ConnectedClient {
     /// `IP:PORT`.
     pub address: String,
+    /// The client's `log_group`.
+    pub log_group: String,
 }
 
 impl DbStatus {

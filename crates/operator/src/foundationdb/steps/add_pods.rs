@@ -38,7 +38,12 @@ impl SubReconciler<FdbPass> for AddPods {
                 waiting.push(g.process_group_id.clone());
                 continue;
             }
-            let Some(pod) = build::pod(&pass.cluster, &g.process_group_id, class) else {
+            let Some(pod) = build::pod(
+                &pass.cluster,
+                &g.process_group_id,
+                class,
+                pass.status.running_version.as_deref(),
+            ) else {
                 return Err(Error::Internal {
                     message: "cluster has no UID or namespace".into(),
                 });

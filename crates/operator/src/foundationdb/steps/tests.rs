@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodStatus};
+use k8s_openapi::api::core::v1::{ContainerStatus, PersistentVolumeClaim, Pod, PodStatus};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::{reflector, watcher};
@@ -115,7 +115,25 @@ impl Harness {
                 .into_iter()
                 .find(|c| c.as_str() == class)
                 .unwrap();
-            let config = build::monitor_config(&self.cluster, pclass);
+            let mut config = build::monitor_config(&self.cluster, pclass);
+            // The kubelet runs the images the Pod names; the monitor runs a configuration's
+            // version only when its binary is there: the main container's own, or the one the
+            // sidecar provides. Otherwise it keeps its active configuration (the main one's).
+            let tag = |i: usize| {
+                pod.spec.as_ref().unwrap().containers[i]
+                    .image
+                    .clone()
+                    .unwrap()
+                    .rsplit_once(':')
+                    .unwrap()
+                    .1
+                    .to_owned()
+            };
+            let (main, sidecar) = (tag(0), tag(1));
+            if config["version"] != main && config["version"] != sidecar {
+                config["version"] = serde_json::json!(main);
+            }
+            let active_version = config["version"].as_str().unwrap().to_owned();
             let address = format!("{ip}:{}", build::PORT);
             {
                 let mut state = self.model.state();
@@ -126,6 +144,7 @@ impl Harness {
                 {
                     p.command_line = line.clone();
                     p.uptime = 1000.0;
+                    p.version = active_version.clone();
                 }
                 state.processes.entry(address.clone()).or_insert(Process {
                     class: class.clone(),
@@ -133,7 +152,7 @@ impl Harness {
                     instance_id: id.clone(),
                     command_line: line,
                     uptime: 1000.0,
-                    version: self.cluster.spec.version.clone(),
+                    version: active_version,
                 });
                 state.reports.insert(
                     id.clone(),
@@ -150,6 +169,20 @@ impl Harness {
                 Some(PodStatus {
                     phase: Some("Running".into()),
                     pod_ip: Some(ip),
+                    container_statuses: Some(
+                        pod.spec
+                            .as_ref()
+                            .unwrap()
+                            .containers
+                            .iter()
+                            .map(|c| ContainerStatus {
+                                name: c.name.clone(),
+                                image: c.image.clone().unwrap_or_default(),
+                                ready: true,
+                                ..ContainerStatus::default()
+                            })
+                            .collect(),
+                    ),
                     ..PodStatus::default()
                 }),
             );
@@ -491,6 +524,104 @@ async fn a_knob_is_bounced_after_the_uptime_rule_and_a_pod_spec_change_goes_zone
             .all(|p| p.labels().get("team").map(String::as_str) == Some("a"))
     );
     let _ = GROUP_LABEL;
+}
+
+/// A protocol-changing upgrade (7.1 → 7.3): held while a client has no 7.3 library; then the
+/// sidecars first (in place), one kill of every process once every monitor runs the new
+/// version, the running version moves, and only then the Pods' main containers, zone by zone.
+#[tokio::test]
+async fn an_upgrade_waits_for_clients_bounces_everything_at_once_then_rolls_the_pods() {
+    let mut h = Harness::start(spec()).await;
+    h.passes(10).await;
+    assert_eq!(h.status().running_version.as_deref(), Some("7.1.57"));
+    let client = |max: &str| {
+        serde_json::json!({"supported_versions": [
+            {"client_version": "7.1.57", "protocol_version": "fdb00b071010000",
+             "connected_clients": [{"address": "10.9.9.9:1", "log_group": "app"}],
+             "max_protocol_clients": if max == "7.1" { serde_json::json!([{"address": "10.9.9.9:1", "log_group": "app"}]) } else { serde_json::json!([]) }},
+            {"client_version": "7.3.43", "protocol_version": "fdb00b073000000",
+             "connected_clients": [],
+             "max_protocol_clients": if max == "7.3" { serde_json::json!([{"address": "10.9.9.9:1", "log_group": "app"}]) } else { serde_json::json!([]) }}
+        ]})
+    };
+    h.model.state().clients = client("7.1");
+    h.cluster.spec.version = "7.3.43".into();
+    let pods: Api<Pod> = Api::namespaced(h.plane.client.clone(), NS);
+    let images = |list: &[Pod], i: usize| -> Vec<String> {
+        list.iter()
+            .map(|p| {
+                p.spec.as_ref().unwrap().containers[i]
+                    .image
+                    .clone()
+                    .unwrap()
+            })
+            .collect()
+    };
+    for _ in 0..3 {
+        let report = h.pass().await;
+        assert!(
+            format!("{report:?}").contains("IncompatibleClients"),
+            "{report:?}"
+        );
+        h.clock.advance(std::time::Duration::from_secs(5));
+    }
+    let list = pods.list(&ListParams::default()).await.unwrap().items;
+    assert!(
+        images(&list, 1).iter().all(|i| i.ends_with(":7.1.57")),
+        "nothing moves while a client cannot follow"
+    );
+    assert!(!h.changes().iter().any(|c| c.starts_with("kill")));
+    // The client loads the 7.3 library now.
+    h.model.state().clients = client("7.3");
+    let mut kill_at = None;
+    for n in 0..30 {
+        let list = pods.list(&ListParams::default()).await.unwrap().items;
+        let before_kills = h.changes().iter().filter(|c| c.starts_with("kill")).count();
+        h.pass().await;
+        let kills: Vec<String> = h
+            .changes()
+            .into_iter()
+            .filter(|c| c.starts_with("kill"))
+            .collect();
+        if kills.len() > before_kills && kill_at.is_none() {
+            kill_at = Some(n);
+            // Every sidecar ran 7.3 and every main container still 7.1 when the kill came.
+            assert!(
+                images(&list, 1).iter().all(|i| i.ends_with(":7.3.43")),
+                "{list:?}"
+            );
+            assert!(images(&list, 0).iter().all(|i| i.ends_with(":7.1.57")));
+            assert_eq!(
+                kills.last().unwrap().split_whitespace().count(),
+                7,
+                "every process in one kill: {kills:?}"
+            );
+        }
+        h.clock.advance(std::time::Duration::from_secs(5));
+    }
+    assert!(kill_at.is_some(), "{:?} {:?}", h.changes(), h.events);
+    let kills = h.changes().iter().filter(|c| c.starts_with("kill")).count();
+    assert_eq!(kills, 1, "{:?}", h.changes());
+    assert_eq!(h.status().running_version.as_deref(), Some("7.3.43"));
+    let list = pods.list(&ListParams::default()).await.unwrap().items;
+    assert!(
+        images(&list, 0).iter().all(|i| i.ends_with(":7.3.43")),
+        "{list:?}"
+    );
+    assert!(
+        h.model
+            .state()
+            .processes
+            .values()
+            .all(|p| p.version == "7.3.43"),
+        "{:?}",
+        h.model.state().processes
+    );
+    assert!(
+        h.events.iter().any(|(r, _)| r == "UpgradeBounced"),
+        "{:?}",
+        h.events
+    );
 }
 
 #[tokio::test]

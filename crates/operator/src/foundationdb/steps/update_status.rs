@@ -207,10 +207,15 @@ fn analyse(pass: &mut FdbPass) {
             .pod_hashes
             .entry(g.process_group_id.clone())
             .or_insert_with(|| {
-                build::pod(&pass.cluster, &g.process_group_id, class)
-                    .as_ref()
-                    .and_then(|p| p.metadata.annotations.as_ref())
-                    .and_then(|a| a.get(SPEC_HASH).cloned())
+                build::pod(
+                    &pass.cluster,
+                    &g.process_group_id,
+                    class,
+                    pass.status.running_version.as_deref(),
+                )
+                .as_ref()
+                .and_then(|p| p.metadata.annotations.as_ref())
+                .and_then(|a| a.get(SPEC_HASH).cloned())
             })
             .clone();
         set_condition(
@@ -263,9 +268,17 @@ fn analyse(pass: &mut FdbPass) {
                 .as_ref()
                 .zip(environment.as_ref())
                 .and_then(|(conf, env)| build::command_line(conf, env));
+            // A process of another version than the configuration names is bounced too: an
+            // upgrade's new binary runs only once the process restarts.
+            let version = want_config
+                .get("version")
+                .and_then(serde_json::Value::as_str);
             let wrong = current_config.as_ref() == Some(want_config)
-                && expected
-                    .is_some_and(|e| processes.iter().any(|p| arguments_of(&p.command_line) != e));
+                && (expected
+                    .is_some_and(|e| processes.iter().any(|p| arguments_of(&p.command_line) != e))
+                    || processes
+                        .iter()
+                        .any(|p| !p.version.is_empty() && Some(p.version.as_str()) != version));
             set_condition(g, c::INCORRECT_COMMAND_LINE, wrong, now);
         }
     }
