@@ -24,7 +24,11 @@
 //! `cargo bench -p steward-operator --bench scale` (add `-- --clusters 10,100,1000 --steady S`;
 //! each point starts a fresh API server and operator). With `--engine cratedb` every cluster is
 //! a `CrateCluster` from `examples/cratedb-cluster.yaml` (3 masters, two data sets of 2, a
-//! user, a license): the per-cluster cost to set beside the stock CrateDB operator's.
+//! user, a license): the per-cluster cost to set beside the stock CrateDB operator's. With
+//! `--engine foundationdb` every cluster is a `FoundationDBCluster` from
+//! `examples/foundationdb-cluster.yaml` (2 storage, 1 log, 1 stateless process group; `--storage
+//! N` sets the storage count, e.g. one cluster of 100 process groups) and phase 2 also reports
+//! when every process group's Pod exists (the first pass's AddProcessGroups/AddPVCs/AddPods).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -83,6 +87,10 @@ async fn written_kinds(client: &Client, since: u64) -> String {
         (
             "CrateCluster",
             written_since::<steward_api::cratedb::CrateCluster>(client, since).await,
+        ),
+        (
+            "FoundationDBCluster",
+            written_since::<steward_api::foundationdb::FoundationDBCluster>(client, since).await,
         ),
         (
             "StatefulSet",
@@ -188,11 +196,47 @@ fn series_delta(before: &str, after: &str, name: &str) -> Vec<(String, f64)> {
     out
 }
 
-/// Whether the clusters are all CrateDB (`--engine cratedb`) rather than etcd + PostgreSQL.
-fn cratedb_only() -> bool {
+/// What the clusters are: half etcd and half PostgreSQL (the default), or all of one engine
+/// (`--engine cratedb`, `--engine foundationdb`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mix {
+    EtcdAndPostgres,
+    CrateDb,
+    FoundationDb,
+}
+
+fn mix() -> Mix {
     let args: Vec<String> = std::env::args().collect();
-    args.windows(2)
-        .any(|w| w[0] == "--engine" && w[1] == "cratedb")
+    match args
+        .windows(2)
+        .find(|w| w[0] == "--engine")
+        .map(|w| w[1].as_str())
+    {
+        None => Mix::EtcdAndPostgres,
+        Some("cratedb") => Mix::CrateDb,
+        Some("foundationdb") => Mix::FoundationDb,
+        Some(other) => panic!("--engine {other}: expected cratedb or foundationdb"),
+    }
+}
+
+/// The FoundationDB example, named `name`, with `storage` storage process groups.
+fn foundationdb(name: &str, storage: u64) -> steward_api::foundationdb::FoundationDBCluster {
+    let mut cluster: steward_api::foundationdb::FoundationDBCluster = serde_saphyr::from_str(
+        &include_str!("../../../examples/foundationdb-cluster.yaml")
+            .replace("name: demo-fdb", &format!("name: {name}"))
+            .replace("namespace: default", &format!("namespace: {NS}")),
+    )
+    .unwrap();
+    let mut value = serde_json::to_value(&cluster).unwrap();
+    value["spec"]["processCounts"]["storage"] = serde_json::json!(storage);
+    cluster = serde_json::from_value(value).unwrap();
+    cluster
+}
+
+/// Process groups per FoundationDB cluster: the storage count and the example's log and
+/// stateless process.
+fn foundationdb_groups(storage: u64) -> usize {
+    usize::try_from(storage).unwrap() + 2
 }
 
 fn postgres(name: &str) -> (Secret, PostgresCluster) {
@@ -203,6 +247,44 @@ fn postgres(name: &str) -> (Secret, PostgresCluster) {
     let secret = serde_saphyr::from_str(docs.next().unwrap()).unwrap();
     let cluster = serde_saphyr::from_str(docs.next().unwrap()).unwrap();
     (secret, cluster)
+}
+
+/// FoundationDB: waits until every cluster has a Pod for each of its `groups` process groups
+/// and prints when the last cluster got its last one (since `started`, the operator's start).
+async fn all_process_groups(
+    client: &Client,
+    n: u64,
+    groups: usize,
+    started: Instant,
+    deadline: Instant,
+) {
+    use k8s_openapi::api::core::v1::Pod;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let mut done: std::collections::HashMap<String, Duration> = Default::default();
+    while (done.len() as u64) < n && Instant::now() < deadline {
+        let list = pods
+            .list_metadata(&ListParams::default().labels("app.kubernetes.io/name=foundationdb"))
+            .await
+            .unwrap();
+        let mut per_cluster: std::collections::HashMap<String, usize> = Default::default();
+        for pod in list.items {
+            if let Some(cluster) = pod.labels().get("app.kubernetes.io/instance") {
+                *per_cluster.entry(cluster.clone()).or_default() += 1;
+            }
+        }
+        for (cluster, count) in per_cluster {
+            if count >= groups {
+                done.entry(cluster).or_insert_with(|| started.elapsed());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250 * n.div_ceil(1000).max(1))).await;
+    }
+    let last = done.values().max().copied().unwrap_or_default();
+    println!(
+        "every process group's Pod: {}/{n} clusters complete ({groups} Pods each), the last at {:.1} s",
+        done.len(),
+        last.as_secs_f64()
+    );
 }
 
 /// The API server's `/metrics` text.
@@ -307,9 +389,14 @@ async fn main() {
 async fn point(n: u64, steady: u64) -> String {
     let plane = Embedded::start(&[NS, "steward-system"]).await.unwrap();
     let client = plane.client.clone();
-    let crate_only = cratedb_only();
-    if crate_only {
+    let mix = mix();
+    let storage = arg("--storage", 2);
+    if mix == Mix::CrateDb {
         println!("scale: {n} clusters (CrateDB: 3 masters + 2 + 2 data nodes each)");
+    } else if mix == Mix::FoundationDb {
+        println!(
+            "scale: {n} clusters (FoundationDB: {storage} storage, 1 log, 1 stateless process groups each)"
+        );
     } else {
         println!(
             "scale: {n} clusters ({} etcd, {} PostgreSQL)",
@@ -350,9 +437,14 @@ async fn point(n: u64, steady: u64) -> String {
         .for_each_concurrent(16, |(is_etcd, name)| {
             let client = client.clone();
             async move {
-                if crate_only {
+                if mix == Mix::CrateDb {
                     Api::<steward_api::cratedb::CrateCluster>::namespaced(client, NS)
                         .create(&PostParams::default(), &cratedb(&name).1)
+                        .await
+                        .unwrap();
+                } else if mix == Mix::FoundationDb {
+                    Api::<steward_api::foundationdb::FoundationDBCluster>::namespaced(client, NS)
+                        .create(&PostParams::default(), &foundationdb(&name, storage))
                         .await
                         .unwrap();
                 } else if is_etcd {
@@ -386,18 +478,30 @@ async fn point(n: u64, steady: u64) -> String {
     let operator = Operator::start(&plane, dir.path());
     let pid = operator.0.id();
     let services: Api<Service> = Api::namespaced(client.clone(), NS);
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     let mut first_child: std::collections::HashMap<String, Duration> = Default::default();
     let deadline = Instant::now() + Duration::from_secs(arg("--wait", 600));
     let wanted: std::collections::HashSet<&str> = names.iter().map(|(_, n)| n.as_str()).collect();
     while first_child.len() < names.len() && Instant::now() < deadline {
-        let list = services
-            .list_metadata(&ListParams::default())
-            .await
-            .unwrap();
-        for s in list.items {
+        // FoundationDB's first child is its ConfigMap `<cluster>-config` (it has no Service).
+        let listed: Vec<String> = if mix == Mix::FoundationDb {
+            let list = config_maps.list_metadata(&ListParams::default()).await;
+            list.unwrap()
+                .items
+                .iter()
+                .map(ResourceExt::name_any)
+                .collect()
+        } else {
+            let list = services.list_metadata(&ListParams::default()).await;
+            list.unwrap()
+                .items
+                .iter()
+                .map(ResourceExt::name_any)
+                .collect()
+        };
+        for name in listed {
             // Services are `<cluster>`, `<cluster>-client`, `<cluster>-primary`, `-replicas`;
             // CrateDB's `crate-discovery-<cluster>` and `crate-<cluster>`.
-            let name = s.name_any();
             let name = name
                 .strip_prefix("crate-discovery-")
                 .or_else(|| name.strip_prefix("crate-"))
@@ -433,6 +537,9 @@ async fn point(n: u64, steady: u64) -> String {
         at(0.99),
         at(1.0)
     );
+    if mix == Mix::FoundationDb {
+        all_process_groups(&client, n, foundationdb_groups(storage), started, deadline).await;
+    }
     println!(
         "  the embedded API server's controllers meanwhile: {}",
         controller_time(

@@ -426,12 +426,26 @@ impl Plane {
                     .as_ref()
                     .map(|s| (&s.phase, &s.pod_ip, &s.container_statuses))
             );
-            let params = LogParams {
-                tail_lines: Some(30),
-                ..LogParams::default()
-            };
-            if let Ok(log) = pods.logs(&name, &params).await {
-                eprintln!("{log}");
+            // Every container's tail: a Pod with sidecars has no default container to read.
+            let containers = pod
+                .spec
+                .as_ref()
+                .map(|s| {
+                    s.containers
+                        .iter()
+                        .map(|c| c.name.clone())
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default();
+            for container in containers {
+                let params = LogParams {
+                    container: Some(container.clone()),
+                    tail_lines: Some(40),
+                    ..LogParams::default()
+                };
+                if let Ok(log) = pods.logs(&name, &params).await {
+                    eprintln!("--- {name}/{container}:\n{log}");
+                }
             }
         }
     }
