@@ -2,6 +2,11 @@
 //! first byte is the channel (0 stdin, 1 stdout, 2 stderr, 3 error/status, 4 resize, 255 close
 //! in v5). The command runs through the shim inside the container's namespaces with its env,
 //! user and working directory; the final frame on channel 3 is a `metav1.Status`.
+//!
+//! The parameters are the kubelet's own (`k8s.io/api/core/v1` `ExecStdinParam` and friends):
+//! `command` (repeated), `input`, `output`, `error`, `tty`, each on when `1` — what the API
+//! server's pod strategy (`streamParams`) turns a client's `stdin`/`stdout`/`stderr`/`tty`
+//! into. The client names are not read: a kubelet does not read them either.
 
 use std::sync::Arc;
 
@@ -45,13 +50,9 @@ pub async fn exec(
         .filter(|(k, _)| k == "command")
         .map(|(_, v)| v.clone())
         .collect();
-    let flag = |k: &str| {
-        truthy(
-            q.iter()
-                .rev()
-                .find(|(key, _)| key == k)
-                .map(|(_, v)| v.as_str()),
-        )
+    let opts = match StreamOptions::parse(&q) {
+        Ok(o) => o,
+        Err(message) => return error(StatusCode::BAD_REQUEST, message),
     };
     let offered = offered(&headers);
     let Some(protocol) = PROTOCOLS.iter().find(|p| offered.iter().any(|o| o == *p)) else {
@@ -78,9 +79,8 @@ pub async fn exec(
             format!("container \"{container}\" in pod \"{pod}\" is not running"),
         );
     };
-    let stdin = flag("stdin");
     let spec = exec_spec(&template, pid, &command);
-    let child = match shared.launcher.exec(&rt, &container, &spec, stdin) {
+    let child = match shared.launcher.exec(&rt, &container, &spec, opts.stdin) {
         Ok(c) => c,
         Err(e) => {
             return error(
@@ -91,11 +91,47 @@ pub async fn exec(
     };
     let streams = Streams {
         v5: *protocol == PROTOCOLS[0],
-        stdout: flag("stdout"),
-        stderr: flag("stderr"),
+        stdout: opts.stdout,
+        stderr: opts.stderr,
     };
     ws.protocols([*protocol])
         .on_upgrade(move |socket| session(socket, child, command, streams))
+}
+
+/// Which streams the caller asked for, under the kubelet's parameter names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamOptions {
+    pub stdin: bool,
+    pub stdout: bool,
+    pub stderr: bool,
+    pub tty: bool,
+}
+
+impl StreamOptions {
+    /// Reads `input`, `output`, `error` and `tty` (the last value of a repeated key), with the
+    /// kubelet's rules: stderr is dropped with a tty (a terminal has one output), and at least
+    /// one of the three streams must be asked for.
+    pub fn parse(q: &[(String, String)]) -> Result<Self, &'static str> {
+        let flag = |k: &str| {
+            truthy(
+                q.iter()
+                    .rev()
+                    .find(|(key, _)| key == k)
+                    .map(|(_, v)| v.as_str()),
+            )
+        };
+        let tty = flag("tty");
+        let opts = Self {
+            stdin: flag("input"),
+            stdout: flag("output"),
+            stderr: flag("error") && !tty,
+            tty,
+        };
+        if !opts.stdin && !opts.stdout && !opts.stderr {
+            return Err("you must specify at least 1 of stdin, stdout, stderr");
+        }
+        Ok(opts)
+    }
 }
 
 fn frame(channel: u8, data: &[u8]) -> Message {
@@ -224,4 +260,35 @@ async fn session(socket: WebSocket, mut child: Child, command: Vec<String>, stre
     }
     drop(tx);
     let _ = writer.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn options_use_the_kubelet_parameter_names() {
+        let o = StreamOptions::parse(&q(&[("input", "1"), ("output", "1"), ("error", "1")]));
+        assert_eq!(
+            o,
+            Ok(StreamOptions {
+                stdin: true,
+                stdout: true,
+                stderr: true,
+                tty: false
+            })
+        );
+        // The client's names are the API server's business, not the kubelet's.
+        assert!(StreamOptions::parse(&q(&[("stdout", "1"), ("stderr", "true")])).is_err());
+        // With a tty, stderr is dropped, as the kubelet does.
+        let o = StreamOptions::parse(&q(&[("output", "1"), ("error", "1"), ("tty", "1")]));
+        assert_eq!(o.map(|o| (o.stdout, o.stderr, o.tty)), Ok((true, false, true)));
+    }
 }
