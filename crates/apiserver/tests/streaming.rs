@@ -61,8 +61,9 @@ async fn container_logs(
     format!("{ns}/{pod}/{container}\nquery {q}\n").into_response()
 }
 
-/// Echoes stdin to stdout when `stdin=true`, then prints the command and a warning and reports
-/// success on the error channel.
+/// Reads the parameters under the kubelet's names (`input`, `output`, `error`, set to `1`), as
+/// a real kubelet does: echoes stdin to stdout when `input=1`, then prints the command (if
+/// `output=1`) and a warning (if `error=1`) and reports success on the error channel.
 async fn exec(
     Path((ns, pod, container)): Path<(String, String, String)>,
     RawQuery(q): RawQuery,
@@ -74,7 +75,8 @@ async fn exec(
         .filter(|(k, _)| k == "command")
         .map(|(_, v)| v.clone())
         .collect();
-    let stdin = p.iter().any(|(k, v)| k == "stdin" && v == "true");
+    let flag = |name: &str| p.iter().any(|(k, v)| k == name && v == "1");
+    let (stdin, stdout, stderr) = (flag("input"), flag("output"), flag("error"));
     ws.protocols(["v5.channel.k8s.io", "v4.channel.k8s.io"])
         .on_upgrade(move |mut s| async move {
             let frame = |ch: u8, data: &[u8]| {
@@ -85,15 +87,19 @@ async fn exec(
             if stdin {
                 while let Some(Ok(Message::Binary(b))) = s.recv().await {
                     match b.first() {
-                        Some(0) => s.send(frame(1, &b[1..])).await.unwrap(),
+                        Some(0) if stdout => s.send(frame(1, &b[1..])).await.unwrap(),
                         Some(255) => break,
                         _ => {}
                     }
                 }
             }
             let line = format!("{ns}/{pod}/{container}: {}\n", command.join(" "));
-            s.send(frame(1, line.as_bytes())).await.unwrap();
-            s.send(frame(2, b"warning\n")).await.unwrap();
+            if stdout {
+                s.send(frame(1, line.as_bytes())).await.unwrap();
+            }
+            if stderr {
+                s.send(frame(2, b"warning\n")).await.unwrap();
+            }
             s.send(frame(3, br#"{"metadata":{},"status":"Success"}"#))
                 .await
                 .unwrap();

@@ -10,3 +10,5 @@ mod databases;
 mod identity;
 #[path = "node_e2e/pods.rs"]
 mod pods;
+#[path = "node_e2e/spdy.rs"]
+mod spdy;

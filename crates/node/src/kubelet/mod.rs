@@ -1,11 +1,18 @@
 //! The kubelet HTTP API the API server proxies `pods/log` and `pods/exec` to (HTTPS on
 //! `cfg.kubelet_bind`, as a real kubelet serves it, with a self-signed certificate the agent
 //! makes at start for `127.0.0.1`, `localhost` and the Node's name; a real API server does not
-//! verify kubelet certificates unless given `--kubelet-certificate-authority`): `GET /containerLogs/{ns}/{pod}/{container}` and
-//! `GET|POST /exec/{ns}/{pod}/{container}` (WebSocket, `v5`/`v4.channel.k8s.io`).
+//! verify kubelet certificates unless given `--kubelet-certificate-authority`):
+//! `GET /containerLogs/{ns}/{pod}/{container}`, `GET|POST /exec/{ns}/{pod}/{container}`
+//! (WebSocket `v5`/`v4.channel.k8s.io`, or SPDY/3.1 `v4`/`v3`/`v2.channel.k8s.io` as
+//! kube-apiserver speaks it) and `GET|POST /portForward/{ns}/{pod}` (SPDY/3.1,
+//! `portforward.k8s.io`). `/attach/…` answers that attach is not supported: containers'
+//! output goes to their log files, not to a terminal one could attach to.
 
 mod exec;
+mod exec_spdy;
 mod logs;
+mod portforward;
+mod spdy;
 
 use std::sync::Arc;
 
@@ -28,6 +35,14 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route(
             "/exec/{namespace}/{pod}/{container}",
             get(exec::exec).post(exec::exec),
+        )
+        .route(
+            "/portForward/{namespace}/{pod}",
+            get(portforward::port_forward).post(portforward::port_forward),
+        )
+        .route(
+            "/attach/{namespace}/{pod}/{container}",
+            get(attach).post(attach),
         )
         .with_state(shared)
 }
@@ -93,6 +108,15 @@ pub async fn serve(
             }
         });
     }
+}
+
+/// Attach would join a container's own stdin/stdout; the agent writes containers' output to
+/// log files and gives them no stdin, so there is nothing to attach to.
+async fn attach() -> Response {
+    error(
+        StatusCode::NOT_IMPLEMENTED,
+        "attach is not supported by the Steward node agent (containers run without a terminal or stdin; use exec, or logs -f)",
+    )
 }
 
 fn error(status: StatusCode, message: impl Into<String>) -> Response {

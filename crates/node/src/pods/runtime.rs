@@ -2,6 +2,7 @@
 //! container its pid and shim spec (so exec probes and `pods/exec` can join it).
 
 use std::collections::HashMap;
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -15,6 +16,8 @@ pub struct PodRuntime {
     pub namespace: String,
     pub name: String,
     pub dir: PathBuf,
+    /// The Pod's own address (`None` for a pod that does not run).
+    pub ip: Option<Ipv4Addr>,
     seq: u64,
     running: Mutex<HashMap<String, (i32, ShimSpec)>>,
     /// Process groups of commands run inside containers: (container, pgid, start time).
@@ -95,12 +98,20 @@ pub struct Registry {
 }
 
 impl Registry {
-    pub fn insert(&self, uid: &str, namespace: &str, name: &str, dir: &Path) -> Arc<PodRuntime> {
+    pub fn insert(
+        &self,
+        uid: &str,
+        namespace: &str,
+        name: &str,
+        dir: &Path,
+        ip: Option<Ipv4Addr>,
+    ) -> Arc<PodRuntime> {
         let rt = Arc::new(PodRuntime {
             uid: uid.to_string(),
             namespace: namespace.to_string(),
             name: name.to_string(),
             dir: dir.to_path_buf(),
+            ip,
             seq: self.seq.fetch_add(1, Ordering::Relaxed),
             running: Mutex::new(HashMap::new()),
             execs: Mutex::new(Vec::new()),

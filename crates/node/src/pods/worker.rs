@@ -274,7 +274,7 @@ pub async fn run(
     let name = pod.metadata.name.clone().unwrap_or_default();
     let dir = shared.pods_dir().join(&uid);
     if status::is_terminal(phase_of(&pod)) || pod.metadata.deletion_timestamp.is_some() {
-        let rt = shared.registry.insert(&uid, &ns, &name, &dir);
+        let rt = shared.registry.insert(&uid, &ns, &name, &dir, None);
         let end = idle(&mut pod_rx, &mut stop_rx).await;
         shared.registry.remove(&rt.uid);
         let last = pod_rx.borrow().clone();
@@ -289,7 +289,7 @@ pub async fn run(
         return;
     };
     let ip = address.ip;
-    let rt = shared.registry.insert(&uid, &ns, &name, &dir);
+    let rt = shared.registry.insert(&uid, &ns, &name, &dir, Some(ip));
     let identity = PodIdentity {
         ip: ip.to_string(),
         namespace: ns.clone(),

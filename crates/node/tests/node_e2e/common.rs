@@ -336,7 +336,7 @@ pub async fn exec(
         .iter()
         .map(|c| format!("command={}", urlencode(c)))
         .collect();
-    query.push("stdout=1&stderr=1".into());
+    query.push("output=1&error=1".into());
     let url = format!(
         "wss://{addr}/exec/{ns}/{pod}/{container}?{}",
         query.join("&")

@@ -181,8 +181,10 @@ fn truthy(v: &str) -> bool {
 
 /// The kubelet query for a request's parameters: log options as the real server passes them
 /// (`follow`, `previous`, `timestamps`, `sinceSeconds`, `sinceTime`, `tailLines`,
-/// `limitBytes`, `stream`), or `command` (repeated) and `stdin`/`stdout`/`stderr`/`tty` as
-/// `true`/`false` for exec and attach.
+/// `limitBytes`, `stream`), or for exec and attach the kubelet's own parameter names, as the
+/// real server's pod strategy (`streamParams`) writes them: `command` (repeated, exec only),
+/// then `error`, `input`, `output`, `tty` set to `1` for each of the client's `stderr`,
+/// `stdin`, `stdout`, `tty` that is true and left out otherwise (keys in Go's sorted order).
 pub fn kubelet_query(sub: Sub, params: &[(String, String)]) -> ApiResult<String> {
     let get = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     let mut q = form_urlencoded::Serializer::new(String::new());
@@ -213,9 +215,16 @@ pub fn kubelet_query(sub: Sub, params: &[(String, String)]) -> ApiResult<String>
                     q.append_pair("command", c);
                 }
             }
-            for flag in ["stdin", "stdout", "stderr", "tty"] {
-                let on = get(flag).is_some_and(truthy);
-                q.append_pair(flag, if on { "true" } else { "false" });
+            // k8s.io/api/core/v1: ExecStderrParam, ExecStdinParam, ExecStdoutParam, ExecTTYParam.
+            for (client, kubelet) in [
+                ("stderr", "error"),
+                ("stdin", "input"),
+                ("stdout", "output"),
+                ("tty", "tty"),
+            ] {
+                if get(client).is_some_and(truthy) {
+                    q.append_pair(kubelet, "1");
+                }
             }
         }
     }
@@ -346,7 +355,20 @@ mod tests {
                 ])
             )
             .unwrap(),
-            "command=sh&command=-c&command=echo+hi&stdin=true&stdout=true&stderr=false&tty=false"
+            "command=sh&command=-c&command=echo+hi&input=1&output=1"
+        );
+        assert_eq!(
+            kubelet_query(
+                Sub::Attach,
+                &p(&[
+                    ("command", "ignored"),
+                    ("stderr", "true"),
+                    ("stdout", "false"),
+                    ("tty", "true")
+                ])
+            )
+            .unwrap(),
+            "error=1&tty=1"
         );
         assert!(match_path("/api/v1/namespaces/default/pods/web/exec").is_some());
         assert!(match_path("/api/v1/namespaces/default/pods/web/status").is_none());
