@@ -15,6 +15,10 @@ command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || need_apt+=(etcd-client)
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need_apt+=(postgresql)
 command -v pgbackrest >/dev/null 2>&1 || need_apt+=(pgbackrest)
+# The node agent's SPDY conformance test drives it with an independent SPDY client (npm
+# spdy-transport, installed by the test with `npm ci`).
+command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
+command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 # etcd-client compiles etcd's protobuf definitions.
 command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
 # The PostgreSQL metrics sidecar (image quay.io/prometheuscommunity/postgres-exporter) runs as
