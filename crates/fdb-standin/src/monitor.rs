@@ -256,7 +256,7 @@ async fn launcher(args: MonitorArgs) -> i32 {
     let conf_path = args.input_dir.join(&args.input_monitor_conf);
     let mut seen: Option<String> = None;
     let mut active: Option<Active> = None;
-    let mut rejected: Option<String>;
+    let mut rejected: Option<String> = None;
     let mut children: BTreeMap<u32, Child> = BTreeMap::new();
     let mut exited: BTreeMap<u32, Instant> = BTreeMap::new();
     let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -271,26 +271,32 @@ async fn launcher(args: MonitorArgs) -> i32 {
             _ = tokio::signal::ctrl_c() => break,
             _ = interval.tick() => {}
         }
-        // The configuration, polled every second.
+        // The configuration, polled every second; a rejected one is tried again on every poll
+        // (its version's binary may arrive later from the sidecar: FoundationDB's monitor
+        // loads its configuration again when the operator marks the Pod as having seen an
+        // outdated ConfigMap).
         if last_poll.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
             last_poll = Some(Instant::now());
             let text = std::fs::read_to_string(&conf_path).ok();
             if let Some(text) = text
-                && seen.as_ref() != Some(&text)
+                && (seen.as_ref() != Some(&text) || rejected.is_some())
             {
+                let again = seen.as_ref() == Some(&text);
                 seen = Some(text.clone());
                 match validate(&args, &text) {
                     Ok((cfg, binary)) => {
                         tracing::info!("configuration loaded: version {}", cfg.version);
                         active = Some(Active { text, cfg, binary });
                         rejected = None;
+                        write_state(&args, active.as_ref(), None);
                     }
+                    Err(e) if again && rejected.as_deref() == Some(e.as_str()) => {}
                     Err(e) => {
                         tracing::warn!("configuration rejected: {e}");
                         rejected = Some(e);
+                        write_state(&args, active.as_ref(), rejected.as_deref());
                     }
                 }
-                write_state(&args, active.as_ref(), rejected.as_deref());
             }
         }
         let Some(act) = &active else {
