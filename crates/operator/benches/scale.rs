@@ -287,6 +287,50 @@ async fn all_process_groups(
     );
 }
 
+/// p50 and p99 of `steward_reconcile_pass_duration_seconds` between two `/metrics` samples, per
+/// controller: the upper bound of the bucket holding each quantile.
+fn pass_quantiles(before: &str, after: &str) -> String {
+    let buckets = series_delta(before, after, "steward_reconcile_pass_duration_seconds_bucket");
+    let mut by_controller: std::collections::BTreeMap<String, Vec<(f64, f64)>> =
+        Default::default();
+    for (labels, n) in buckets {
+        let field = |name: &str| {
+            labels
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(&format!("{name}=\"")))
+                .map(|v| v.trim_end_matches('"').to_owned())
+        };
+        let (Some(controller), Some(le)) = (field("controller"), field("le")) else {
+            continue;
+        };
+        let bound = if le == "+Inf" {
+            f64::INFINITY
+        } else {
+            le.parse().unwrap_or(f64::INFINITY)
+        };
+        by_controller.entry(controller).or_default().push((bound, n));
+    }
+    by_controller
+        .into_iter()
+        .map(|(controller, mut cumulative)| {
+            cumulative.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let total = cumulative.last().map_or(0.0, |(_, n)| *n);
+            let at = |q: f64| {
+                cumulative
+                    .iter()
+                    .find(|(_, n)| *n >= q * total)
+                    .map_or(f64::INFINITY, |(b, _)| *b)
+            };
+            format!(
+                "{controller}: {total:.0} passes, p50 <= {:.0} ms, p99 <= {:.0} ms",
+                at(0.5) * 1000.0,
+                at(0.99) * 1000.0
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// The API server's `/metrics` text.
 async fn server_metrics(client: &Client) -> String {
     let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
@@ -589,6 +633,10 @@ async fn point(n: u64, steady: u64) -> String {
         heap("active"),
         heap("resident"),
         heap("retained")
+    );
+    println!(
+        "  pass time in that window, per controller (from the operator's histogram; bucket upper bounds): {}",
+        pass_quantiles(&metrics0, &metrics1)
     );
     // Where the passes' time went: the operator's own step histograms over the window.
     let passes = series_delta(&metrics0, &metrics1, "steward_reconcile_passes_total");

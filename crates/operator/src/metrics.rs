@@ -17,6 +17,11 @@ struct StepLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ControllerLabels {
+    controller: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PassLabels {
     controller: String,
     outcome: String,
@@ -57,6 +62,7 @@ fn step_histogram() -> Histogram {
 pub struct Metrics {
     registry: Arc<Registry>,
     step_duration: Family<StepLabels, Histogram, fn() -> Histogram>,
+    pass_duration: Family<ControllerLabels, Histogram, fn() -> Histogram>,
     passes: Family<PassLabels, Counter>,
     errors: Family<ErrorLabels, Counter>,
     webhooks: Family<WebhookLabels, Counter>,
@@ -82,6 +88,13 @@ impl Metrics {
             "reconcile_step_duration_seconds",
             "Time spent in each reconcile step",
             step_duration.clone(),
+        );
+        let pass_duration: Family<ControllerLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(step_histogram);
+        registry.register(
+            "reconcile_pass_duration_seconds",
+            "Time one reconcile pass took, all its steps (wall clock)",
+            pass_duration.clone(),
         );
         let passes = Family::<PassLabels, Counter>::default();
         registry.register(
@@ -129,6 +142,7 @@ impl Metrics {
         Self {
             registry: Arc::new(registry),
             step_duration,
+            pass_duration,
             passes,
             errors,
             webhooks,
@@ -149,14 +163,19 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
-    /// Counts a finished pass.
-    pub fn pass_finished(&self, controller: &str, outcome: &str) {
+    /// Counts a finished pass and records how long it took (wall clock, awaits included).
+    pub fn pass_finished(&self, controller: &str, outcome: &str, took: Duration) {
         self.passes
             .get_or_create(&PassLabels {
                 controller: controller.to_owned(),
                 outcome: outcome.to_owned(),
             })
             .inc();
+        self.pass_duration
+            .get_or_create(&ControllerLabels {
+                controller: controller.to_owned(),
+            })
+            .observe(took.as_secs_f64());
     }
 
     /// Counts an error.

@@ -433,6 +433,7 @@ impl<P: Pass> Pipeline<P> {
 
     /// Runs one pass. See the module documentation for the order of things.
     pub async fn run(&self, pass: &mut P, metrics: &Metrics) -> PassReport {
+        let started = std::time::Instant::now();
         let mut steps_run = Vec::new();
         let mut skipped = Vec::new();
         let mut requeue: Option<(Duration, &'static str, String)> = None;
@@ -486,7 +487,7 @@ impl<P: Pass> Pipeline<P> {
             },
         };
         self.conclude(pass.core_mut(), &result, &skipped);
-        metrics.pass_finished(self.controller, result.label());
+        metrics.pass_finished(self.controller, result.label(), started.elapsed());
         if let PassResult::Failed { category, .. } = &result {
             metrics.error(self.controller, category.as_str());
         }
