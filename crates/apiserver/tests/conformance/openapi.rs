@@ -31,16 +31,19 @@ async fn index(env: &Env) -> Value {
 
 /// The document of `gv` at the hash the index names. Other tests add CRDs to the same group
 /// at any moment, which changes the document: a hash gone stale between reading the index and
-/// fetching is answered 301 (to the newest hash), and the index is read again.
+/// fetching is answered 301 to the newest hash, which is followed (as a client does).
 async fn document(env: &Env, gv: &str) -> Value {
-    for _ in 0..10 {
-        let index = index(env).await;
-        let url = index["paths"][gv]["serverRelativeURL"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{gv} not in the index: {index}"))
-            .to_string();
+    let index = index(env).await;
+    let mut url = index["paths"][gv]["serverRelativeURL"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{gv} not in the index: {index}"))
+        .to_string();
+    for _ in 0..20 {
         let (resp, body) = get(env, &url, &[("Accept", "application/json")]).await;
         if resp.status() == 301 {
+            url = header(&resp, "location").to_string();
+            assert!(url.contains("hash="), "{url}");
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
             continue;
         }
         assert_eq!(resp.status(), 200, "{url}");
