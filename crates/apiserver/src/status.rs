@@ -89,7 +89,8 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
-fn short_value(v: &Value) -> String {
+/// A value as a field error prints it: strings quoted, objects and lists by their type.
+pub fn short_value(v: &Value) -> String {
     match v {
         Value::String(s) => format!("{s:?}"),
         Value::Object(_) => "\"object\"".into(),

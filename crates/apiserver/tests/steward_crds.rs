@@ -54,7 +54,9 @@ async fn postgres_cluster_rules_hold() {
 
     let msg = refusal(api.patch("db", &pp, &merge(json!({"version": "16"}))).await);
     assert!(
-        msg.contains("spec: Invalid value: \"object\": version is the PostgreSQL major version and cannot change"),
+        msg.contains(
+            "spec: Invalid value: version is the PostgreSQL major version and cannot change"
+        ),
         "{msg}"
     );
     let msg = refusal(
@@ -137,15 +139,15 @@ async fn etcd_rules_hold() {
     for (change, message) in [
         (
             json!({"clusterName": "other"}),
-            "spec.clusterName: Invalid value: \"string\": clusterName is immutable",
+            "spec.clusterName: Invalid value: \"other\": clusterName is immutable",
         ),
         (
             json!({"memberId": "1"}),
-            "spec.memberId: Invalid value: \"string\": memberId is immutable",
+            "spec.memberId: Invalid value: \"1\": memberId is immutable",
         ),
         (
             json!({"bootstrap": {"initialClusterToken": "uid-2"}}),
-            "spec.bootstrap.initialClusterToken: Invalid value: \"string\": initialClusterToken is immutable",
+            "spec.bootstrap.initialClusterToken: Invalid value: \"uid-2\": initialClusterToken is immutable",
         ),
     ] {
         let msg = refusal(peers.patch("e-0", &pp, &merge(change)).await);

@@ -60,23 +60,31 @@ fn text(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(Value::as_str).map(String::from)
 }
 
-/// The Go dump of the rule upstream prints as the invalid value.
+/// The rule as 1.36 prints it as the invalid value: Go's JSON of `apiextensions.ValidationRule`
+/// (exported field names in declaration order, `null` for unset pointers, `<`, `>` and `&`
+/// escaped as Go's encoder does); earlier releases printed a Go dump
+/// (`apiextensions.ValidationRule{Rule:"…", …}`).
 fn dump(rule: &Value) -> String {
-    let reason = match text(rule, "reason") {
-        Some(r) => format!("&{r:?}"),
-        None => "(*apiextensions.FieldValueErrorReason)(nil)".into(),
+    let go = |v: Value| {
+        v.to_string()
+            .replace('<', "\\u003c")
+            .replace('>', "\\u003e")
+            .replace('&', "\\u0026")
     };
-    let optional = match rule.get("optionalOldSelf").and_then(Value::as_bool) {
-        Some(b) => format!("&{b}"),
-        None => "(*bool)(nil)".into(),
-    };
+    let string = |key: &str| go(Value::String(text(rule, key).unwrap_or_default()));
+    let reason = text(rule, "reason").map_or(Value::Null, Value::String);
+    let optional = rule
+        .get("optionalOldSelf")
+        .and_then(Value::as_bool)
+        .map_or(Value::Null, Value::Bool);
     format!(
-        "apiextensions.ValidationRule{{Rule:{:?}, Message:{:?}, MessageExpression:{:?}, \
-         Reason:{reason}, FieldPath:{:?}, OptionalOldSelf:{optional}}}",
-        text(rule, "rule").unwrap_or_default(),
-        text(rule, "message").unwrap_or_default(),
-        text(rule, "messageExpression").unwrap_or_default(),
-        text(rule, "fieldPath").unwrap_or_default(),
+        "{{\"Rule\":{},\"Message\":{},\"MessageExpression\":{},\"Reason\":{},\"FieldPath\":{},\"OptionalOldSelf\":{}}}",
+        string("rule"),
+        string("message"),
+        string("messageExpression"),
+        go(reason),
+        string("fieldPath"),
+        go(optional),
     )
 }
 

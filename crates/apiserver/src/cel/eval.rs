@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::compile::{Node, Reason, Rule};
 use super::library;
 use super::value;
-use crate::status::Cause;
+use crate::status::{Cause, short_value};
 
 /// Where a node is, in field-error notation (`spec.items[0]`, `spec.labels[app]`).
 #[derive(Clone, Copy)]
@@ -94,9 +94,19 @@ fn message(rule: &Rule, ctx: &Context<'_, '_>) -> String {
     default_message(rule)
 }
 
-fn failure(rule: &Rule, field: &str, ty: &str, msg: String) -> Cause {
+/// A failed rule as a cause. 1.36 shows the value the rule ran on when it is a scalar
+/// (`Invalid value: "web-1": …`, `Invalid value: 2: …`) and leaves an object's or a list's out
+/// (`Invalid value: port is immutable`), and likewise for `Duplicate value`; earlier releases
+/// showed the schema type instead. Runtime errors still show the type (`Invalid value:
+/// "object": no such key: …`).
+fn failure(rule: &Rule, field: &str, value: &Value, msg: String) -> Cause {
     match rule.reason {
-        Reason::Invalid => Cause::invalid(field, &json!(ty), &msg),
+        Reason::Invalid if value.is_object() || value.is_array() => Cause {
+            reason: "FieldValueInvalid",
+            field: field.to_string(),
+            message: format!("Invalid value: {msg}"),
+        },
+        Reason::Invalid => Cause::invalid(field, value, &msg),
         Reason::Forbidden => Cause::forbidden(field, &msg),
         Reason::Required => Cause {
             reason: "FieldValueRequired",
@@ -106,7 +116,11 @@ fn failure(rule: &Rule, field: &str, ty: &str, msg: String) -> Cause {
         Reason::Duplicate => Cause {
             reason: "FieldValueDuplicate",
             field: field.to_string(),
-            message: format!("Duplicate value: {:?}", ty),
+            message: if value.is_object() || value.is_array() {
+                "Duplicate value".to_string()
+            } else {
+                format!("Duplicate value: {}", short_value(value))
+            },
         },
     }
 }
@@ -142,7 +156,7 @@ fn run_rules(node: &Node, new: &Value, old: Option<&Value>, at: At<'_>, out: &mu
                     Some(fp) => join(at.path, fp),
                     None => shown(at.path),
                 };
-                out.push(failure(rule, &field, ty, message(rule, &ctx)));
+                out.push(failure(rule, &field, new, message(rule, &ctx)));
             }
             Ok(other) => {
                 let detail = format!(

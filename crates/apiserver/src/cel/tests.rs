@@ -51,9 +51,9 @@ fn object_rules_message_expression_reason_and_field_path() {
     assert_eq!(
         rendered(&c),
         [
-            "spec: Invalid value: \"object\": min must not exceed max",
+            "spec: Invalid value: min must not exceed max",
             "spec: Forbidden: forbidden is 7",
-            "spec.min: Invalid value: \"object\": failed rule: self.min >= 0",
+            "spec.min: Invalid value: failed rule: self.min >= 0",
         ]
     );
     assert_eq!(c[1].reason, "FieldValueForbidden");
@@ -68,8 +68,8 @@ fn transition_rules_need_an_old_value() {
     assert_eq!(
         rendered(&check(new, Some(old))),
         [
-            "spec: Invalid value: \"object\": name is immutable",
-            "spec.size: Invalid value: \"integer\": no shrinking",
+            "spec: Invalid value: name is immutable",
+            "spec.size: Invalid value: 1: no shrinking",
         ]
     );
 }
@@ -84,8 +84,8 @@ fn map_list_items_correlate_by_key_and_map_values_by_key() {
     assert_eq!(
         rendered(&check(new, Some(old))),
         [
-            "spec.labels[bad]: Invalid value: \"string\": failed rule: self.size() <= 3",
-            "spec.ports[1]: Invalid value: \"object\": port is immutable",
+            "spec.labels[bad]: Invalid value: \"abcd\": failed rule: self.size() <= 3",
+            "spec.ports[1]: Invalid value: port is immutable",
         ]
     );
 }
@@ -227,7 +227,7 @@ fn the_root_exposes_api_version_kind_and_metadata() {
     other["metadata"]["name"] = json!("b");
     assert_eq!(
         rendered(&validate(&v, &other, None, &[])),
-        ["<nil>: Invalid value: \"object\": names start with a"]
+        ["<nil>: Invalid value: names start with a"]
     );
 }
 

@@ -58,11 +58,14 @@ pub fn decide(pod: &Value, budgets: &[Value], now: &str) -> ApiResult<Decision> 
         [] => return Ok(Decision::Delete { budget: None }),
         [one] => *one,
         _ => {
-            let why = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.";
-            return Err(
-                ApiError::internal(format!("Internal error occurred: {why}"))
-                    .with_details(json!({"causes": [{"message": why}]})),
-            );
+            // Upstream answers with a bare `metav1.Status` (code 500, no reason, no details),
+            // not an `InternalError` (`pkg/registry/core/pod/storage/eviction.go`).
+            return Err(ApiError {
+                code: 500,
+                reason: "",
+                message: "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.".into(),
+                details: None,
+            });
         }
     };
     let name = meta::name(pdb).unwrap_or_default().to_string();
@@ -279,9 +282,11 @@ mod tests {
             &[pdb("a", 1, 3, 2), pdb("b", 1, 3, 2)],
             "T",
         ));
-        assert_eq!((e.code, e.reason), (500, "InternalError"));
-        assert!(e.message.ends_with(
-            "more than one PodDisruptionBudget, which the eviction subresource does not support."
-        ));
+        assert_eq!((e.code, e.reason), (500, ""));
+        assert_eq!(
+            e.message,
+            "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+        );
+        assert_eq!(e.details, None);
     }
 }

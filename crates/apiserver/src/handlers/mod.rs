@@ -304,7 +304,7 @@ fn admit_user(
     let attrs = Attributes::from_request(&parts.method, parts.uri.path(), query);
     let mut state = server.lock();
     let requester = auth::authenticate(&state, &parts.headers)?;
-    let user = auth::impersonation::impersonate(&mut state, requester, &parts.headers)?;
+    let user = auth::impersonation::impersonate(&mut state, requester, &parts.headers, &attrs)?;
     match auth::authorize(&mut state, &user, &attrs) {
         Decision::Allow(_) => Ok(user),
         Decision::Deny => {

@@ -13,7 +13,7 @@ use super::{Request, json_response};
 use crate::openapi::fields::{self, Directive, Schema};
 use crate::openapi::{self, Serialized};
 use crate::registry::ResourceDef;
-use crate::status::{ApiError, ApiResult};
+use crate::status::{ApiError, ApiResult, Cause};
 
 /// The formats the OpenAPI handlers produce.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -197,6 +197,26 @@ pub fn check_fields(
     body: &mut Value,
     kind: BodyKind,
 ) -> ApiResult<Vec<String>> {
+    match check_patch_fields(req, def, body, kind)? {
+        Ok(warnings) => Ok(warnings),
+        Err(strict) => Err(ApiError::bad_request(match kind {
+            BodyKind::Object => format!(
+                "{} in version \"{}\" cannot be handled as a {}: {strict}",
+                def.kind, def.version, def.kind
+            ),
+            BodyKind::Patch | BodyKind::Patched => strict,
+        })),
+    }
+}
+
+/// As [`check_fields`], but a `Strict` refusal is handed back as its `strict decoding error: …`
+/// text (the inner `Err`), for a patch to word as upstream does ([`strict_patch_error`]).
+pub fn check_patch_fields(
+    req: &Request,
+    def: &ResourceDef,
+    body: &mut Value,
+    kind: BodyKind,
+) -> ApiResult<Result<Vec<String>, String>> {
     let options = match req.method {
         Method::POST => "CreateOptions",
         Method::PUT => "UpdateOptions",
@@ -222,18 +242,44 @@ pub fn check_fields(
         fields::prune(body, schema, patch);
         Ok(problems)
     });
-    match checked {
+    Ok(match checked {
         None => Ok(Vec::new()),
         Some(Ok(warnings)) => Ok(warnings),
-        Some(Err(problems)) => {
-            let strict = format!("strict decoding error: {}", problems.join(", "));
-            Err(ApiError::bad_request(match kind {
-                BodyKind::Object => format!(
-                    "{} in version \"{}\" cannot be handled as a {}: {strict}",
-                    def.kind, def.version, def.kind
-                ),
-                BodyKind::Patch | BodyKind::Patched => strict,
-            }))
+        Some(Err(problems)) => Err(format!("strict decoding error: {}", problems.join(", "))),
+    })
+}
+
+/// A patch refused under `fieldValidation=Strict`, worded as 1.36 does: 422 `Invalid` on the
+/// field `patch` of a nameless, kindless object (`" \"\" is invalid: patch: Invalid value: …"`),
+/// whose value is what upstream failed to decode: the patched object's JSON for JSON and merge
+/// patches, the patch as Go prints a map (`map[spec:map[x:1]]`) for a strategic merge patch
+/// (`staging/src/k8s.io/apiserver/pkg/endpoints/handlers/patch.go`).
+pub fn strict_patch_error(shown: String, strict: &str) -> ApiError {
+    let cause = Cause::invalid("patch", &Value::String(shown), strict);
+    ApiError::new(422, "Invalid", format!(" \"\" is invalid: {}", cause.render())).with_details(
+        json!({"causes": [{"reason": cause.reason, "message": cause.message, "field": cause.field}]}),
+    )
+}
+
+/// A JSON value as Go's `fmt` prints the `interface{}` it decodes to: maps with sorted keys,
+/// strings bare, `<nil>` for null.
+pub fn go_value(v: &Value) -> String {
+    match v {
+        Value::Null => "<nil>".into(),
+        Value::String(s) => s.clone(),
+        Value::Bool(_) | Value::Number(_) => v.to_string(),
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(go_value).collect();
+            format!("[{}]", items.join(" "))
+        }
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let items: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{k}:{}", go_value(&map[k])))
+                .collect();
+            format!("map[{}]", items.join(" "))
         }
     }
 }
@@ -264,7 +310,9 @@ fn with_schema<T>(def: &ResourceDef, f: impl FnOnce(Schema<'_>) -> T) -> Option<
 
 /// Server-side apply: structured-merge-diff cannot type an apply configuration with fields its
 /// schema does not declare, whatever `fieldValidation` says, and the request fails as upstream's
-/// does (a plain error, hence 500 without a reason; kubernetes/kubernetes#122480).
+/// does (a plain error, hence 500 without a reason; kubernetes/kubernetes#122480). The message
+/// names the object as the apply configuration does: `ns` is the namespace the body itself
+/// gave (none: `(/name; …)`, as 1.36 words it), not the URL's.
 pub fn check_apply_fields(def: &ResourceDef, ns: &str, name: &str, body: &Value) -> ApiResult<()> {
     let undeclared = with_schema(def, |schema| {
         fields::undeclared(body, schema, &|path| crate::hints::list_type(def, path))

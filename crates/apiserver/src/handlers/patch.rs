@@ -7,7 +7,9 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use super::openapi::{BodyKind, check_apply_fields, check_fields, with_warnings};
+use super::openapi::{
+    BodyKind, check_apply_fields, check_patch_fields, go_value, strict_patch_error, with_warnings,
+};
 use super::{Request, Target, json_response};
 use crate::meta;
 use crate::openapi::fields::Directive;
@@ -80,11 +82,28 @@ pub fn patch(req: &Request, t: &Target, sub: &str) -> ApiResult<Response> {
     if kind == PatchKind::Apply {
         return server_side_apply(req, t, sub, body);
     }
-    let warnings = match kind {
+    // Under `Strict`, upstream refuses a patch once it has applied it (its message carries the
+    // patched object), a strategic one with the patch itself.
+    let checked = match kind {
         PatchKind::Merge | PatchKind::Strategic => {
-            check_fields(req, &t.def, &mut body, BodyKind::Patch)?
+            check_patch_fields(req, &t.def, &mut body, BodyKind::Patch)?
         }
-        PatchKind::Json | PatchKind::Apply => Vec::new(),
+        PatchKind::Json | PatchKind::Apply => Ok(Vec::new()),
+    };
+    let warnings = match checked {
+        Ok(warnings) => warnings,
+        Err(strict) if kind == PatchKind::Strategic => {
+            return Err(strict_patch_error(go_value(&body), &strict));
+        }
+        Err(strict) => {
+            let state = req.server.lock();
+            let gr = t.def.gr();
+            let old = state
+                .get(&gr, t.ns(), t.name())
+                .ok_or_else(|| ApiError::not_found(&gr, t.name()))?;
+            let candidate = patched(&t.def, kind, &to_version(&t.def, old), &body)?;
+            return Err(strict_patch_error(candidate.to_string(), &strict));
+        }
     };
     let manager = req.manager();
     let gr = t.def.gr();
@@ -98,7 +117,8 @@ pub fn patch(req: &Request, t: &Target, sub: &str) -> ApiResult<Response> {
     // A JSON patch says nothing about fields by itself: its result is checked (upstream
     // checks the patched object for every patch type).
     let warnings = if kind == PatchKind::Json {
-        check_fields(req, &t.def, &mut candidate, BodyKind::Patched)?
+        check_patch_fields(req, &t.def, &mut candidate, BodyKind::Patched)?
+            .map_err(|strict| strict_patch_error(candidate.to_string(), &strict))?
     } else {
         warnings
     };
@@ -177,12 +197,13 @@ fn server_side_apply(req: &Request, t: &Target, sub: &str, mut body: Value) -> A
             meta::meta_mut(&mut body).insert("name".into(), json!(t.name()));
         }
     }
+    let own_namespace = meta::namespace(&body).unwrap_or_default().to_string();
     check_namespace(&t.def, t.ns(), &mut body)?;
     if meta::meta(&body).is_some_and(|m| m.get("managedFields").is_some_and(|v| !v.is_null())) {
         return Err(ApiError::bad_request("metadata.managedFields must be nil"));
     }
     Directive::parse(req.q("fieldValidation"), "PatchOptions")?;
-    check_apply_fields(&t.def, t.ns(), t.name(), &body)?;
+    check_apply_fields(&t.def, &own_namespace, t.name(), &body)?;
     let force = req.flag("force");
     let gr = t.def.gr();
     let mut state = req.server.lock();

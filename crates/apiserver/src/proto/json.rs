@@ -386,20 +386,23 @@ pub fn from_json(desc: &MessageDescriptor, v: &Value) -> Result<Box<dyn MessageD
             };
             set(&mut *msg, "duration", ReflectValueBox::I64(nanos));
         }
-        INT_OR_STRING => match v {
-            Value::String(s) => {
-                set(&mut *msg, "type", ReflectValueBox::I64(1));
-                set(&mut *msg, "strVal", ReflectValueBox::String(s.clone()));
-            }
-            other => {
-                let n = other
-                    .as_i64()
-                    .and_then(|n| i32::try_from(n).ok())
-                    .ok_or_else(|| Error::new(format!("invalid int-or-string {other}")))?;
-                set(&mut *msg, "type", ReflectValueBox::I64(0));
-                set(&mut *msg, "intVal", ReflectValueBox::I32(n));
-            }
-        },
+        // Go's generated marshaller writes all three fields, zero values included
+        // (`type: 0, intVal: 8080, strVal: ""`), and clients see them.
+        INT_OR_STRING => {
+            let (kind, int, string) = match v {
+                Value::String(s) => (1, 0, s.clone()),
+                other => {
+                    let n = other
+                        .as_i64()
+                        .and_then(|n| i32::try_from(n).ok())
+                        .ok_or_else(|| Error::new(format!("invalid int-or-string {other}")))?;
+                    (0, n, String::new())
+                }
+            };
+            set(&mut *msg, "type", ReflectValueBox::I64(kind));
+            set(&mut *msg, "intVal", ReflectValueBox::I32(int));
+            set(&mut *msg, "strVal", ReflectValueBox::String(string));
+        }
         QUANTITY => {
             let s = match v {
                 Value::String(s) => s.clone(),

@@ -57,6 +57,19 @@ async fn send(
     headers: &[(&str, &str)],
     body: Vec<u8>,
 ) -> (Response<()>, Vec<u8>) {
+    try_send(env, method, path, headers, body)
+        .await
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+}
+
+/// As [`send`], with a failed exchange (a reset stream) as an error.
+async fn try_send(
+    env: &Env,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> Result<(Response<()>, Vec<u8>), String> {
     let mut req = http::Request::builder().method(method).uri(path);
     for (k, v) in headers {
         req = req.header(*k, *v);
@@ -65,12 +78,12 @@ async fn send(
         .client
         .send(req.body(body).unwrap().map(kube::client::Body::from))
         .await
-        .unwrap();
+        .map_err(|e| e.to_string())?;
     let (parts, body) = resp.into_parts();
     let bytes = axum::body::to_bytes(axum::body::Body::new(body), 16 << 20)
         .await
-        .unwrap();
-    (Response::from_parts(parts, ()), bytes.to_vec())
+        .map_err(|e| e.to_string())?;
+    Ok((Response::from_parts(parts, ()), bytes.to_vec()))
 }
 
 fn content_type(resp: &Response<()>) -> &str {
@@ -116,17 +129,18 @@ fn object_meta(name: &str) -> Option<meta::ObjectMeta> {
     })
 }
 
+/// An `IntOrString` as Go's marshaller writes it: all three fields, the unused one zero.
 fn int_or_string(v: serde_json::Value) -> Option<IntOrString> {
     Some(match v {
         serde_json::Value::String(s) => IntOrString {
             r#type: Some(1),
+            int_val: Some(0),
             str_val: Some(s),
-            ..Default::default()
         },
         n => IntOrString {
             r#type: Some(0),
             int_val: n.as_i64().map(|n| n as i32),
-            ..Default::default()
+            str_val: Some(String::new()),
         },
     })
 }
@@ -476,12 +490,13 @@ async fn custom_resources_refuse_protobuf() {
         "/apis/{}/{}/namespaces/{}/{}",
         ar.group, ar.version, env.ns, ar.plural
     );
-    // A protobuf body: 415.
+    // A protobuf body: 415 (custom resources have no protobuf serializer; upstream's
+    // `crdHandler` lists only JSON and YAML for them).
     let cm = core::ConfigMap {
         metadata: object_meta("x"),
         ..Default::default()
     };
-    let (resp, _) = send(
+    let sent = try_send(
         &env,
         "POST",
         &base,
@@ -489,13 +504,21 @@ async fn custom_resources_refuse_protobuf() {
         envelope(&ar.api_version, &ar.kind, &cm),
     )
     .await;
-    // The embedded server answers 415 as for any body it cannot read; a real server may fail
-    // while decoding instead (400). Never a write.
-    assert!(
-        matches!(resp.status().as_u16(), 415 | 400),
-        "{}",
-        resp.status()
-    );
+    if env.real {
+        // kube-apiserver 1.36.2 panics on this request (a nil pointer in
+        // `schemaCoercingDecoder.Decode`, the protobuf body reaching a decoder that has no
+        // protobuf serializer) and the stream is reset. That is an upstream bug, not an answer
+        // to hold the embedded server to; on a real server only "no write" is asserted (below).
+        if let Ok((resp, _)) = &sent {
+            assert!(!resp.status().is_success(), "{}", resp.status());
+        }
+    } else {
+        let (resp, _) = sent.unwrap();
+        assert_eq!(resp.status(), 415);
+    }
+    // Never a write.
+    let (resp, _) = send(&env, "GET", &format!("{base}/x"), &[], Vec::new()).await;
+    assert_eq!(resp.status(), 404);
     // Only protobuf accepted: 406. Protobuf preferred with JSON as a fallback: the embedded
     // server falls back to JSON; a real one may still answer 406 (kubernetes#86253).
     let (resp, _) = send(

@@ -473,11 +473,15 @@ async fn impersonation_runs_the_request_as_someone_else_when_allowed() {
             .list(&ListParams::default())
             .await,
     );
+    // 1.36 (constrained impersonation on by default) refuses on the request itself, with the
+    // verb `impersonate-on:<mode>:<verb>`.
     assert_eq!(refused.code, 403);
+    assert_eq!(refused.reason, "Forbidden");
     assert!(
         refused.message.contains(&format!(
-            "users \"someone\" is forbidden: User \"{}\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope",
-            user(&env, "plain")
+            "configmaps is forbidden: User \"{}\" cannot impersonate-on:user-info:list resource \"configmaps\" in API group \"\" in the namespace \"{}\"",
+            user(&env, "plain"),
+            env.ns
         )),
         "{}",
         refused.message

@@ -62,8 +62,11 @@ async fn field_selectors_on_lists() {
     let api: Api<Pod> = env.api();
     for (name, node) in [("p1", Some("n1")), ("p2", None)] {
         let mut spec = json!({"containers": [{"name": "c", "image": "busybox:1"}]});
-        if let Some(n) = node {
-            spec["nodeName"] = json!(n);
+        match node {
+            Some(n) => spec["nodeName"] = json!(n),
+            // No Node carries this label, so a scheduler (a real cluster may have a
+            // schedulable Node) leaves the Pod unbound and `spec.nodeName` empty.
+            None => spec["nodeSelector"] = json!({"conformance.steward.dev/nowhere": "true"}),
         }
         let p: Pod =
             serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap();
