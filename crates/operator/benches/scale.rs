@@ -290,9 +290,12 @@ async fn all_process_groups(
 /// p50 and p99 of `steward_reconcile_pass_duration_seconds` between two `/metrics` samples, per
 /// controller: the upper bound of the bucket holding each quantile.
 fn pass_quantiles(before: &str, after: &str) -> String {
-    let buckets = series_delta(before, after, "steward_reconcile_pass_duration_seconds_bucket");
-    let mut by_controller: std::collections::BTreeMap<String, Vec<(f64, f64)>> =
-        Default::default();
+    let buckets = series_delta(
+        before,
+        after,
+        "steward_reconcile_pass_duration_seconds_bucket",
+    );
+    let mut by_controller: std::collections::BTreeMap<String, Vec<(f64, f64)>> = Default::default();
     for (labels, n) in buckets {
         let field = |name: &str| {
             labels
@@ -308,7 +311,10 @@ fn pass_quantiles(before: &str, after: &str) -> String {
         } else {
             le.parse().unwrap_or(f64::INFINITY)
         };
-        by_controller.entry(controller).or_default().push((bound, n));
+        by_controller
+            .entry(controller)
+            .or_default()
+            .push((bound, n));
     }
     by_controller
         .into_iter()
