@@ -144,7 +144,10 @@ impl Client {
     /// mount, is logged and the new string used anyway).
     async fn connect(&mut self) -> Conn {
         for _ in 0..3 {
-            let answers = ask_all(&self.cs.coordinators, &Request::Hello).await;
+            let hello = Request::Hello {
+                cluster: self.cs.description.clone(),
+            };
+            let answers = ask_all(&self.cs.coordinators, &hello).await;
             let replies: Vec<(String, CoordReply)> = answers
                 .iter()
                 .filter_map(|(a, r)| match r {

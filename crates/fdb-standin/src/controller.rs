@@ -183,23 +183,36 @@ async fn write_majority(state: &DbState, also: &[String]) -> anyhow::Result<()> 
 pub async fn recover(server: &Arc<Server>, table: Vec<(ProcessInfo, u64)>) -> anyhow::Result<()> {
     let _guard = server.commit_lock.lock().await;
     let cs = server.lock().cs.clone();
-    let answers = ask_all(&cs.coordinators, &Request::CoordRead).await;
-    let states: Vec<Option<DbState>> = answers
-        .into_iter()
-        .filter_map(|(_, r)| match r {
-            Some(Response::State { state }) => Some(state.map(|s| *s)),
-            _ => None,
-        })
-        .collect();
+    // Two rounds: the first finds the newest generation, the second makes a majority promise to
+    // refuse the older generations' writes from now on and reads again — a commit of the old
+    // generation is then either in what this read returns or refused.
+    let read = |promise: u64| {
+        let coordinators = cs.coordinators.clone();
+        let cluster = cs.description.clone();
+        async move {
+            let answers = ask_all(&coordinators, &Request::CoordRead { promise, cluster }).await;
+            let states: Vec<Option<DbState>> = answers
+                .into_iter()
+                .filter_map(|(_, r)| match r {
+                    Some(Response::State { state }) => Some(state.map(|s| *s)),
+                    _ => None,
+                })
+                .collect();
+            anyhow::ensure!(
+                states.len() * 2 > coordinators.len(),
+                "no quorum of coordinators"
+            );
+            Ok(states.into_iter().flatten().max_by_key(DbState::stamp))
+        }
+    };
+    let seen = read(0).await?;
+    let next = seen.as_ref().map_or(1, |s| s.generation + 1);
+    let mut state = read(next).await?.unwrap_or_default();
     anyhow::ensure!(
-        states.len() * 2 > cs.coordinators.len(),
-        "no quorum of coordinators"
+        state.generation < next,
+        "another recovery reached generation {} meanwhile",
+        state.generation
     );
-    let mut state = states
-        .into_iter()
-        .flatten()
-        .max_by_key(DbState::stamp)
-        .unwrap_or_default();
     if state.connection_string.is_empty() {
         state.connection_string = cs.to_string();
     }
@@ -208,7 +221,7 @@ pub async fn recover(server: &Arc<Server>, table: Vec<(ProcessInfo, u64)>) -> an
         "the coordinated state belongs to {}",
         state.connection_string
     );
-    state.generation += 1;
+    state.generation = next;
     write_majority(&state, &[]).await?;
     let protocol = server.lock().info.protocol.clone();
     let views: Vec<View<'_>> = table

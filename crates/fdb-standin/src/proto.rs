@@ -206,10 +206,24 @@ pub enum Request {
         info: ProcessInfo,
         connection_string: String,
     },
-    /// A client's question to a coordinator (who leads, which connection string).
-    Hello,
-    /// Read the coordinated state (recovery).
-    CoordRead,
+    /// A client's question to a coordinator (who leads, which connection string), for the
+    /// cluster of that description.
+    Hello {
+        #[serde(default)]
+        cluster: String,
+    },
+    /// Read the coordinated state (recovery). With `promise` > 0 the coordinator also promises
+    /// to refuse every later write of a generation below it: once a recovery of generation `n`
+    /// has read a majority, no controller of an older generation can commit there any more (a
+    /// commit acknowledged by the old generation could otherwise be overwritten by the new one,
+    /// which did not see it — FoundationDB's recovery locks the old generation likewise).
+    CoordRead {
+        #[serde(default)]
+        promise: u64,
+        /// The reader's cluster (its connection string's description).
+        #[serde(default)]
+        cluster: String,
+    },
     /// Persist the coordinated state if it is not older than the one held.
     CoordWrite { state: Box<DbState> },
     /// The controller's part of `status json`.

@@ -112,6 +112,8 @@ pub struct Node {
     coord_path: PathBuf,
     /// The coordinated state this process holds as a coordinator.
     pub coord_state: Option<DbState>,
+    /// The lowest generation this coordinator still accepts writes of (see `CoordRead`).
+    pub promised: u64,
     /// Heartbeats received as a coordinator.
     heartbeats: BTreeMap<String, (ProcessInfo, Instant)>,
     /// Set while this process is the cluster controller.
@@ -122,6 +124,10 @@ pub struct Server {
     pub node: Mutex<Node>,
     /// Serialises the controller's commits and recoveries.
     pub commit_lock: tokio::sync::Mutex<()>,
+    /// Serialises this coordinator's writes of the coordinated state: the stamp check, the
+    /// durable write and the in-memory update are one step, so an older state can never land on
+    /// disk after a newer one (and be what a restarted coordinator reads).
+    pub coord_write_lock: tokio::sync::Mutex<()>,
     pub timings: Timings,
 }
 
@@ -191,6 +197,31 @@ impl Server {
     }
 
     async fn handle(self: &Arc<Self>, req: Request, peer: String) -> Response {
+        // A coordinator serves its own cluster only (FoundationDB's coordinators answer by the
+        // cluster file's key): a request for another description — a process or client whose
+        // cluster file names an address this process now has — is refused.
+        let foreign = |cluster: &str| {
+            let own = self.lock().cs.description.clone();
+            !cluster.is_empty() && cluster != own
+        };
+        let description = |cs: &str| {
+            cs.split_once(':')
+                .map_or(String::new(), |(d, _)| d.to_owned())
+        };
+        match &req {
+            Request::Heartbeat {
+                connection_string, ..
+            } if foreign(&description(connection_string)) => {
+                return crate::controller::retry("not a coordinator of this cluster");
+            }
+            Request::Hello { cluster } | Request::CoordRead { cluster, .. } if foreign(cluster) => {
+                return crate::controller::retry("not a coordinator of this cluster");
+            }
+            Request::CoordWrite { state } if foreign(&description(&state.connection_string)) => {
+                return Response::Ack { ok: false };
+            }
+            _ => {}
+        }
         match req {
             Request::Heartbeat { info, .. } => {
                 let mut node = self.lock();
@@ -198,23 +229,27 @@ impl Server {
                     .insert(info.address.clone(), (info, Instant::now()));
                 Response::Coord(Box::new(self.coord_reply(&node, true)))
             }
-            Request::Hello => {
+            Request::Hello { .. } => {
                 let node = self.lock();
                 Response::Coord(Box::new(self.coord_reply(&node, false)))
             }
-            Request::CoordRead => {
-                let node = self.lock();
+            Request::CoordRead { promise, .. } => {
+                let _serial = self.coord_write_lock.lock().await;
+                let mut node = self.lock();
+                node.promised = node.promised.max(promise);
                 Response::State {
                     state: node.coord_state.clone().map(Box::new),
                 }
             }
             Request::CoordWrite { state } => {
+                let _serial = self.coord_write_lock.lock().await;
                 let (ok, path) = {
                     let node = self.lock();
-                    let ok = node
-                        .coord_state
-                        .as_ref()
-                        .is_none_or(|s| state.stamp() >= s.stamp());
+                    let ok = state.generation >= node.promised
+                        && node
+                            .coord_state
+                            .as_ref()
+                            .is_none_or(|s| state.stamp() >= s.stamp());
                     (ok, node.coord_path.clone())
                 };
                 if !ok {
@@ -436,11 +471,13 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             cs,
             cluster_file: args.cluster_file.clone(),
             coord_path,
+            promised: coord_state.as_ref().map_or(0, |s| s.generation),
             coord_state,
             heartbeats: BTreeMap::new(),
             ctrl: None,
         }),
         commit_lock: tokio::sync::Mutex::new(()),
+        coord_write_lock: tokio::sync::Mutex::new(()),
         timings: Timings::from_env(),
     });
     let monitor_pid: Option<u32> = std::env::var("FDB_STANDIN_MONITOR_PID")
@@ -473,6 +510,125 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
+
+    fn coordinator(dir: &std::path::Path) -> Arc<Server> {
+        Arc::new(Server {
+            node: Mutex::new(Node {
+                info: ProcessInfo {
+                    address: "127.0.0.1:4501".into(),
+                    class: "storage".into(),
+                    locality: BTreeMap::new(),
+                    command_line: String::new(),
+                    version: "7.1.57".into(),
+                    protocol: protocol_version("7.1.57"),
+                    start_unix: 0.0,
+                },
+                cs: ConnectionString::parse("t:abc@127.0.0.1:4501").unwrap(),
+                cluster_file: dir.join("fdb.cluster"),
+                coord_path: dir.join("coordination.json"),
+                promised: 0,
+                coord_state: None,
+                heartbeats: BTreeMap::new(),
+                ctrl: None,
+            }),
+            commit_lock: tokio::sync::Mutex::new(()),
+            coord_write_lock: tokio::sync::Mutex::new(()),
+            timings: Timings::from_env(),
+        })
+    }
+
+    fn state(generation: u64, version: u64) -> Box<DbState> {
+        Box::new(DbState {
+            generation,
+            version,
+            ..DbState::default()
+        })
+    }
+
+    async fn write(server: &Arc<Server>, generation: u64, version: u64) -> bool {
+        let req = Request::CoordWrite {
+            state: state(generation, version),
+        };
+        matches!(
+            server.handle(req, String::new()).await,
+            Response::Ack { ok: true }
+        )
+    }
+
+    /// The lost acknowledged commit found by the FoundationDB upgrade e2e: a recovery of
+    /// generation 2 read this coordinator, then the old generation's controller committed
+    /// version 6 here (and on another coordinator: a majority, so it was acknowledged), then the
+    /// recovery wrote generation 2 at version 5 over it. With the read's promise the old
+    /// generation's write is refused, so it is never acknowledged.
+    #[tokio::test]
+    async fn a_recovery_read_refuses_the_older_generations_later_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let server = coordinator(dir.path());
+        assert!(write(&server, 1, 5).await);
+        let read = Request::CoordRead {
+            promise: 2,
+            cluster: "t".into(),
+        };
+        assert!(matches!(
+            server.handle(read, String::new()).await,
+            Response::State { state: Some(s) } if s.stamp() == (1, 5)
+        ));
+        assert!(
+            !write(&server, 1, 6).await,
+            "the old generation's commit is refused"
+        );
+        assert!(
+            write(&server, 2, 5).await,
+            "the new generation's state is taken"
+        );
+        // What a restarted coordinator reads is the newest state it accepted.
+        let text = std::fs::read_to_string(dir.path().join("coordination.json")).unwrap();
+        let on_disk: Coordination = serde_json::from_str(&text).unwrap();
+        assert_eq!(on_disk.state.stamp(), (2, 5));
+    }
+
+    /// Found when two test planes reused each other's Pod addresses: a process of cluster `lk`
+    /// wrote its coordinated state to an address that now belonged to a coordinator of cluster
+    /// `rp`, whose processes then followed `lk`'s connection string. A coordinator serves its
+    /// own cluster only.
+    #[tokio::test]
+    async fn a_coordinator_refuses_another_clusters_requests() {
+        let dir = tempfile::tempdir().unwrap();
+        let server = coordinator(dir.path());
+        let mut foreign = state(5, 5);
+        foreign.connection_string = "lk:xyz@127.0.0.9:4501".into();
+        let write = Request::CoordWrite { state: foreign };
+        assert!(matches!(
+            server.handle(write, String::new()).await,
+            Response::Ack { ok: false }
+        ));
+        assert!(server.lock().coord_state.is_none());
+        for req in [
+            Request::Hello {
+                cluster: "lk".into(),
+            },
+            Request::CoordRead {
+                promise: 9,
+                cluster: "lk".into(),
+            },
+        ] {
+            assert!(matches!(
+                server.handle(req, String::new()).await,
+                Response::Error {
+                    retryable: true,
+                    ..
+                }
+            ));
+        }
+        assert_eq!(server.lock().promised, 0, "a foreign read promises nothing");
+        let own = Request::Hello {
+            cluster: "t".into(),
+        };
+        assert!(matches!(
+            server.handle(own, String::new()).await,
+            Response::Coord(_)
+        ));
+    }
 
     #[test]
     fn server_arguments_parse_both_forms() {
