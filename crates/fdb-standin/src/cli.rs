@@ -235,9 +235,18 @@ impl Client {
     }
 
     async fn exec(&mut self, args: &[Vec<u8>], deadline: Instant) -> Result<String, Failure> {
+        let mut args: Vec<Bytes> = args.iter().cloned().map(Bytes).collect();
+        // `configure new` carries this invocation's ID, kept across its retries.
+        if args.first().is_some_and(|a| a.0 == b"configure")
+            && args.get(1).is_some_and(|a| a.0 == b"new")
+        {
+            args.push(Bytes(
+                format!("creation_id={}", crate::util::random_id()).into_bytes(),
+            ));
+        }
         let req = Request::Exec {
             client: self.info.clone(),
-            args: args.iter().cloned().map(Bytes).collect(),
+            args,
         };
         match self.ask_leader(&req, deadline).await? {
             Response::Text { text } => Ok(text),

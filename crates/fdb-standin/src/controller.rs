@@ -503,8 +503,15 @@ pub async fn exec(
     match cmd {
         "configure" => {
             let new = words.get(1).is_some_and(|w| w == "new");
-            let tokens: Vec<String> = words[if new { 2 } else { 1 }..].to_vec();
+            let (ids, tokens): (Vec<String>, Vec<String>) = words[if new { 2 } else { 1 }..]
+                .iter()
+                .cloned()
+                .partition(|t| t.starts_with("creation_id="));
+            let creation = ids.first().map(|t| t["creation_id=".len()..].to_owned());
             let r = commit(server, |s| {
+                if new && s.config.is_some() && creation.is_some() && s.created_by == creation {
+                    return Ok(());
+                }
                 if new && s.config.is_some() {
                     return Err(
                         "Database already exists! To change configuration, don't say `new'"
@@ -517,6 +524,9 @@ pub async fn exec(
                     );
                 }
                 s.config = Some(parse_configure(&tokens, s.config.as_ref())?);
+                if new {
+                    s.created_by = creation.clone();
+                }
                 Ok(())
             })
             .await;

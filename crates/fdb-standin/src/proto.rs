@@ -130,6 +130,11 @@ pub struct DbState {
     /// The connection string this state belongs to (empty until the first recovery).
     pub connection_string: String,
     pub config: Option<DbConfig>,
+    /// The `configure new` that created the database (its invocation's random ID): a retry of
+    /// the same invocation after an ambiguous commit is answered "Database created" again, as
+    /// FoundationDB's `changeConfig` recognises its own earlier attempt.
+    #[serde(default)]
+    pub created_by: Option<String>,
     /// `IP:PORT`, `IP` or `locality_instance_id:X`, as given to `exclude`.
     pub excluded: Vec<String>,
     /// Addresses of excluded storage servers whose data has been moved away.
