@@ -14,7 +14,7 @@ use async_trait::async_trait;
 
 use crate::error::Error;
 use crate::foundationdb::FdbPass;
-use crate::foundationdb::admin::status::DbStatus;
+use crate::foundationdb::admin::status::{DbStatus, address_ip};
 use crate::foundationdb::build::protocol_compatible;
 use crate::pipeline::{EventType, Outcome, SubReconciler};
 
@@ -45,12 +45,6 @@ fn major_minor(version: &str) -> Option<(u32, u32)> {
 /// those at the IPs in `own` (the cluster's Pods).
 pub fn unsupported_clients(db: &DbStatus, version: &str, own: &[String]) -> Vec<String> {
     let want = major_minor(version);
-    let ip = |address: &str| {
-        address
-            .rsplit_once(':')
-            .map_or(address, |(ip, _)| ip)
-            .to_owned()
-    };
     let mut out: Vec<String> = db
         .cluster
         .clients
@@ -61,7 +55,7 @@ pub fn unsupported_clients(db: &DbStatus, version: &str, own: &[String]) -> Vec<
         .flat_map(|v| {
             v.max_protocol_clients
                 .iter()
-                .filter(|c| !own.contains(&ip(&c.address)))
+                .filter(|c| !own.iter().any(|ip| ip == address_ip(&c.address)))
                 .map(|c| {
                     format!(
                         "{} ({}, newest client {})",

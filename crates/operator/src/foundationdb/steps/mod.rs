@@ -149,6 +149,27 @@ pub fn exclusion_targets(pass: &FdbPass, g: &ProcessGroupStatus) -> Vec<String> 
     }
 }
 
+/// Deletes `name` (a `what`, e.g. "Pod", in `ns`); one already gone is fine.
+pub async fn delete<K>(
+    api: &kube::Api<K>,
+    name: &str,
+    what: &str,
+    ns: &str,
+) -> Result<(), crate::error::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, &kube::api::DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(source) => Err(crate::error::Error::kube(
+            "delete",
+            format!("{what} {ns}/{name}"),
+            source,
+        )),
+    }
+}
+
 /// RFC 3339 of the pass's now.
 pub fn now_text(pass: &FdbPass) -> String {
     pass.core.now.to_string()

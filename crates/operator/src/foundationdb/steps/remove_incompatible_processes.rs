@@ -10,12 +10,13 @@ use std::collections::BTreeSet;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams};
+use kube::api::Api;
 use steward_api::foundationdb::ProcessGroupStatus;
 
-use super::{SOON, condition, conditions as c, group_pods};
+use super::{SOON, condition, conditions as c, delete, group_pods};
 use crate::error::Error;
 use crate::foundationdb::FdbPass;
+use crate::foundationdb::admin::status::address_ip;
 use crate::pipeline::{EventType, Outcome, SubReconciler};
 
 /// How long a group's process must have been missing before its incompatible Pod goes.
@@ -31,10 +32,7 @@ pub fn incompatible_groups(
     incompatible: &[String],
     now: i64,
 ) -> Vec<String> {
-    let ips: BTreeSet<&str> = incompatible
-        .iter()
-        .map(|a| a.rsplit_once(':').map_or(a.as_str(), |(ip, _)| ip))
-        .collect();
+    let ips: BTreeSet<&str> = incompatible.iter().map(|a| address_ip(a)).collect();
     groups
         .iter()
         .filter(|g| g.removal_timestamp.is_none())
@@ -77,17 +75,7 @@ impl SubReconciler<FdbPass> for RemoveIncompatibleProcesses {
         }
         let api: Api<Pod> = Api::namespaced(pass.ctx.client.clone(), &pass.core.namespace);
         for id in &doomed {
-            match api.delete(id, &DeleteParams::default()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Err(source) => {
-                    return Err(Error::kube(
-                        "delete",
-                        format!("Pod {}/{id}", pass.core.namespace),
-                        source,
-                    ));
-                }
-            }
+            delete(&api, id, "Pod", &pass.core.namespace).await?;
         }
         pass.core.event(
             EventType::Normal,

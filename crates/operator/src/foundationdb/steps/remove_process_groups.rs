@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use kube::api::{Api, DeleteParams};
+use kube::api::Api;
 
-use super::{SOON, class_of, exclusion_targets, group_claim, group_pods, now_text};
+use super::{SOON, class_of, delete, exclusion_targets, group_claim, group_pods, now_text};
 use crate::error::Error;
 use crate::foundationdb::FdbPass;
 use crate::foundationdb::admin::ops;
@@ -25,17 +25,6 @@ use crate::pipeline::{EventType, Outcome, SubReconciler};
 
 /// See the module documentation.
 pub struct RemoveProcessGroups;
-
-async fn delete<K>(api: &Api<K>, name: &str, what: &str, ns: &str) -> Result<(), Error>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    match api.delete(name, &DeleteParams::default()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(source) => Err(Error::kube("delete", format!("{what} {ns}/{name}"), source)),
-    }
-}
 
 #[async_trait]
 impl SubReconciler<FdbPass> for RemoveProcessGroups {

@@ -11,10 +11,10 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams};
+use kube::api::Api;
 use steward_api::foundationdb::ProcessGroupStatus;
 
-use super::{SOON, condition, conditions as c, group_pods};
+use super::{SOON, condition, conditions as c, delete, group_pods};
 use crate::error::Error;
 use crate::foundationdb::{FdbPass, lock};
 use crate::pipeline::{EventType, Outcome, SubReconciler};
@@ -147,17 +147,7 @@ impl SubReconciler<FdbPass> for UpdatePods {
         }
         let api: Api<Pod> = Api::namespaced(pass.ctx.client.clone(), &pass.core.namespace);
         for id in &ids {
-            match api.delete(id, &DeleteParams::default()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Err(source) => {
-                    return Err(Error::kube(
-                        "delete",
-                        format!("Pod {}/{id}", pass.core.namespace),
-                        source,
-                    ));
-                }
-            }
+            delete(&api, id, "Pod", &pass.core.namespace).await?;
         }
         pass.core.event(
             EventType::Normal,
