@@ -1,18 +1,21 @@
 //! The FoundationDB stand-in's one binary (never FoundationDB), dispatched on the name it runs
 //! as (argv[0]), or as `fdb-standin <name> args…`: `fdbserver`, `fdbcli`,
-//! `fdb-kubernetes-monitor`, `fdbbackup`, `fdbrestore`, `backup_agent`.
+//! `fdb-kubernetes-monitor`, `fdbbackup`, `fdbrestore`, `backup_agent`, and `crash-loop` (what a
+//! Pod buggified with `spec.buggify.crashLoop` runs instead of the monitor: no process, it waits
+//! until it is stopped).
 
 use std::path::Path;
 
 use tracing_subscriber::EnvFilter;
 
-const TOOLS: [&str; 6] = [
+const TOOLS: [&str; 7] = [
     "fdbserver",
     "fdbcli",
     "fdb-kubernetes-monitor",
     "fdbbackup",
     "fdbrestore",
     "backup_agent",
+    "crash-loop",
 ];
 
 /// The name this program runs as: the file name of argv[0].
@@ -79,6 +82,14 @@ fn main() -> anyhow::Result<()> {
         "backup_agent" => runtime.block_on(async {
             steward_fdb_standin::backup_tools::backup_agent(rest, &mut std::io::stderr()).await
         }),
+        "crash-loop" => {
+            eprintln!(
+                "crash-loop: this process group is buggified (spec.buggify.crashLoop); no process is started"
+            );
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            }
+        }
         other => {
             eprintln!("ERROR: unknown tool `{other}'");
             2

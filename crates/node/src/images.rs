@@ -76,6 +76,7 @@ pub const FDB_STANDIN: Standin = Standin {
         "fdbbackup",
         "fdbrestore",
         "backup_agent",
+        "crash-loop",
     ],
     dir: "fdb-standin-image",
 };

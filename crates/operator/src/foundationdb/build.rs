@@ -46,6 +46,20 @@ pub const CLASS_LABEL: &str = "foundationdb.org/fdb-process-class";
 /// Annotation: a hash of what Steward put in the Pod; another hash means the Pod must be
 /// recreated (`IncorrectPodSpec`).
 pub const SPEC_HASH: &str = "steward.dev/spec-hash";
+/// Annotation: the buggification a Pod was built with (`crash-loop`, `no-schedule`, or both,
+/// comma-separated); absent for none. Not part of the spec hash: DeletePodsForBuggification
+/// recreates a Pod whose value is not the spec's, without UpdatePods' zone-by-zone care.
+pub const BUGGIFY: &str = "steward.dev/buggify";
+/// The Node label a no-schedule Pod requires (`true`); no Node should carry it
+/// (FoundationDB's operator's label).
+pub const NO_SCHEDULE_LABEL: &str = "foundationdb.org/no-schedule-allowed";
+/// The command a crash-looping Pod's main container runs instead of the monitor: it starts no
+/// process and waits (FoundationDB's operator replaces the command the same way).
+pub const CRASH_LOOP: &str = "crash-loop";
+/// Annotation on a process group's claim: the size and StorageClass it was created with
+/// (`<size>|<class>`); another value than the spec's makes ReplaceMisconfiguredProcessGroups
+/// replace the group (a claim cannot be shrunk or moved to another class).
+pub const CLAIM_SPEC: &str = "steward.dev/claim-spec";
 /// Annotation: the monitor's active configuration (seed 002, "Unified Image").
 pub const CURRENT_CONFIGURATION: &str = "foundationdb.org/launcher-current-configuration";
 /// Annotation: the monitor's environment.
@@ -186,6 +200,30 @@ pub fn config_map(
     })
 }
 
+/// The buggification `spec.buggify` asks for process group `id` (`*` names every group), as
+/// the [`BUGGIFY`] annotation writes it; empty for none.
+pub fn buggify_state(cluster: &FoundationDBCluster, id: &str) -> String {
+    let listed = |ids: &[String]| ids.iter().any(|x| x == id || x == "*");
+    let b = &cluster.spec.buggify;
+    let mut parts = Vec::new();
+    if listed(&b.crash_loop) {
+        parts.push(CRASH_LOOP);
+    }
+    if listed(&b.no_schedule) {
+        parts.push("no-schedule");
+    }
+    parts.join(",")
+}
+
+/// The [`CLAIM_SPEC`] value of `storage`.
+pub fn claim_spec_text(storage: &steward_api::common::StorageSpec) -> String {
+    format!(
+        "{}|{}",
+        storage.size,
+        storage.storage_class_name.as_deref().unwrap_or("")
+    )
+}
+
 /// The labels of process group `id`'s Pod and claim.
 pub fn group_labels(cluster: &str, id: &str, class: ProcessClass) -> BTreeMap<String, String> {
     let mut labels = Labels::new(ENGINE, cluster, class.as_str()).to_map();
@@ -206,6 +244,10 @@ pub fn claim(
             name: Some(claim_name(id)),
             namespace: cluster.namespace(),
             labels: Some(group_labels(&cluster.name_any(), id, class)),
+            annotations: Some(BTreeMap::from([(
+                CLAIM_SPEC.to_owned(),
+                claim_spec_text(&cluster.spec.storage),
+            )])),
             ..ObjectMeta::default()
         },
         spec: Some(claim_spec(&cluster.spec.storage)),
@@ -426,7 +468,7 @@ pub fn pod(
         }),
         ..Default::default()
     };
-    let spec = PodSpec {
+    let mut spec = PodSpec {
         containers: vec![container, sidecar],
         volumes: Some(vec![data, config, shared]),
         affinity: Some(overrides.affinity.clone().unwrap_or(spread)),
@@ -448,6 +490,23 @@ pub fn pod(
         SPEC_HASH.to_owned(),
         crate::etcd::build::member::spec_hash(&hashed, &all_labels, &annotations),
     );
+    // Buggification is applied after the hash: DeletePodsForBuggification, not UpdatePods,
+    // recreates the Pods whose buggification changes.
+    let buggify = buggify_state(cluster, id);
+    if buggify.split(',').any(|b| b == CRASH_LOOP)
+        && let Some(main) = spec.containers.iter_mut().find(|c| c.name == CONTAINER)
+    {
+        main.command = Some(vec![CRASH_LOOP.into()]);
+        main.args = None;
+    }
+    if buggify.split(',').any(|b| b == "no-schedule") {
+        spec.node_selector
+            .get_or_insert_with(BTreeMap::new)
+            .insert(NO_SCHEDULE_LABEL.to_owned(), "true".to_owned());
+    }
+    if !buggify.is_empty() {
+        annotations.insert(BUGGIFY.to_owned(), buggify);
+    }
     metadata.annotations = Some(annotations);
     Some(Pod {
         metadata,

@@ -213,6 +213,8 @@ pub fn steps() -> Vec<Box<dyn SubReconciler<FdbPass>>> {
         Box::new(steps::update_lock_configuration::UpdateLockConfiguration),
         Box::new(steps::update_config_map::UpdateConfigMap),
         Box::new(steps::check_client_compatibility::CheckClientCompatibility),
+        Box::new(steps::delete_pods_for_buggification::DeletePodsForBuggification),
+        Box::new(steps::replace_misconfigured::ReplaceMisconfiguredProcessGroups),
         Box::new(steps::replace_failed::ReplaceFailedProcessGroups),
         Box::new(steps::add_process_groups::AddProcessGroups),
         Box::new(steps::add_pvcs::AddPvcs),

@@ -1,6 +1,7 @@
 //! (pure) What the schema cannot check: the fault domain key, the custom parameters, the seed
 //! connection string, the log processes a redundancy mode needs, and what Steward does not
-//! implement yet (buggification), and downgrades across protocols. An invalid spec stops the pass
+//! implement yet (other fault domain keys), the process group IDs buggification names, and
+//! downgrades across protocols. An invalid spec stops the pass
 //! before anything is created or deleted; the message names the field.
 
 use steward_api::foundationdb::FoundationDBCluster;
@@ -68,10 +69,18 @@ pub fn validate(
             spec.fault_domain.key
         ));
     }
-    if !spec.buggify.crash_loop.is_empty() || !spec.buggify.no_schedule.is_empty() {
-        return Err(
-            "spec.buggify is not implemented by Steward (DeletePodsForBuggification is not in its pipeline): remove it".to_owned(),
-        );
+    let prefix = crate::foundationdb::build::prefix(cluster);
+    for (field, ids) in [
+        ("crashLoop", &spec.buggify.crash_loop),
+        ("noSchedule", &spec.buggify.no_schedule),
+    ] {
+        if let Some(id) = ids.iter().find(|id| {
+            *id != "*" && crate::foundationdb::build::parse_group_id(&prefix, id).is_none()
+        }) {
+            return Err(format!(
+                "spec.buggify.{field} {id:?} is not a process group ID of this cluster ({prefix}-<class>-<n>) nor *"
+            ));
+        }
     }
     let replication =
         u32::try_from(spec.database_configuration.redundancy_mode.replication()).unwrap_or(3);
@@ -162,6 +171,18 @@ mod tests {
     }
 
     #[test]
+    fn buggify_names_this_clusters_process_groups_or_every_one() {
+        let ok = json!({"buggify": {"crashLoop": ["demo-storage-1", "*"], "noSchedule": ["demo-log-2"]}});
+        assert_eq!(validate(&cluster(ok), None), Ok(()));
+        let e = validate(
+            &cluster(json!({"buggify": {"crashLoop": ["demo-storage"]}})),
+            None,
+        )
+        .unwrap_err();
+        assert!(e.contains("spec.buggify.crashLoop \"demo-storage\""), "{e}");
+    }
+
+    #[test]
     fn upgrades_are_allowed_and_downgrades_across_protocols_refused() {
         assert_eq!(validate(&cluster(json!({})), None), Ok(()));
         assert_eq!(validate(&cluster(json!({})), Some("7.1.50")), Ok(()));
@@ -182,8 +203,8 @@ mod tests {
                 "spec.faultDomain.key",
             ),
             (
-                json!({"buggify": {"crashLoop": ["demo-storage-1"]}}),
-                "spec.buggify",
+                json!({"buggify": {"noSchedule": ["other-storage-1"]}}),
+                "spec.buggify.noSchedule",
             ),
             (
                 json!({"processCounts": {"storage": 3, "log": 1, "stateless": 1}}),

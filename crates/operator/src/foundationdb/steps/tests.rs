@@ -97,6 +97,27 @@ impl Harness {
         }
         for pod in pods.list(&ListParams::default()).await.unwrap() {
             let id = pod.name_any();
+            // Buggified Pods: a no-schedule Pod stays Pending, a crash-looping one runs no
+            // process.
+            let pod_spec = pod.spec.as_ref().unwrap();
+            if pod_spec
+                .node_selector
+                .as_ref()
+                .is_some_and(|s| s.contains_key(build::NO_SCHEDULE_LABEL))
+            {
+                let cached = CachedPod::new(
+                    pod.metadata.clone(),
+                    Some(CachedPodSpec { node_name: None }),
+                    Some(PodStatus {
+                        phase: Some("Pending".into()),
+                        ..PodStatus::default()
+                    }),
+                );
+                pod_writer.apply_watcher_event(&watcher::Event::Apply(cached));
+                continue;
+            }
+            let crash_loop = pod_spec.containers[0].command.as_deref()
+                == Some(&[build::CRASH_LOOP.to_owned()][..]);
             let next = self.ips.len() + 1;
             let ip = self
                 .ips
@@ -135,7 +156,7 @@ impl Harness {
             }
             let active_version = config["version"].as_str().unwrap().to_owned();
             let address = format!("{ip}:{}", build::PORT);
-            {
+            if !crash_loop {
                 let mut state = self.model.state();
                 let line = format!("fdbserver {}", build::command_line(&config, &env).unwrap());
                 // A killed process was started again by its monitor, with the active configuration.
@@ -159,8 +180,10 @@ impl Harness {
                     serde_json::json!({"currentConfiguration": config.to_string(), "environment": env})
                         .to_string(),
                 );
+                alive.push(address);
+            } else {
+                self.model.state().reports.remove(&id);
             }
-            alive.push(address);
             let cached = CachedPod::new(
                 pod.metadata.clone(),
                 Some(CachedPodSpec {
@@ -720,4 +743,203 @@ async fn a_group_being_removed_whose_pod_comes_back_with_a_new_ip_is_excluded_at
         h.changes()
     );
     assert!(!h.pod_names().await.contains(&"demo-log-3".to_owned()));
+}
+
+#[tokio::test]
+async fn buggified_pods_are_recreated_at_once_and_back_when_the_spec_lets_them_go() {
+    let mut h = Harness::start(spec()).await;
+    h.passes(10).await;
+    assert_eq!(h.status().common.generations.reconciled, Some(1));
+    let pods: Api<Pod> = Api::namespaced(h.plane.client.clone(), NS);
+    let uid = |p: &Pod| p.metadata.uid.clone().unwrap();
+    let before: BTreeMap<String, String> = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .iter()
+        .map(|p| (p.name_any(), uid(p)))
+        .collect();
+    h.cluster.spec.buggify.crash_loop = vec!["demo-storage-2".into()];
+    h.cluster.spec.buggify.no_schedule = vec!["demo-stateless-1".into()];
+    h.cluster.metadata.generation = Some(2);
+    h.passes(3).await;
+    let after: BTreeMap<String, Pod> = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.name_any(), p))
+        .collect();
+    // Both buggified Pods were recreated, in the same pass, and no other.
+    for (name, old) in &before {
+        let recreated = uid(&after[name]) != *old;
+        assert_eq!(
+            recreated,
+            name == "demo-storage-2" || name == "demo-stateless-1",
+            "{name}"
+        );
+    }
+    let crash = &after["demo-storage-2"];
+    assert_eq!(
+        crash.spec.as_ref().unwrap().containers[0].command,
+        Some(vec![build::CRASH_LOOP.to_owned()])
+    );
+    assert_eq!(
+        crash.annotations().get(build::BUGGIFY).map(String::as_str),
+        Some("crash-loop")
+    );
+    // The spec hash leaves buggification out: UpdatePods does not act on it.
+    assert_eq!(
+        crash.annotations()[build::SPEC_HASH],
+        build::pod(&h.cluster, "demo-storage-2", ProcessClass::Storage, None)
+            .unwrap()
+            .annotations()[build::SPEC_HASH]
+    );
+    let pending = &after["demo-stateless-1"];
+    assert_eq!(
+        pending
+            .spec
+            .as_ref()
+            .unwrap()
+            .node_selector
+            .as_ref()
+            .unwrap()[build::NO_SCHEDULE_LABEL],
+        "true"
+    );
+    assert!(
+        h.events
+            .iter()
+            .any(|(r, n)| r == "PodsDeletedForBuggification" && n.contains("demo-storage-2")),
+        "{:?}",
+        h.events
+    );
+    // Its process is missing, its Pod is Pending: not reconciled.
+    let group = |h: &Harness, id: &str| {
+        h.status()
+            .process_groups
+            .iter()
+            .find(|g| g.process_group_id == id)
+            .unwrap()
+            .clone()
+    };
+    assert!(
+        super::condition(
+            &group(&h, "demo-storage-2"),
+            super::conditions::MISSING_PROCESSES
+        )
+        .is_some()
+    );
+    assert!(
+        super::condition(
+            &group(&h, "demo-stateless-1"),
+            super::conditions::POD_PENDING
+        )
+        .is_some()
+    );
+    assert_ne!(h.status().common.generations.reconciled, Some(2));
+    // Let go: the Pods are recreated without buggification and the cluster converges.
+    h.cluster.spec.buggify = Default::default();
+    h.cluster.metadata.generation = Some(3);
+    h.passes(10).await;
+    let last: BTreeMap<String, Pod> = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.name_any(), p))
+        .collect();
+    assert_ne!(uid(&last["demo-storage-2"]), uid(crash));
+    assert_eq!(
+        last["demo-storage-2"].spec.as_ref().unwrap().containers[0].command,
+        Some(vec!["fdb-kubernetes-monitor".to_owned()])
+    );
+    assert!(
+        !last["demo-storage-2"]
+            .annotations()
+            .contains_key(build::BUGGIFY)
+    );
+    assert_eq!(
+        h.status().common.generations.reconciled,
+        Some(3),
+        "{:?}",
+        h.status().common
+    );
+}
+
+#[tokio::test]
+async fn a_new_claim_size_replaces_the_stateful_groups_one_at_a_time_excluding_first() {
+    // The harness puts a group in zone n1..n3 by its number, not as a scheduler spreads them: a
+    // replacement may land in a zone that already has one, so three zones for `double`'s
+    // coordinators could run out; `single` needs one.
+    let mut h = Harness::start(serde_json::json!({"version": "7.1.57",
+        "databaseConfiguration": {"redundancyMode": "single"},
+        "processCounts": {"storage": 3, "log": 2, "stateless": 1}}))
+    .await;
+    h.passes(10).await;
+    assert_eq!(h.status().common.generations.reconciled, Some(1));
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(h.plane.client.clone(), NS);
+    let annotation = |c: &PersistentVolumeClaim| c.annotations()[build::CLAIM_SPEC].clone();
+    for c in claims.list(&ListParams::default()).await.unwrap() {
+        assert_eq!(annotation(&c), "1Gi|");
+    }
+    h.cluster.spec.storage.size = "2Gi".into();
+    h.cluster.metadata.generation = Some(2);
+    h.passes(2).await;
+    // One group at a time (maxConcurrentReplacements 1), with a replacement added.
+    let marked: Vec<String> = h
+        .status()
+        .process_groups
+        .iter()
+        .filter(|g| g.removal_timestamp.is_some())
+        .map(|g| g.process_group_id.clone())
+        .collect();
+    assert_eq!(marked.len(), 1, "{marked:?}");
+    assert!(
+        h.events
+            .iter()
+            .any(|(r, n)| r == "ReplacingMisconfiguredProcessGroups" && n.contains("2Gi")),
+        "{:?}",
+        h.events
+    );
+    // Run until every stateful group sits on a 2Gi claim; data moves finish as they start.
+    // (A coordinator change is a recovery: the next exclusion waits 120 s, 24 passes.)
+    for _ in 0..400 {
+        h.model.finish_moves();
+        h.passes(1).await;
+        let all = claims.list(&ListParams::default()).await.unwrap();
+        if all.iter().all(|c| annotation(c) == "2Gi|")
+            && h.status().common.generations.reconciled == Some(2)
+        {
+            break;
+        }
+    }
+    let all = claims.list(&ListParams::default()).await.unwrap();
+    assert_eq!(
+        all.items.len(),
+        5,
+        "3 storage + 2 log claims: {:?} {:?} {:?}",
+        all.iter()
+            .map(|c| (c.name_any(), annotation(c)))
+            .collect::<Vec<_>>(),
+        h.status().process_groups,
+        h.events
+    );
+    assert!(
+        all.iter().all(|c| annotation(c) == "2Gi|"),
+        "{:?}",
+        all.iter().map(annotation).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        h.status().common.generations.reconciled,
+        Some(2),
+        "{:?}",
+        h.status().common
+    );
+    // Each of the five old groups was excluded before its claim went (IDs are reused once
+    // free, as FoundationDB's operator does).
+    let changes = h.changes();
+    assert!(
+        changes.iter().filter(|c| c.starts_with("exclude")).count() >= 5,
+        "{changes:?}"
+    );
 }
