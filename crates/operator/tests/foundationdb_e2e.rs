@@ -262,6 +262,129 @@ async fn an_invalid_spec_is_refused_with_a_condition_and_nothing_is_created() {
     plane.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_buggified_group_runs_no_process_until_let_go_and_a_new_claim_size_replaces_the_groups() {
+    let plane = Plane::start_with(flags(), 1).await;
+    let base = manifest("bg", "single", 2, 1);
+    plane.apply(&base).await;
+    reconciled(&plane, "bg", "the cluster configured and reconciled").await;
+    let uids = |pods: &[Pod]| -> Vec<(String, String)> {
+        pods.iter()
+            .map(|p| (p.name_any(), p.metadata.uid.clone().unwrap()))
+            .collect()
+    };
+    let before = uids(
+        &plane
+            .api::<Pod>()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items,
+    );
+    // Crash-loop bg-stateless-1: its Pod is recreated to run no process (alone). (Not a
+    // storage group: in `single` mode the stand-in latches a storage process's absence as lost
+    // data, docs/foundationdb-standin.md.)
+    plane
+        .apply(&format!(
+            "{base}  buggify: {{crashLoop: [bg-stateless-1]}}\n"
+        ))
+        .await;
+    plane
+        .wait_for::<FoundationDBCluster, _>("bg-stateless-1 missing its process", "bg", BOOT, |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.process_groups.iter().any(|g| {
+                    g.process_group_id == "bg-stateless-1"
+                        && g.conditions.iter().any(|x| x.type_ == "MissingProcesses")
+                })
+            })
+        })
+        .await;
+    let during = plane
+        .api::<Pod>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let crash = during
+        .iter()
+        .find(|p| p.name_any() == "bg-stateless-1")
+        .unwrap();
+    assert_eq!(
+        crash.spec.as_ref().unwrap().containers[0].command,
+        Some(vec!["crash-loop".to_owned()])
+    );
+    for (name, uid) in &before {
+        let now = uids(&during)
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, u)| u);
+        assert_eq!(
+            now.as_deref() != Some(uid.as_str()),
+            name == "bg-stateless-1",
+            "{name}: only the buggified Pod is recreated"
+        );
+    }
+    assert!(
+        !event_notes(&plane, "PodsDeletedForBuggification")
+            .await
+            .is_empty()
+    );
+    // Let go: the group runs its process again.
+    plane.apply(&base).await;
+    reconciled(&plane, "bg", "bg-stateless-1's process back").await;
+    // Ask for 2Gi claims: every stateful group is replaced on a new claim, excluded first; the
+    // data stays.
+    let pod = "bg-stateless-1";
+    fdbcli(&plane, pod, "writemode on; set before-resize yes")
+        .await
+        .unwrap();
+    plane
+        .apply(&base.replace("storage: {size: 1Gi}", "storage: {size: 2Gi}"))
+        .await;
+    plane
+        .wait_for::<FoundationDBCluster, _>(
+            "every stateful group on a 2Gi claim, reconciled",
+            "bg",
+            Duration::from_secs(200),
+            |c| {
+                c.status.as_ref().is_some_and(|s| {
+                    s.health.available
+                        && s.common.generations.reconciled == c.metadata.generation
+                        && s.common.generations.has_pending_removal.is_none()
+                })
+            },
+        )
+        .await;
+    let claims = plane
+        .api::<PersistentVolumeClaim>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let specs: Vec<(String, String)> = claims
+        .iter()
+        .map(|c| {
+            (
+                c.name_any(),
+                c.annotations()
+                    .get("steward.dev/claim-spec")
+                    .cloned()
+                    .unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(specs.len(), 3, "{specs:?}");
+    assert!(specs.iter().all(|(_, s)| s == "2Gi|"), "{specs:?}");
+    assert!(
+        !event_notes(&plane, "ReplacingMisconfiguredProcessGroups")
+            .await
+            .is_empty()
+    );
+    let out = fdbcli(&plane, pod, "get before-resize").await.unwrap();
+    assert!(out.contains("`before-resize' is `yes'"), "{out}");
+    plane.shutdown().await;
+}
+
 /// Whether the plane has three Nodes (three fault domains); says so when it has not (the test
 /// then returns early: this happens on a real cluster with fewer Nodes).
 fn has_three_nodes(plane: &Plane) -> bool {

@@ -52,6 +52,9 @@ pub mod conditions {
     pub const MISSING_PVC: &str = "MissingPVC";
     /// Its process runs another command line than the spec asks for.
     pub const INCORRECT_COMMAND_LINE: &str = "IncorrectCommandLine";
+    /// Its claim was created with another size or StorageClass than `spec.storage`
+    /// (Steward's: ReplaceMisconfiguredProcessGroups replaces the group).
+    pub const INCORRECT_PVC_SPEC: &str = "IncorrectPVCSpec";
     /// Its Pod was built from another spec.
     pub const INCORRECT_POD_SPEC: &str = "IncorrectPodSpec";
     /// Its monitor runs another configuration than the ConfigMap's.

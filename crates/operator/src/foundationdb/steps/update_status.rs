@@ -183,6 +183,20 @@ fn analyse(pass: &mut FdbPass) {
                 .is_some_and(|c| c.metadata.deletion_timestamp.is_some());
         set_condition(g, c::TERMINATING, terminating, now);
         set_condition(g, c::MISSING_POD, pod.is_none(), now);
+        // A claim created with another size or class than the spec's: the group is to be
+        // replaced (ReplaceMisconfiguredProcessGroups); one already being removed is not.
+        let wanted = build::claim_spec_text(&pass.cluster.spec.storage);
+        set_condition(
+            g,
+            c::INCORRECT_PVC_SPEC,
+            g.removal_timestamp.is_none()
+                && claim.as_ref().is_some_and(|cl| {
+                    cl.annotations()
+                        .get(build::CLAIM_SPEC)
+                        .is_some_and(|h| h != wanted)
+                }),
+            now,
+        );
         set_condition(
             g,
             c::MISSING_PVC,
@@ -409,6 +423,10 @@ fn conclude(pass: &mut FdbPass) -> Outcome {
     ]
     .into_iter()
     .filter_map(|(on, what)| on.map(|_| what))
+    .chain(
+        has(c::INCORRECT_PVC_SPEC)
+            .then_some("process groups to replace onto claims of spec.storage"),
+    )
     .collect();
     let configured = pass.status.configured;
     if pending.is_empty() && configured {
