@@ -250,11 +250,18 @@ pub fn pod_labels(
     labels
 }
 
-/// Whether Steward sets annotation `key` on a Pod itself (the spec hash, the monitor's two), or
-/// it belongs to the spec hash (the restart trigger): template values of these keys are not
-/// kept in place by UpdateLabels.
+/// Whether Steward sets annotation `key` on a Pod itself (the spec hash, the monitor's two, the
+/// buggification), or it belongs to the spec hash (the restart trigger): template values of
+/// these keys are not kept in place by UpdateLabels.
 pub fn reserved_annotation(key: &str) -> bool {
-    [SPEC_HASH, CURRENT_CONFIGURATION, ENVIRONMENT, RESTARTED_AT].contains(&key)
+    [
+        SPEC_HASH,
+        CURRENT_CONFIGURATION,
+        ENVIRONMENT,
+        BUGGIFY,
+        RESTARTED_AT,
+    ]
+    .contains(&key)
 }
 
 /// The template annotations UpdateLabels keeps on every Pod: `spec.podTemplate.annotations`
