@@ -107,9 +107,15 @@ pub struct FoundationDBClusterSpec {
     /// Each stateful process group's claim.
     #[serde(default)]
     pub storage: StorageSpec,
-    /// Overrides applied to every Pod.
+    /// Overrides applied to every Pod. Its `labels` and `annotations` are kept up to date on
+    /// the existing Pods in place (UpdateLabels), without recreating them; a key removed from
+    /// the spec stays on the Pods until removed by hand (seed 002). The other fields, and the
+    /// restart trigger `steward.dev/restarted-at`, recreate the Pods one fault domain at a time.
     #[serde(default)]
     pub pod_template: PodOverrides,
+    /// How the processes are reached: the optional headless Service.
+    #[serde(default)]
+    pub routing: Routing,
     /// Per-cluster overrides of the operator's operation deadlines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeouts: Option<TimeoutOverrides>,
@@ -122,6 +128,21 @@ pub fn default_image() -> String {
 
 fn default_minimum_uptime() -> u32 {
     600
+}
+
+/// `spec.routing`: which Services the cluster has (seed 002, "AddServices"). By default none:
+/// clients and processes reach each process at its Pod's IP, which the cluster file carries.
+/// FoundationDB's `publicIPSource: service` (a Service per process group, its address the
+/// process's public address) is not implemented.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Routing {
+    /// Create a headless Service named like the cluster that selects all its Pods, ready or
+    /// not (DNS names for the Pods, e.g. for monitoring). Set back to `false`, the Service is
+    /// deleted. A Service of that name that Steward did not create is never taken over or
+    /// deleted: the cluster is marked degraded instead.
+    #[serde(default)]
+    pub headless_service: bool,
 }
 
 /// `spec.databaseConfiguration`: what `configure` sets.

@@ -13,11 +13,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::e2e::Plane;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::ListParams;
 use steward_api::foundationdb::FoundationDBCluster;
+use steward_operator::api::clusters::RESTARTED_AT;
 use steward_operator::resources::exec;
 
 const BOOT: Duration = Duration::from_secs(180);
@@ -723,8 +724,9 @@ async fn the_lock_and_deny_list_hold_a_change_back_knobs_bounce_and_pod_changes_
             .contains("--knob_max_trace_lines=1000")),
         "{processes:?}"
     );
-    // A Pod template change: Pods recreated one zone (Node) at a time — watched from outside:
-    // never are Pods of two Nodes missing or not running at once.
+    // A Pod template change (the REST API's restart trigger): Pods recreated one zone (Node) at
+    // a time — watched from outside: never are Pods of two Nodes missing or not running at
+    // once.
     let before: std::collections::BTreeMap<String, (String, String)> = plane
         .api::<Pod>()
         .list(&ListParams::default())
@@ -771,7 +773,7 @@ async fn the_lock_and_deny_list_hold_a_change_back_knobs_bounce_and_pod_changes_
     plane
         .patch_spec::<FoundationDBCluster>(
             "lk",
-            serde_json::json!({"podTemplate": {"labels": {"team": "storage"}}}),
+            serde_json::json!({"podTemplate": {"annotations": {RESTARTED_AT: "r1"}}}),
         )
         .await;
     plane
@@ -810,8 +812,60 @@ async fn the_lock_and_deny_list_hold_a_change_back_knobs_bounce_and_pod_changes_
         .items;
     assert!(
         pods.iter()
-            .all(|p| p.labels().get("team").map(String::as_str) == Some("storage"))
+            .all(|p| p.annotations().get(RESTARTED_AT).map(String::as_str) == Some("r1"))
     );
+    // The headless Service on: made, named like the cluster.
+    plane
+        .patch_spec::<FoundationDBCluster>(
+            "lk",
+            serde_json::json!({"routing": {"headlessService": true}}),
+        )
+        .await;
+    plane
+        .wait_for::<Service, _>("the headless Service", "lk", BOOT, |s| {
+            s.spec.as_ref().and_then(|s| s.cluster_ip.as_deref()) == Some("None")
+        })
+        .await;
+    // A template label: put on every Pod in place, none recreated.
+    let uids = |pods: &[Pod]| -> std::collections::BTreeMap<String, String> {
+        pods.iter()
+            .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
+            .collect()
+    };
+    let before = uids(&pods);
+    plane
+        .patch_spec::<FoundationDBCluster>(
+            "lk",
+            serde_json::json!({"podTemplate": {"labels": {"team": "storage"}}}),
+        )
+        .await;
+    let pods_api = plane.api::<Pod>();
+    let labelled = plane
+        .eventually("the template label on every Pod", BOOT, || {
+            let pods_api = pods_api.clone();
+            async move {
+                let pods = pods_api.list(&ListParams::default()).await.ok()?.items;
+                pods.iter()
+                    .all(|p| p.labels().get("team").map(String::as_str) == Some("storage"))
+                    .then_some(pods)
+            }
+        })
+        .await;
+    assert_eq!(uids(&labelled), before, "a label change recreated Pods");
+    // Off: the Service is deleted.
+    plane
+        .patch_spec::<FoundationDBCluster>(
+            "lk",
+            serde_json::json!({"routing": {"headlessService": false}}),
+        )
+        .await;
+    let services = plane.api::<Service>();
+    plane
+        .eventually("the headless Service deleted", BOOT, || {
+            let services = services.clone();
+            async move { matches!(services.get_opt("lk").await, Ok(None)).then_some(()) }
+        })
+        .await;
     plane.shutdown().await;
 }
 

@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{
     Affinity, ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar,
     EnvVarSource, KeyToPath, ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PersistentVolumeClaimVolumeSource, Pod, PodAffinityTerm, PodAntiAffinity, PodSpec, Volume,
-    VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
+    PersistentVolumeClaimVolumeSource, Pod, PodAffinityTerm, PodAntiAffinity, PodSpec, Service,
+    ServicePort, ServiceSpec, Volume, VolumeMount, VolumeResourceRequirements,
+    WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -64,6 +65,11 @@ pub const CLAIM_SPEC: &str = "steward.dev/claim-spec";
 pub const CURRENT_CONFIGURATION: &str = "foundationdb.org/launcher-current-configuration";
 /// Annotation: the monitor's environment.
 pub const ENVIRONMENT: &str = "foundationdb.org/launcher-environment";
+/// Annotation of `spec.podTemplate`: the REST API's restart trigger. The one template label or
+/// annotation in the spec hash: a new value recreates the Pods (UpdatePods).
+pub use crate::api::engine::RESTARTED_AT;
+/// The headless Service's component label.
+pub const HEADLESS_COMPONENT: &str = "headless";
 
 /// The process group ID prefix (and lock ID): `spec.processGroupIDPrefix` or the name.
 pub fn prefix(cluster: &FoundationDBCluster) -> String {
@@ -232,6 +238,94 @@ pub fn group_labels(cluster: &str, id: &str, class: ProcessClass) -> BTreeMap<St
     labels
 }
 
+/// The labels process group `id`'s Pod carries: `spec.podTemplate.labels` with Steward's own
+/// ([`group_labels`]) over them. Kept in place by UpdateLabels; not in the spec hash.
+pub fn pod_labels(
+    cluster: &FoundationDBCluster,
+    id: &str,
+    class: ProcessClass,
+) -> BTreeMap<String, String> {
+    let mut labels = cluster.spec.pod_template.labels.clone();
+    labels.extend(group_labels(&cluster.name_any(), id, class));
+    labels
+}
+
+/// Whether Steward sets annotation `key` on a Pod itself (the spec hash, the monitor's two, the
+/// buggification), or it belongs to the spec hash (the restart trigger): template values of
+/// these keys are not kept in place by UpdateLabels.
+pub fn reserved_annotation(key: &str) -> bool {
+    [
+        SPEC_HASH,
+        CURRENT_CONFIGURATION,
+        ENVIRONMENT,
+        BUGGIFY,
+        RESTARTED_AT,
+    ]
+    .contains(&key)
+}
+
+/// The template annotations UpdateLabels keeps on every Pod: `spec.podTemplate.annotations`
+/// but the [reserved](reserved_annotation) ones.
+pub fn pod_annotations(cluster: &FoundationDBCluster) -> BTreeMap<String, String> {
+    cluster
+        .spec
+        .pod_template
+        .annotations
+        .iter()
+        .filter(|(k, _)| !reserved_annotation(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// The cluster's headless Service (`spec.routing.headlessService`): named like the cluster,
+/// selecting all its Pods, ready or not, owned by it. `None` when the cluster was never stored.
+pub fn headless_service(cluster: &FoundationDBCluster) -> Option<Service> {
+    let name = cluster.name_any();
+    let metadata = child_meta(
+        cluster,
+        name.clone(),
+        &Labels::new(ENGINE, &name, HEADLESS_COMPONENT),
+        &BTreeMap::new(),
+    )?;
+    let selector = BTreeMap::from([
+        (crate::resources::labels::NAME.to_owned(), ENGINE.to_owned()),
+        (crate::resources::labels::INSTANCE.to_owned(), name),
+    ]);
+    Some(Service {
+        metadata,
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".into()),
+            // A process is reachable before it is ready (and a coordinator must be).
+            publish_not_ready_addresses: Some(true),
+            selector: Some(selector),
+            ports: Some(vec![ServicePort {
+                name: Some("fdb".into()),
+                port: i32::from(PORT),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        status: None,
+    })
+}
+
+/// Whether Service metadata (`labels`, `owners`) is the headless Service Steward made for
+/// `cluster`: Steward's labels for it and a controller reference to the cluster's UID.
+pub fn is_own_headless_service(
+    cluster: &FoundationDBCluster,
+    labels: &crate::resources::packed::PackedMap,
+    owners: Option<&[k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference]>,
+) -> bool {
+    let wanted = Labels::new(ENGINE, cluster.name_any(), HEADLESS_COMPONENT).to_map();
+    let owned = cluster.uid().is_some_and(|uid| {
+        owners
+            .unwrap_or_default()
+            .iter()
+            .any(|o| o.uid == uid && o.controller == Some(true))
+    });
+    owned && labels.has_all(&wanted)
+}
+
 /// Process group `id`'s claim (stateful classes). No owner: the claim is deleted by
 /// `RemoveProcessGroups` once the process group is excluded, never by garbage collection.
 pub fn claim(
@@ -309,7 +403,8 @@ pub fn sidecar_image(cluster: &FoundationDBCluster) -> String {
 
 /// Process group `id`'s Pod, owned by the cluster, for a cluster that runs `running` (the
 /// status's running version). `None` when the cluster was never stored. The spec hash leaves
-/// the sidecar's image out: UpdateSidecarVersions changes it in place.
+/// out what is changed in place: the sidecar's image (UpdateSidecarVersions) and the template's
+/// labels and annotations but the restart trigger (UpdateLabels).
 pub fn pod(
     cluster: &FoundationDBCluster,
     id: &str,
@@ -319,13 +414,11 @@ pub fn pod(
     let main = main_version(cluster, running).to_owned();
     let name = cluster.name_any();
     let overrides = &cluster.spec.pod_template;
-    let mut labels = overrides.labels.clone();
-    labels.extend(group_labels(&name, id, class));
     let mut metadata = child_meta(
         cluster,
         id,
         &Labels::new(ENGINE, &name, class.as_str()),
-        &labels,
+        &pod_labels(cluster, id, class),
     )?;
     let container = Container {
         name: CONTAINER.into(),
@@ -481,14 +574,20 @@ pub fn pod(
         ..Default::default()
     };
     let mut annotations = overrides.annotations.clone();
-    let all_labels = metadata.labels.clone().unwrap_or_default();
     let mut hashed = spec.clone();
     if let Some(s) = hashed.containers.iter_mut().find(|c| c.name == SIDECAR) {
         s.image = None;
     }
+    // The template's labels and annotations are kept in place (UpdateLabels): of them only
+    // Steward's own labels and the restart trigger are hashed.
+    let restart: BTreeMap<String, String> = annotations
+        .get_key_value(RESTARTED_AT)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .into_iter()
+        .collect();
     annotations.insert(
         SPEC_HASH.to_owned(),
-        crate::etcd::build::member::spec_hash(&hashed, &all_labels, &annotations),
+        crate::etcd::build::member::spec_hash(&hashed, &group_labels(&name, id, class), &restart),
     );
     // Buggification is applied after the hash: DeletePodsForBuggification, not UpdatePods,
     // recreates the Pods whose buggification changes.
@@ -592,6 +691,33 @@ mod tests {
             hash(&p),
             hash(&pod(&changed, "demo-storage-1", ProcessClass::Storage, None).unwrap())
         );
+        // Template labels and annotations are kept in place (UpdateLabels), not hashed; the
+        // restart trigger is.
+        let mut labelled = c.clone();
+        labelled.spec.pod_template.labels = BTreeMap::from([("team".into(), "a".into())]);
+        labelled.spec.pod_template.annotations = BTreeMap::from([("note".into(), "x".into())]);
+        let p2 = pod(&labelled, "demo-storage-1", ProcessClass::Storage, None).unwrap();
+        assert_eq!(hash(&p), hash(&p2));
+        assert_eq!(p2.metadata.labels.as_ref().unwrap()["team"], "a");
+        assert_eq!(p2.metadata.annotations.as_ref().unwrap()["note"], "x");
+        let mut restarted = c.clone();
+        restarted
+            .spec
+            .pod_template
+            .annotations
+            .insert(RESTARTED_AT.into(), "2026-01-01T00:00:00Z".into());
+        assert_ne!(
+            hash(&p),
+            hash(&pod(&restarted, "demo-storage-1", ProcessClass::Storage, None).unwrap())
+        );
+        assert!(pod_annotations(&restarted).is_empty());
+        // Steward's labels win over the template's.
+        let mut clash = c.clone();
+        clash.spec.pod_template.labels = BTreeMap::from([(GROUP_LABEL.into(), "other".into())]);
+        assert_eq!(
+            pod_labels(&clash, "demo-storage-1", ProcessClass::Storage)[GROUP_LABEL],
+            "demo-storage-1"
+        );
         // A knob is not a Pod spec change: it reaches the processes through the ConfigMap.
         let mut knob = c.clone();
         knob.spec.custom_parameters = vec!["knob_a=1".into()];
@@ -652,6 +778,28 @@ mod tests {
         )
         .unwrap();
         assert_eq!(image(&p, 0), "foundationdb/fdb-kubernetes-monitor:7.1.61");
+    }
+
+    #[test]
+    fn the_headless_service_selects_every_pod_of_the_cluster_and_is_owned_by_it() {
+        let c = cluster();
+        let svc = headless_service(&c).unwrap();
+        assert_eq!(svc.metadata.name.as_deref(), Some("demo"));
+        let spec = svc.spec.as_ref().unwrap();
+        assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
+        assert_eq!(spec.publish_not_ready_addresses, Some(true));
+        let p = pod(&c, "demo-log-1", ProcessClass::Log, None).unwrap();
+        let pod_labels = p.metadata.labels.unwrap();
+        for (k, v) in spec.selector.as_ref().unwrap() {
+            assert_eq!(pod_labels.get(k), Some(v), "{k}");
+        }
+        let packed =
+            crate::resources::packed::PackedMap::new(svc.metadata.labels.as_ref().unwrap());
+        let owners = svc.metadata.owner_references.as_deref();
+        assert!(is_own_headless_service(&c, &packed, owners));
+        assert!(!is_own_headless_service(&c, &packed, None));
+        let empty = crate::resources::packed::PackedMap::default();
+        assert!(!is_own_headless_service(&c, &empty, owners));
     }
 
     #[test]

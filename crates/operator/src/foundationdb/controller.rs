@@ -77,8 +77,8 @@ impl EngineState for State {
         &self.ctx
     }
 
-    /// Pods and the ConfigMap are owned and garbage-collected; claims are kept (they have no
-    /// owner), as FoundationDB's operator keeps them.
+    /// Pods, the ConfigMap and the headless Service are owned and garbage-collected; claims are
+    /// kept (they have no owner), as FoundationDB's operator keeps them.
     async fn cleanup(&self, cluster: Arc<FoundationDBCluster>) -> Result<Action, Error> {
         if let Some(uid) = cluster.uid() {
             self.ctx.forget_version(&uid);

@@ -98,7 +98,7 @@ pub struct FdbStores {
     pub claims: Indexed<CachedMeta<PersistentVolumeClaim>>,
     /// ConfigMaps, metadata only.
     pub config_maps: MetaStore<ConfigMap>,
-    /// Services, metadata only (none are created: seed 002's default routing).
+    /// Services, metadata only (Steward's: the headless Service of `spec.routing`).
     pub services: Indexed<CachedMeta<Service>>,
 }
 
@@ -217,12 +217,14 @@ pub fn steps() -> Vec<Box<dyn SubReconciler<FdbPass>>> {
         Box::new(steps::replace_misconfigured::ReplaceMisconfiguredProcessGroups),
         Box::new(steps::replace_failed::ReplaceFailedProcessGroups),
         Box::new(steps::add_process_groups::AddProcessGroups),
+        Box::new(steps::add_services::AddServices),
         Box::new(steps::add_pvcs::AddPvcs),
         Box::new(steps::add_pods::AddPods),
         Box::new(steps::generate_initial_cluster_file::GenerateInitialClusterFile),
         Box::new(steps::remove_incompatible_processes::RemoveIncompatibleProcesses),
         Box::new(steps::update_sidecar_versions::UpdateSidecarVersions),
         Box::new(steps::update_pod_config::UpdatePodConfig),
+        Box::new(steps::update_labels::UpdateLabels),
         Box::new(steps::update_database_configuration::UpdateDatabaseConfiguration),
         Box::new(steps::choose_removals::ChooseRemovals),
         Box::new(steps::exclude_processes::ExcludeProcesses),
@@ -230,5 +232,6 @@ pub fn steps() -> Vec<Box<dyn SubReconciler<FdbPass>>> {
         Box::new(steps::bounce_processes::BounceProcesses),
         Box::new(steps::update_pods::UpdatePods),
         Box::new(steps::remove_process_groups::RemoveProcessGroups),
+        Box::new(steps::remove_services::RemoveServices),
     ]
 }

@@ -1,8 +1,8 @@
 //! The fake API server: a `kube::Client` over a `tower::service_fn` and an in-memory object
 //! store, answering only the requests the pipeline makes — create Pod / claim (201, or 409),
 //! delete Pod / claim (200, or 404; an operator-deleted Pod is gone at once or, for a while,
-//! left terminating), a merge patch of a Pod's annotations, the server-side apply of the
-//! ConfigMap. Anything else is recorded as a violation and answered 500: the run fails loudly.
+//! left terminating), a merge patch of a Pod's labels and annotations or of a claim's, the
+//! server-side apply of the ConfigMap. Anything else is recorded as a violation and answered 500: the run fails loudly.
 //! Every create and delete is recorded with the pass and the step that made it; every deletion
 //! is checked against the invariants first, at that moment (`invariants::on_delete`).
 
@@ -214,6 +214,19 @@ fn merge(target: &mut Value, patch: &Value) {
     }
 }
 
+/// Whether a merge patch touches only an object's labels and annotations (UpdatePodConfig,
+/// UpdateLabels).
+fn metadata_only(patch: &Value) -> bool {
+    patch.as_object().is_some_and(|m| {
+        m.len() == 1
+            && m.get("metadata")
+                .and_then(Value::as_object)
+                .is_some_and(|md| {
+                    !md.is_empty() && md.keys().all(|k| k == "labels" || k == "annotations")
+                })
+    })
+}
+
 fn handle(shared: &Shared, parts: &http::request::Parts, body: &[u8]) -> (u16, Value) {
     let mut o = lock(shared);
     let path = parts.uri.path().to_owned();
@@ -332,13 +345,7 @@ fn handle(shared: &Shared, parts: &http::request::Parts, body: &[u8]) -> (u16, V
             let Ok(patch) = serde_json::from_slice::<Value>(body) else {
                 return unexpected(&mut o);
             };
-            let only_annotations = patch.as_object().is_some_and(|m| {
-                m.len() == 1
-                    && m.get("metadata")
-                        .and_then(Value::as_object)
-                        .is_some_and(|md| md.len() == 1 && md.contains_key("annotations"))
-            });
-            if !only_annotations {
+            if !metadata_only(&patch) {
                 return unexpected(&mut o);
             }
             let Some(pod) = o.pods.get(&name).cloned() else {
@@ -352,6 +359,29 @@ fn handle(shared: &Shared, parts: &http::request::Parts, body: &[u8]) -> (u16, V
                 return unexpected(&mut o);
             };
             o.pods.insert(name, pod);
+            (200, v)
+        }
+        (&Method::PATCH, "persistentvolumeclaims", [name])
+            if content_type == "application/merge-patch+json" =>
+        {
+            let name = (*name).to_owned();
+            let Ok(patch) = serde_json::from_slice::<Value>(body) else {
+                return unexpected(&mut o);
+            };
+            if !metadata_only(&patch) {
+                return unexpected(&mut o);
+            }
+            let Some(claim) = o.claims.get(&name).cloned() else {
+                return status(404, "NotFound", format!("claim \"{name}\" not found"));
+            };
+            let mut v = serde_json::to_value(&claim).unwrap_or_default();
+            merge(&mut v, &patch);
+            let version = o.version();
+            v["metadata"]["resourceVersion"] = json!(version);
+            let Ok(claim) = serde_json::from_value::<PersistentVolumeClaim>(v.clone()) else {
+                return unexpected(&mut o);
+            };
+            o.claims.insert(name, claim);
             (200, v)
         }
         (&Method::PATCH, "configmaps", [_name])

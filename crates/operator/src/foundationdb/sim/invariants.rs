@@ -122,7 +122,7 @@ pub(super) fn on_delete(o: &Objects, kind: &str, name: &str) -> Vec<String> {
 
 impl World {
     /// Invariant 5: converged (every class at its count with a Pod and a process, nothing
-    /// marked for removal, the generation reconciled).
+    /// marked for removal, the generation reconciled, the template's labels on every Pod).
     pub(super) fn converged(&self) -> Result<(), String> {
         let Some(status) = self.cluster.status.as_ref() else {
             return Err("no status".into());
@@ -169,6 +169,19 @@ impl World {
         }
         if state.configuration.is_none() {
             return Err("not configured".into());
+        }
+        // The template's labels reach every Pod in place (UpdateLabels).
+        for (name, pod) in o
+            .pods
+            .iter()
+            .filter(|(n, _)| !o.terminating.contains_key(*n))
+        {
+            let labels = pod.metadata.labels.clone().unwrap_or_default();
+            for (k, v) in &self.cluster.spec.pod_template.labels {
+                if labels.get(k) != Some(v) {
+                    return Err(format!("Pod {name} lacks the template label {k}={v}"));
+                }
+            }
         }
         Ok(())
     }

@@ -7,7 +7,8 @@
 //! with its monitor's command line; killed Pods lose their process; `seconds_since_last_
 //! recovered` follows the clock and resets on a bounce, on the loss of a transaction-system
 //! process and on a random recovery. Random events between passes — spec edits (process counts,
-//! custom parameters → a bounce, Pod template labels → Pod updates), Pod kills (a Pod deleted,
+//! custom parameters → a bounce, Pod template labels → labels patched in place, a restart
+//! request → Pod updates), Pod kills (a Pod deleted,
 //! or its process gone for a few passes or long enough to be replaced), operator restarts
 //! (only the stored status survives; sometimes the pass crashes midway: only a prefix of the
 //! steps runs and its status is not written), slow data movement, recoveries, the global lock
@@ -24,7 +25,7 @@
 //!    hold data (not excluded, or draining) down in two or more zones (double redundancy);
 //! 5. liveness: once events stop, the cluster converges within `SETTLE_PASSES` passes (every
 //!    class at its count with a Pod and a process, nothing marked for removal, the generation
-//!    reconciled);
+//!    reconciled, the Pod template's labels on every Pod);
 //!
 //! and an unexpected API request fails the run.
 //!

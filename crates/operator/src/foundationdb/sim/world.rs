@@ -521,12 +521,22 @@ impl World {
                     self.cluster.spec.custom_parameters
                 ));
             }
-            3 => {
+            3 if self.rng.random_bool(0.5) => {
                 let team = format!("t{}", self.rng.random_range(0..3));
                 self.cluster.spec.pod_template.labels =
                     BTreeMap::from([("team".to_owned(), team.clone())]);
                 self.bump();
                 self.note(format!("event: Pod template label team={team}"));
+            }
+            3 => {
+                let at = format!("restart-{}", self.rng.random_range(0..3));
+                self.cluster
+                    .spec
+                    .pod_template
+                    .annotations
+                    .insert(build::RESTARTED_AT.to_owned(), at.clone());
+                self.bump();
+                self.note(format!("event: restart requested ({at})"));
             }
             4 | 5 if !pods.is_empty() => {
                 let pod = pods[self.rng.random_range(0..pods.len())].clone();

@@ -7,9 +7,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{ContainerStatus, PersistentVolumeClaim, Pod, PodStatus};
+use k8s_openapi::api::core::v1::{
+    ContainerStatus, PersistentVolumeClaim, Pod, PodStatus, Service, ServicePort, ServiceSpec,
+};
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{reflector, watcher};
 use steward_api::foundationdb::{FoundationDBCluster, FoundationDBClusterStatus, ProcessClass};
 
@@ -24,6 +26,7 @@ use crate::foundationdb::controller::new_pass;
 use crate::foundationdb::{FdbStores, Settings, pipeline};
 use crate::metrics::Metrics;
 use crate::pipeline::{Effect, PassReport};
+use crate::resources::labels::{MANAGED_BY, MANAGER};
 use crate::resources::packed::CachedMeta;
 use crate::resources::pods::{CachedPod, CachedPodSpec};
 use crate::runtime::context::Context;
@@ -220,11 +223,20 @@ impl Harness {
                 claim.metadata.clone(),
             )));
         }
+        // As the operator's cache: Steward's Services only.
+        let services: Api<Service> = Api::namespaced(self.plane.client.clone(), NS);
+        let (service_store, mut service_writer) = reflector::store::<CachedMeta<Service>>();
+        let steward = ListParams::default().labels(&format!("{MANAGED_BY}={MANAGER}"));
+        for svc in services.list(&steward).await.unwrap() {
+            service_writer.apply_watcher_event(&watcher::Event::Apply(CachedMeta::new(
+                svc.metadata.clone(),
+            )));
+        }
         FdbStores {
             pods: pod_store.into(),
             claims: claim_store.into(),
             config_maps: reflector::store().0,
-            services: reflector::store().0.into(),
+            services: service_store.into(),
         }
     }
 
@@ -515,9 +527,10 @@ async fn a_knob_is_bounced_after_the_uptime_rule_and_a_pod_spec_change_goes_zone
         7,
         "every process in one kill: {kills:?}"
     );
-    // A Pod spec change: the Pods of one zone are deleted at a time.
+    // A Pod spec change (a restart request): the Pods of one zone are deleted at a time.
     let before = h.pod_names().await;
-    h.cluster.spec.pod_template.labels = BTreeMap::from([("team".into(), "a".into())]);
+    h.cluster.spec.pod_template.annotations =
+        BTreeMap::from([(build::RESTARTED_AT.into(), "a".into())]);
     let pods: Api<Pod> = Api::namespaced(h.plane.client.clone(), NS);
     let mut seen_zones = Vec::new();
     for _ in 0..12 {
@@ -526,7 +539,7 @@ async fn a_knob_is_bounced_after_the_uptime_rule_and_a_pod_spec_change_goes_zone
             .await
             .unwrap()
             .into_iter()
-            .filter(|p| !p.labels().contains_key("team"))
+            .filter(|p| !p.annotations().contains_key(build::RESTARTED_AT))
             .map(|p| p.name_any())
             .collect();
         h.pass().await;
@@ -540,13 +553,12 @@ async fn a_knob_is_bounced_after_the_uptime_rule_and_a_pod_spec_change_goes_zone
     }
     assert_eq!(seen_zones, ["n1", "n2", "n3"], "{:?}", h.events);
     assert_eq!(h.pod_names().await, before);
-    let labelled = pods.list(&ListParams::default()).await.unwrap();
+    let restarted = pods.list(&ListParams::default()).await.unwrap();
     assert!(
-        labelled
+        restarted
             .iter()
-            .all(|p| p.labels().get("team").map(String::as_str) == Some("a"))
+            .all(|p| p.annotations().get(build::RESTARTED_AT).map(String::as_str) == Some("a"))
     );
-    let _ = GROUP_LABEL;
 }
 
 /// A protocol-changing upgrade (7.1 → 7.3): held while a client has no 7.3 library; then the
@@ -661,12 +673,13 @@ async fn a_lock_wait_whose_need_went_away_does_not_hold_reconciled_back() {
     };
     h.model.state().kv.insert(LOCK_KEY.to_vec(), other.pack());
     // A Pod spec change: UpdatePods waits for the lock.
-    h.cluster.spec.pod_template.labels = BTreeMap::from([("team".into(), "a".into())]);
+    h.cluster.spec.pod_template.annotations =
+        BTreeMap::from([(build::RESTARTED_AT.into(), "a".into())]);
     h.cluster.metadata.generation = Some(2);
     h.passes(2).await;
     assert_eq!(h.status().common.generations.needs_lock, Some(2));
     // Reverted: nothing needs the lock any more.
-    h.cluster.spec.pod_template.labels = BTreeMap::new();
+    h.cluster.spec.pod_template.annotations = BTreeMap::new();
     h.cluster.metadata.generation = Some(3);
     h.passes(3).await;
     assert_eq!(h.status().common.generations.needs_lock, None);
@@ -956,4 +969,176 @@ async fn a_new_claim_size_replaces_the_stateful_groups_one_at_a_time_excluding_f
         changes.iter().filter(|c| c.starts_with("exclude")).count() >= 5,
         "{changes:?}"
     );
+}
+
+/// The Pods' names with their UIDs and spec hashes.
+async fn pod_identities(h: &Harness) -> BTreeMap<String, (String, String)> {
+    let pods: Api<Pod> = Api::namespaced(h.plane.client.clone(), NS);
+    pods.list(&ListParams::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| {
+            let hash = p.annotations()[build::SPEC_HASH].clone();
+            (p.name_any(), (p.uid().unwrap(), hash))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_headless_service_is_made_when_asked_for_and_deleted_when_not() {
+    let mut h = Harness::start(spec()).await;
+    h.passes(8).await;
+    let services: Api<Service> = Api::namespaced(h.plane.client.clone(), NS);
+    assert!(
+        services.get_opt("demo").await.unwrap().is_none(),
+        "none by default"
+    );
+    let pods_before = pod_identities(&h).await;
+    h.cluster.spec.routing.headless_service = true;
+    h.cluster.metadata.generation = Some(2);
+    h.passes(2).await;
+    let svc = services.get("demo").await.unwrap();
+    let spec = svc.spec.clone().unwrap();
+    assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
+    assert_eq!(spec.publish_not_ready_addresses, Some(true));
+    let selector = spec.selector.unwrap();
+    let pods: Api<Pod> = Api::namespaced(h.plane.client.clone(), NS);
+    for p in pods.list(&ListParams::default()).await.unwrap() {
+        for (k, v) in &selector {
+            assert_eq!(p.labels().get(k), Some(v), "{} {k}", p.name_any());
+        }
+    }
+    let owner = &svc.owner_references()[0];
+    assert_eq!(Some(owner.uid.clone()), h.cluster.uid());
+    assert_eq!(svc.labels()[MANAGED_BY], MANAGER);
+    // No Pod was touched.
+    h.passes(2).await;
+    assert!(services.get_opt("demo").await.unwrap().is_some());
+    assert_eq!(pod_identities(&h).await, pods_before);
+    // Off: deleted; and a pass with nothing to delete is fine.
+    h.cluster.spec.routing.headless_service = false;
+    h.cluster.metadata.generation = Some(3);
+    h.passes(3).await;
+    assert!(services.get_opt("demo").await.unwrap().is_none());
+    assert_eq!(h.status().common.generations.reconciled, Some(3));
+}
+
+#[tokio::test]
+async fn a_users_service_of_the_clusters_name_is_never_taken_over_or_deleted() {
+    let mut h = Harness::start(spec()).await;
+    h.passes(8).await;
+    let services: Api<Service> = Api::namespaced(h.plane.client.clone(), NS);
+    // The user's own, unlabelled (outside the operator's cache).
+    let mine = Service {
+        metadata: kube::api::ObjectMeta {
+            name: Some("demo".into()),
+            labels: Some(BTreeMap::from([("app".into(), "mine".into())])),
+            ..Default::default()
+        },
+        spec: Some(ServiceSpec {
+            ports: Some(vec![ServicePort {
+                port: 80,
+                ..Default::default()
+            }]),
+            selector: Some(BTreeMap::from([("app".into(), "mine".into())])),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    services
+        .create(&PostParams::default(), &mine)
+        .await
+        .unwrap();
+    let untouched = |svc: &Service| {
+        svc.owner_references().is_empty()
+            && svc.labels().get("app").map(String::as_str) == Some("mine")
+            && svc.spec.as_ref().unwrap().cluster_ip.as_deref() != Some("None")
+    };
+    h.cluster.spec.routing.headless_service = true;
+    h.cluster.metadata.generation = Some(2);
+    h.passes(2).await;
+    assert!(untouched(&services.get("demo").await.unwrap()));
+    let degraded = crate::conditions::get(
+        &h.status().common.conditions,
+        steward_api::common::condition_types::DEGRADED,
+    )
+    .unwrap()
+    .clone();
+    assert_eq!(degraded.reason, "ServiceNameTaken");
+    assert!(
+        degraded.message.contains("spec.routing.headlessService"),
+        "{}",
+        degraded.message
+    );
+    assert!(
+        h.events.iter().any(|(r, _)| r == "ServiceNameTaken"),
+        "{:?}",
+        h.events
+    );
+    h.cluster.spec.routing.headless_service = false;
+    h.cluster.metadata.generation = Some(3);
+    h.passes(2).await;
+    assert!(untouched(&services.get("demo").await.unwrap()));
+    // Even carrying Steward's labels (so in the operator's cache), without the cluster as its
+    // owner it is not Steward's: neither deleted nor taken over.
+    let patch = serde_json::json!({"metadata": {"labels": {
+        MANAGED_BY: MANAGER, "app.kubernetes.io/instance": "demo",
+        "app.kubernetes.io/name": "foundationdb", "app.kubernetes.io/component": "headless"}}});
+    services
+        .patch("demo", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    h.passes(2).await;
+    assert!(untouched(&services.get("demo").await.unwrap()));
+    h.cluster.spec.routing.headless_service = true;
+    h.cluster.metadata.generation = Some(4);
+    h.passes(2).await;
+    assert!(untouched(&services.get("demo").await.unwrap()));
+}
+
+#[tokio::test]
+async fn template_labels_and_annotations_are_patched_in_place_and_a_removed_key_stays() {
+    let mut h = Harness::start(spec()).await;
+    h.passes(8).await;
+    let before = pod_identities(&h).await;
+    assert_eq!(before.len(), 6);
+    h.cluster.spec.pod_template.labels = BTreeMap::from([("team".into(), "a".into())]);
+    h.cluster.spec.pod_template.annotations = BTreeMap::from([("note".into(), "x".into())]);
+    h.cluster.metadata.generation = Some(2);
+    h.passes(2).await;
+    let pods: Api<Pod> = Api::namespaced(h.plane.client.clone(), NS);
+    for p in pods.list(&ListParams::default()).await.unwrap() {
+        assert_eq!(p.labels().get("team").map(String::as_str), Some("a"));
+        assert_eq!(p.annotations().get("note").map(String::as_str), Some("x"));
+    }
+    // No Pod recreated, no spec hash changed.
+    assert_eq!(pod_identities(&h).await, before);
+    // The key removed from the spec stays; the new one is added.
+    h.cluster.spec.pod_template.labels = BTreeMap::from([("owner".into(), "b".into())]);
+    h.cluster.metadata.generation = Some(3);
+    h.passes(2).await;
+    for p in pods.list(&ListParams::default()).await.unwrap() {
+        assert_eq!(p.labels().get("team").map(String::as_str), Some("a"));
+        assert_eq!(p.labels().get("owner").map(String::as_str), Some("b"));
+    }
+    // Steward's own label wins over the template's, and a claim's lost core label comes back.
+    h.cluster.spec.pod_template.labels = BTreeMap::from([(GROUP_LABEL.into(), "x".into())]);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(h.plane.client.clone(), NS);
+    let drop = serde_json::json!({"metadata": {"labels": {GROUP_LABEL: null}}});
+    claims
+        .patch(
+            "demo-storage-1-data",
+            &PatchParams::default(),
+            &Patch::Merge(&drop),
+        )
+        .await
+        .unwrap();
+    h.passes(2).await;
+    let claim = claims.get("demo-storage-1-data").await.unwrap();
+    assert_eq!(claim.labels()[GROUP_LABEL], "demo-storage-1");
+    let p = pods.get("demo-log-1").await.unwrap();
+    assert_eq!(p.labels()[GROUP_LABEL], "demo-log-1");
+    assert_eq!(pod_identities(&h).await, before);
+    assert_eq!(h.status().common.generations.reconciled, Some(3));
 }
