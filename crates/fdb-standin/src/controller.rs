@@ -305,6 +305,9 @@ enum Action {
     Recruit(BTreeMap<String, Vec<String>>),
     Drained(String),
     MissingData,
+    /// A drained address runs a storage server again and is not excluded: a new server at a
+    /// recycled address, which holds data from now on.
+    Undrain(String),
 }
 
 /// The controller's periodic work: new table, re-recruitment when a transaction role's
@@ -356,6 +359,14 @@ pub async fn tick(server: &Arc<Server>, table: Vec<(ProcessInfo, u64)>) {
             .filter(|v| v.age_ms >= failure && ctrl.holds_data(v.info))
             .map(|v| v.info.zone())
             .collect();
+        for v in &views {
+            if v.age_ms < failure
+                && ctrl.state.drained.contains(&v.info.address)
+                && !ctrl.is_excluded(v.info)
+            {
+                actions.push(Action::Undrain(v.info.address.clone()));
+            }
+        }
         drop(views);
         if let Some(cfg) = &ctrl.state.config
             && !ctrl.state.missing_data
@@ -392,6 +403,12 @@ pub async fn tick(server: &Arc<Server>, table: Vec<(ProcessInfo, u64)>) {
             }
             Action::Drained(a) => commit(server, |s| {
                 s.drained.insert(a);
+                Ok(())
+            })
+            .await
+            .map(|_| ()),
+            Action::Undrain(a) => commit(server, |s| {
+                s.drained.remove(&a);
                 Ok(())
             })
             .await
@@ -681,6 +698,24 @@ pub async fn exec(
                 .filter(|w| *w != "failed")
                 .cloned()
                 .collect();
+            // The storage servers that run now: only they can hold data again. A drained
+            // server that is gone (its process group removed) stays without data when its
+            // address is included again — as in FoundationDB, where a removed storage server's
+            // data is gone from it for good; a new process at that address is a new server.
+            let live: BTreeSet<String> = {
+                let node = server.lock();
+                let failure = millis(server.timings.failure);
+                node.ctrl
+                    .as_ref()
+                    .map(|c| {
+                        c.views(&node.info.protocol)
+                            .iter()
+                            .filter(|v| v.age_ms < failure)
+                            .map(|v| v.info.address.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
             match commit(server, |s| {
                 if all {
                     s.excluded.clear();
@@ -688,12 +723,13 @@ pub async fn exec(
                     s.excluded.retain(|e| !targets.contains(e));
                 }
                 let excluded = s.excluded.clone();
-                // A re-included server holds data again (the stand-in does not model moving it
-                // back).
+                // A re-included server that runs holds data again (the stand-in does not model
+                // moving it back).
                 s.drained.retain(|a| {
-                    excluded
-                        .iter()
-                        .any(|e| e == a || a.starts_with(&format!("{e}:")))
+                    !live.contains(a)
+                        || excluded
+                            .iter()
+                            .any(|e| e == a || a.starts_with(&format!("{e}:")))
                 });
                 Ok(())
             })

@@ -621,6 +621,27 @@ async fn a_backup_is_started_paused_resumed_modified_stopped_and_restored_withou
         missing.is_empty(),
         "acknowledged keys of the backup lost: {missing:?}"
     );
+    // Into another, new cluster: the same keys, through the agents' Pods.
+    plane.apply(&manifest("bk2", "single", 1, 1)).await;
+    reconciled(&plane, "bk2", "the second cluster configured").await;
+    plane
+        .apply(
+            "apiVersion: steward.dev/v1alpha1\nkind: FoundationDBRestore\nmetadata: {name: elsewhere}\nspec: {destinationClusterName: bk2, backupName: bk-backup}\n",
+        )
+        .await;
+    let s = restore_done(&plane, "elsewhere").await;
+    assert_eq!(s.state, RestoreState::Completed, "{s:?}");
+    let range = fdbcli(&plane, "bk2-stateless-1", "getrange a \\xff 100000")
+        .await
+        .unwrap();
+    let missing: Vec<&&(String, u64)> = covered
+        .iter()
+        .filter(|(k, _)| !range.contains(&format!("`{k}' is")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "acknowledged keys of the backup missing in the other cluster: {missing:?}"
+    );
     plane.shutdown().await;
 }
 

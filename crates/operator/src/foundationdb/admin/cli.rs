@@ -13,6 +13,53 @@ pub fn deny_key(id: &str) -> Vec<u8> {
     key
 }
 
+/// The first key of the list of process groups prepared for the upgrade to `version` (seed
+/// 002, "BounceProcesses": shared through the lock system between operator instances):
+/// `…/upgrades/<version>/<processGroupID>` holds the ID.
+pub fn upgrades_prefix(version: &str) -> Vec<u8> {
+    let mut key = b"\xff\x02/org.foundationdb.kubernetes-operator/upgrades/".to_vec();
+    key.extend_from_slice(version.as_bytes());
+    key.push(b'/');
+    key
+}
+
+/// The key recording that process group `id` is prepared for the upgrade to `version`.
+pub fn upgrade_key(version: &str, id: &str) -> Vec<u8> {
+    let mut key = upgrades_prefix(version);
+    key.extend_from_slice(id.as_bytes());
+    key
+}
+
+/// The first key after every key that starts with `prefix` (FoundationDB's `strinc`).
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            break;
+        }
+    }
+    end
+}
+
+/// The key-value pairs fdbcli's `getrange` printed (`` `key' is `value' `` lines).
+pub fn parse_range(output: &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>, FdbError> {
+    let mut pairs = Vec::new();
+    for line in output.lines().map(str::trim) {
+        let Some(rest) = line.strip_prefix('`') else {
+            continue;
+        };
+        let Some((key, value)) = rest.split_once("' is `") else {
+            continue;
+        };
+        let value = value.strip_suffix('\'').ok_or_else(|| {
+            FdbError::Unreadable(format!("getrange printed an unterminated value: {line:?}"))
+        })?;
+        pairs.push((unescape(key)?, unescape(value)?));
+    }
+    Ok(pairs)
+}
+
 /// fdbcli's escaping: printable ASCII as itself (space and `\` escaped), anything else `\xNN`.
 pub fn escape(bytes: &[u8]) -> String {
     let mut out = String::new();
@@ -152,6 +199,30 @@ pub fn decide_lock(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_upgrade_list_reads_back_from_getrange() {
+        let prefix = upgrades_prefix("7.3.43");
+        assert_eq!(
+            escape(&upgrade_key("7.3.43", "demo-log-1")),
+            "\\xff\\x02/org.foundationdb.kubernetes-operator/upgrades/7.3.43/demo-log-1"
+        );
+        assert_eq!(prefix_end(&prefix).last(), Some(&b'0'));
+        assert_eq!(prefix_end(b"a\xff\xff"), b"b".to_vec());
+        let out = "\nRange limited to 25 keys\n`\\xff\\x02/x/a' is `demo-log-1'\n`\\xff\\x02/x/b' is `demo\\x20b'\n";
+        assert_eq!(
+            parse_range(out).unwrap(),
+            vec![
+                (b"\xff\x02/x/a".to_vec(), b"demo-log-1".to_vec()),
+                (b"\xff\x02/x/b".to_vec(), b"demo b".to_vec())
+            ]
+        );
+        assert!(
+            parse_range("\nRange limited to 25 keys\n")
+                .unwrap()
+                .is_empty()
+        );
+    }
 
     #[test]
     fn escaping_round_trips_and_matches_fdbcli() {

@@ -309,6 +309,27 @@ impl State {
                 self.changes.push(format!("clear {key}"));
                 Ok("Committed (1)".into())
             }
+            ["getrange", begin, end, limit] => {
+                needs_db(self)?;
+                let (b, e) = (unescape(begin)?, unescape(end)?);
+                let limit: usize = limit
+                    .parse()
+                    .map_err(|_| FdbError::Command("ERROR: invalid limit".into()))?;
+                let mut out = format!("\nRange limited to {limit} keys\n");
+                if b < e {
+                    for (k, v) in self.kv.range(b..e).take(limit) {
+                        out.push_str(&format!("`{}' is `{}'\n", escape(k), escape(v)));
+                    }
+                }
+                Ok(out)
+            }
+            ["clearrange", begin, end] => {
+                needs_db(self)?;
+                let (b, e) = (unescape(begin)?, unescape(end)?);
+                self.kv.retain(|k, _| *k < b || *k >= e);
+                self.changes.push(format!("clearrange {begin} {end}"));
+                Ok("Committed (1)".into())
+            }
             _ => Err(FdbError::Command(format!(
                 "ERROR: unknown command `{command}'"
             ))),

@@ -134,6 +134,70 @@ pub async fn clear(admin: &dyn FdbAdmin, targets: &[Target], key: &[u8]) -> Resu
     .map(drop)
 }
 
+/// `getrange <begin> <end> <limit>`: the pairs, in key order.
+pub async fn get_range(
+    admin: &dyn FdbAdmin,
+    targets: &[Target],
+    begin: &[u8],
+    end: &[u8],
+    limit: usize,
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>, FdbError> {
+    cli::parse_range(
+        &cli_any(
+            admin,
+            targets,
+            &format!(
+                "getrange {} {} {limit}",
+                cli::escape(begin),
+                cli::escape(end)
+            ),
+        )
+        .await?,
+    )
+}
+
+/// `writemode on; set …` of several pairs in one fdbcli run.
+pub async fn set_all(
+    admin: &dyn FdbAdmin,
+    targets: &[Target],
+    pairs: &[(Vec<u8>, Vec<u8>)],
+) -> Result<(), FdbError> {
+    if pairs.is_empty() {
+        return Ok(());
+    }
+    let sets: Vec<String> = pairs
+        .iter()
+        .map(|(k, v)| format!("set {} {}", cli::escape(k), cli::escape(v)))
+        .collect();
+    cli_any(
+        admin,
+        targets,
+        &format!("writemode on; {}", sets.join("; ")),
+    )
+    .await
+    .map(drop)
+}
+
+/// `writemode on; clearrange <begin> <end>`.
+pub async fn clear_range(
+    admin: &dyn FdbAdmin,
+    targets: &[Target],
+    begin: &[u8],
+    end: &[u8],
+) -> Result<(), FdbError> {
+    cli_any(
+        admin,
+        targets,
+        &format!(
+            "writemode on; clearrange {} {}",
+            cli::escape(begin),
+            cli::escape(end)
+        ),
+    )
+    .await
+    .map(drop)
+}
+
 /// The global lock as it is in the database.
 pub async fn read_lock(
     admin: &dyn FdbAdmin,

@@ -1,10 +1,11 @@
-//! (pure) A backup's children: the agents' Deployment and the claim the backup is written to.
+//! (pure) A backup's children: the agents' Deployment, the claim the backup is written to, and
+//! the ConfigMap of the cluster files of other clusters its restores write into.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::core::v1::{
-    ConfigMapVolumeSource, Container, KeyToPath, PersistentVolumeClaim,
+    ConfigMap, ConfigMapVolumeSource, Container, KeyToPath, PersistentVolumeClaim,
     PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -24,6 +25,40 @@ pub const BACKUP_MOUNT: &str = "/var/fdb/backup";
 pub const AGENT_IMAGE: &str = "foundationdb/foundationdb";
 /// Annotation: a hash of the Deployment Steward built.
 pub const SPEC_HASH: &str = "steward.dev/spec-hash";
+
+/// Where the agents see the cluster files of the other clusters a restore of this backup
+/// writes into (`<cluster>.cluster`), from [`destinations_name`]'s ConfigMap.
+pub const DESTINATIONS_MOUNT: &str = "/var/restore-destinations";
+
+/// The ConfigMap of the restore destinations' cluster files.
+pub fn destinations_name(backup: &str) -> String {
+    format!("{backup}-restore-destinations")
+}
+
+/// The key (and file name) of `cluster`'s cluster file in [`destinations_name`]'s ConfigMap.
+pub fn destination_key(cluster: &str) -> String {
+    format!("{cluster}.cluster")
+}
+
+/// The restore destinations' ConfigMap with `cluster`'s connection string, owned by the backup
+/// (each restore applies its own key); `None` when the backup was never stored.
+pub fn destinations(
+    backup: &FoundationDBBackup,
+    cluster: &str,
+    connection_string: &str,
+) -> Option<ConfigMap> {
+    let name = backup.name_any();
+    let labels = Labels::new(ENGINE, &name, "restore-destinations");
+    let metadata = child_meta(backup, destinations_name(&name), &labels, &BTreeMap::new())?;
+    Some(ConfigMap {
+        metadata,
+        data: Some(BTreeMap::from([(
+            destination_key(cluster),
+            connection_string.to_owned(),
+        )])),
+        ..Default::default()
+    })
+}
 
 /// The agents' Deployment.
 pub fn deployment_name(backup: &str) -> String {
@@ -92,6 +127,12 @@ pub fn deployment(
                 mount_path: BACKUP_MOUNT.into(),
                 ..Default::default()
             },
+            VolumeMount {
+                name: "restore-destinations".into(),
+                mount_path: DESTINATIONS_MOUNT.into(),
+                read_only: Some(true),
+                ..Default::default()
+            },
         ]),
         ..Default::default()
     };
@@ -132,6 +173,16 @@ pub fn deployment(
                         persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
                             claim_name: claim_name(&name),
                             read_only: None,
+                        }),
+                        ..Default::default()
+                    },
+                    // Absent until a restore into another cluster writes it.
+                    Volume {
+                        name: "restore-destinations".into(),
+                        config_map: Some(ConfigMapVolumeSource {
+                            name: destinations_name(&name),
+                            optional: Some(true),
+                            ..Default::default()
                         }),
                         ..Default::default()
                     },

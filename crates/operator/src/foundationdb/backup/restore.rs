@@ -4,6 +4,13 @@
 //! FoundationDB's reason (e.g. a destination that is not empty). A pass that finds it `Running`
 //! first asks `fdbrestore status`: a restore that finished while the operator was away is
 //! adopted, not run twice. Never retried once failed: create another.
+//!
+//! Into another cluster than the backup's (`destinationClusterName` in the same namespace): the
+//! restore waits for that cluster's connection string, applies it as a key of the backup's
+//! `<backup>-restore-destinations` ConfigMap (mounted, optional, in the agents at
+//! `/var/restore-destinations`), and runs `fdbrestore` in a backup agent's Pod — where the
+//! backup's files are — with `--dest-cluster-file` pointing there, once the file has reached the
+//! Pod. The destination must be empty, by FoundationDB's rule.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -155,15 +162,15 @@ impl SubReconciler<RestorePass> for StartRestore {
                 pass.status.message.clone(),
             ));
         };
-        if backup.spec.cluster_name != spec.destination_cluster_name {
-            return Ok(Self::fail(
-                pass,
-                format!(
-                    "restoring backup {} (of cluster {}) into another cluster ({}) is not implemented yet",
-                    spec.backup_name, backup.spec.cluster_name, spec.destination_cluster_name
-                ),
-            ));
-        }
+        let elsewhere = backup.spec.cluster_name != spec.destination_cluster_name;
+        let cluster_file = if elsewhere {
+            match destination_file(pass, &backup).await? {
+                Ok(path) => path,
+                Err(wait) => return Ok(wait),
+            }
+        } else {
+            format!("{CONFIG_MOUNT}/{CLUSTER_FILE_KEY}")
+        };
         let agents = running_pods(
             &pass.pods,
             &pass.core.namespace,
@@ -179,7 +186,6 @@ impl SubReconciler<RestorePass> for StartRestore {
             ));
         };
         let admin: Arc<dyn FdbAdmin> = pass.ctx.seam::<Arc<dyn FdbAdmin>>()?;
-        let cluster_file = format!("{CONFIG_MOUNT}/{CLUSTER_FILE_KEY}");
         if pass.status.state == RestoreState::Pending {
             let restorable = backup
                 .status
@@ -195,7 +201,7 @@ impl SubReconciler<RestorePass> for StartRestore {
                 ));
             }
             // Recorded before anything runs: a later pass adopts what happened.
-            let prior = admin
+            let prior = match admin
                 .tool(
                     &agent,
                     vec![
@@ -206,10 +212,30 @@ impl SubReconciler<RestorePass> for StartRestore {
                     ],
                 )
                 .await
-                .map_err(|e| Error::Database {
-                    cluster: format!("{}/{}", pass.core.namespace, spec.destination_cluster_name),
-                    message: e.to_string(),
-                })?;
+            {
+                Ok(text) => text,
+                // Another cluster's file reaches the agent's Pod some seconds after the
+                // ConfigMap is written (the kubelet's sync).
+                Err(e) if elsewhere => {
+                    pass.status.message = format!(
+                        "waiting for {}'s cluster file in agent Pod {}: {e}",
+                        spec.destination_cluster_name, agent.pod
+                    );
+                    return Ok(Outcome::requeue(
+                        Duration::from_secs(5),
+                        pass.status.message.clone(),
+                    ));
+                }
+                Err(e) => {
+                    return Err(Error::Database {
+                        cluster: format!(
+                            "{}/{}",
+                            pass.core.namespace, spec.destination_cluster_name
+                        ),
+                        message: e.to_string(),
+                    });
+                }
+            };
             pass.status.prior_restore_status = Some(prior.trim().to_owned());
             pass.status.state = RestoreState::Running;
             pass.status.message = format!("restoring from {}", backup_url(&spec.backup_name));
@@ -297,6 +323,69 @@ impl SubReconciler<RestorePass> for StartRestore {
             }
         }
     }
+}
+
+/// The path, in a backup agent's Pod, of the cluster file of the restore's destination (another
+/// cluster than the backup's): its connection string applied to the backup's
+/// `<backup>-restore-destinations` ConfigMap under this restore's own field manager. `Err`: the
+/// outcome to wait with (no such cluster yet, or no connection string yet).
+async fn destination_file(
+    pass: &mut RestorePass,
+    backup: &FoundationDBBackup,
+) -> Result<Result<String, Outcome>, Error> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::ResourceExt;
+    use kube::api::{Patch, PatchParams};
+    use steward_api::foundationdb::FoundationDBCluster;
+
+    let dest = pass.restore.spec.destination_cluster_name.clone();
+    let clusters: Api<FoundationDBCluster> =
+        Api::namespaced(pass.ctx.client.clone(), &pass.core.namespace);
+    let cluster = clusters
+        .get_opt(&dest)
+        .await
+        .map_err(|source| Error::kube("get", format!("FoundationDBCluster {dest}"), source))?;
+    let connection_string = cluster
+        .as_ref()
+        .and_then(|c| c.status.as_ref())
+        .and_then(|s| s.connection_string.clone());
+    let Some(cs) = connection_string else {
+        pass.status.message = if cluster.is_none() {
+            format!("FoundationDBCluster {dest} (spec.destinationClusterName) does not exist")
+        } else {
+            format!("waiting for FoundationDBCluster {dest} to have a connection string")
+        };
+        return Ok(Err(Outcome::requeue(
+            Duration::from_secs(10),
+            pass.status.message.clone(),
+        )));
+    };
+    let Some(cm) = super::build::destinations(backup, &dest, &cs) else {
+        return Err(Error::Internal {
+            message: "backup has no UID or namespace".into(),
+        });
+    };
+    let name = super::build::destinations_name(&backup.name_any());
+    let api: Api<ConfigMap> = Api::namespaced(pass.ctx.client.clone(), &pass.core.namespace);
+    let manager = format!("steward-restore-{}", pass.core.name);
+    api.patch(
+        &name,
+        &PatchParams::apply(&manager).force(),
+        &Patch::Apply(&cm),
+    )
+    .await
+    .map_err(|source| {
+        Error::kube(
+            "apply",
+            format!("ConfigMap {}/{name}", pass.core.namespace),
+            source,
+        )
+    })?;
+    Ok(Ok(format!(
+        "{}/{}",
+        super::build::DESTINATIONS_MOUNT,
+        super::build::destination_key(&dest)
+    )))
 }
 
 /// A restore pass with the stored status.

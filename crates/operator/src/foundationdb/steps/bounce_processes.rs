@@ -7,9 +7,13 @@
 //! A protocol-changing upgrade restarts every process at once (processes of two protocols
 //! cannot form one cluster): the bounce waits until the monitor of every process group not
 //! being removed runs the new version's configuration (its binary provided by the sidecar),
-//! then kills them all in one command. The seed's list of processes prepared for the upgrade,
-//! shared through the lock system between operator instances that each manage a part of one
-//! cluster, is not implemented: one Steward manages a whole cluster.
+//! then, under the lock, records them as prepared in the database — the seed's list shared
+//! between operator instances that each manage a part of one database (`…/upgrades/<version>/
+//! <processGroupID>`) — and reads the list back: once every process reporting to the database is
+//! on it (this instance's and the others'), it kills them all in one command (every instance's
+//! processes: the first instance to see the list complete bounces the whole database) and clears
+//! the list. Until then it waits, naming the processes no instance has prepared. The processes of
+//! this instance's groups being removed are neither recorded nor killed.
 
 use async_trait::async_trait;
 
@@ -17,7 +21,9 @@ use steward_api::foundationdb::ProcessGroupStatus;
 
 use super::{SOON, condition, conditions as c};
 use crate::error::Error;
-use crate::foundationdb::admin::ops;
+use std::collections::BTreeSet;
+
+use crate::foundationdb::admin::{cli, ops};
 use crate::foundationdb::build::protocol_compatible;
 use crate::foundationdb::{FdbPass, lock};
 use crate::pipeline::{EventType, Outcome, SubReconciler};
@@ -37,6 +43,31 @@ pub fn unready_for_upgrade(groups: &[ProcessGroupStatus]) -> Vec<String> {
         })
         .map(|g| g.process_group_id.clone())
         .collect()
+}
+
+/// (pure) An upgrade's bounce across operator instances: of the processes reporting (address,
+/// instance ID), the addresses to kill when every one is prepared (its instance ID `recorded`),
+/// else `Err` with the addresses of those that are not. Processes of `skipped` groups (this
+/// instance's, being removed) play no part.
+pub fn upgrade_bounce(
+    processes: &[(String, Option<String>)],
+    recorded: &std::collections::BTreeSet<String>,
+    skipped: &std::collections::BTreeSet<String>,
+) -> Result<Vec<String>, Vec<String>> {
+    let playing: Vec<&(String, Option<String>)> = processes
+        .iter()
+        .filter(|(_, id)| !id.as_ref().is_some_and(|i| skipped.contains(i)))
+        .collect();
+    let unprepared: Vec<String> = playing
+        .iter()
+        .filter(|(_, id)| !id.as_ref().is_some_and(|i| recorded.contains(i)))
+        .map(|(a, id)| format!("{a} ({})", id.as_deref().unwrap_or("no instance ID")))
+        .collect();
+    if unprepared.is_empty() {
+        Ok(playing.iter().map(|(a, _)| a.clone()).collect())
+    } else {
+        Err(unprepared)
+    }
 }
 
 #[async_trait]
@@ -116,9 +147,70 @@ impl SubReconciler<FdbPass> for BounceProcesses {
             return Ok(wait);
         }
         let admin = pass.admin()?;
-        ops::kill(admin.as_ref(), &pass.targets(), &addresses)
+        let targets = pass.targets();
+        let prefix = cli::upgrades_prefix(&version);
+        if upgrade {
+            let own: Vec<(Vec<u8>, Vec<u8>)> = pass
+                .status
+                .process_groups
+                .iter()
+                .filter(|g| g.removal_timestamp.is_none())
+                .map(|g| {
+                    (
+                        cli::upgrade_key(&version, &g.process_group_id),
+                        g.process_group_id.clone().into_bytes(),
+                    )
+                })
+                .collect();
+            ops::set_all(admin.as_ref(), &targets, &own)
+                .await
+                .map_err(|e| pass.database_error(&e))?;
+            let recorded: BTreeSet<String> = ops::get_range(
+                admin.as_ref(),
+                &targets,
+                &prefix,
+                &cli::prefix_end(&prefix),
+                100_000,
+            )
+            .await
+            .map_err(|e| pass.database_error(&e))?
+            .into_iter()
+            .map(|(_, v)| String::from_utf8_lossy(&v).into_owned())
+            .collect();
+            let skipped: BTreeSet<String> = pass
+                .status
+                .process_groups
+                .iter()
+                .filter(|g| g.removal_timestamp.is_some())
+                .map(|g| g.process_group_id.clone())
+                .collect();
+            let processes: Vec<(String, Option<String>)> = db
+                .cluster
+                .processes
+                .values()
+                .map(|p| (p.address.clone(), p.instance_id().map(str::to_owned)))
+                .collect();
+            match upgrade_bounce(&processes, &recorded, &skipped) {
+                Ok(all) => addresses = all,
+                Err(unprepared) => {
+                    return Ok(Outcome::requeue(
+                        SOON,
+                        format!(
+                            "the upgrade to {version} restarts every process of the database at once; it waits for operator instances to prepare {}",
+                            unprepared.join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+        ops::kill(admin.as_ref(), &targets, &addresses)
             .await
             .map_err(|e| pass.database_error(&e))?;
+        if upgrade {
+            ops::clear_range(admin.as_ref(), &targets, &prefix, &cli::prefix_end(&prefix))
+                .await
+                .map_err(|e| pass.database_error(&e))?;
+        }
         let message = if upgrade {
             format!(
                 "upgrade to {version}: restarted every process at once ({})",
@@ -141,5 +233,47 @@ impl SubReconciler<FdbPass> for BounceProcesses {
             message,
         );
         Ok(Outcome::requeue(SOON, "processes bounced"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_upgrade_bounce_waits_for_every_instances_processes_and_then_takes_them_all() {
+        let p = |a: &str, id: Option<&str>| (a.to_owned(), id.map(str::to_owned));
+        let set = |ids: &[&str]| ids.iter().map(|s| (*s).to_owned()).collect::<BTreeSet<_>>();
+        let processes = vec![
+            p("10.0.0.1:4501", Some("dc1-storage-1")),
+            p("10.0.0.2:4501", Some("dc1-storage-2")),
+            p("10.0.1.1:4501", Some("dc2-storage-1")),
+            p("10.0.0.9:4501", Some("dc1-storage-9")),
+        ];
+        // dc2's instance has not prepared its process yet; dc1-storage-9 is being removed here.
+        let skipped = set(&["dc1-storage-9"]);
+        assert_eq!(
+            upgrade_bounce(
+                &processes,
+                &set(&["dc1-storage-1", "dc1-storage-2"]),
+                &skipped
+            ),
+            Err(vec!["10.0.1.1:4501 (dc2-storage-1)".to_owned()])
+        );
+        assert_eq!(
+            upgrade_bounce(
+                &processes,
+                &set(&["dc1-storage-1", "dc1-storage-2", "dc2-storage-1"]),
+                &skipped
+            ),
+            Ok(vec![
+                "10.0.0.1:4501".to_owned(),
+                "10.0.0.2:4501".to_owned(),
+                "10.0.1.1:4501".to_owned()
+            ])
+        );
+        // A process without an instance ID is nobody's: it holds the bounce.
+        let anonymous = vec![p("10.0.0.7:4501", None)];
+        assert!(upgrade_bounce(&anonymous, &set(&[]), &set(&[])).is_err());
     }
 }

@@ -637,6 +637,24 @@ async fn an_upgrade_waits_for_clients_bounces_everything_at_once_then_rolls_the_
     assert!(kill_at.is_some(), "{:?} {:?}", h.changes(), h.events);
     let kills = h.changes().iter().filter(|c| c.starts_with("kill")).count();
     assert_eq!(kills, 1, "{:?}", h.changes());
+    // Before the kill every group was recorded as prepared (the list operator instances share);
+    // after it the list is cleared.
+    let changes = h.changes();
+    let kill = changes.iter().position(|c| c.starts_with("kill")).unwrap();
+    for id in ["demo-storage-1", "demo-log-2", "demo-stateless-1"] {
+        assert!(
+            changes[..kill]
+                .iter()
+                .any(|c| c.starts_with("set") && c.ends_with(&format!("upgrades/7.3.43/{id}"))),
+            "{id}: {changes:?}"
+        );
+    }
+    assert!(
+        changes[kill..].iter().any(|c| c.starts_with("clearrange")),
+        "{changes:?}"
+    );
+    let prefix = crate::foundationdb::admin::cli::upgrades_prefix("7.3.43");
+    assert!(!h.model.state().kv.keys().any(|k| k.starts_with(&prefix)));
     assert_eq!(h.status().running_version.as_deref(), Some("7.3.43"));
     let list = pods.list(&ListParams::default()).await.unwrap().items;
     assert!(
