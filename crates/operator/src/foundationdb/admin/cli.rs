@@ -42,8 +42,11 @@ pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     end
 }
 
+/// Key-value pairs, in key order.
+pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// The key-value pairs fdbcli's `getrange` printed (`` `key' is `value' `` lines).
-pub fn parse_range(output: &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>, FdbError> {
+pub fn parse_range(output: &str) -> Result<Pairs, FdbError> {
     let mut pairs = Vec::new();
     for line in output.lines().map(str::trim) {
         let Some(rest) = line.strip_prefix('`') else {

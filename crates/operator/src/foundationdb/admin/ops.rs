@@ -141,7 +141,7 @@ pub async fn get_range(
     begin: &[u8],
     end: &[u8],
     limit: usize,
-) -> Result<Vec<(Vec<u8>, Vec<u8>)>, FdbError> {
+) -> Result<cli::Pairs, FdbError> {
     cli::parse_range(
         &cli_any(
             admin,
