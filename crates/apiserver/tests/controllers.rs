@@ -33,7 +33,9 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    for _ in 0..100 {
+    // Up to 30 s: the controllers run on timers, and under a loaded CI (2 cores, tests in
+    // parallel) 5 s was once too little for the node lifecycle controller.
+    for _ in 0..600 {
         if check().await {
             return;
         }

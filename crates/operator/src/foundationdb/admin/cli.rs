@@ -63,12 +63,17 @@ pub fn parse_range(output: &str) -> Result<Pairs, FdbError> {
     Ok(pairs)
 }
 
-/// fdbcli's escaping: printable ASCII as itself (space and `\` escaped), anything else `\xNN`.
+/// fdbcli's escaping for a command's argument: letters, digits and punctuation fdbcli gives no
+/// meaning as themselves, `\` as `\\`, anything else `\xNN` — among them the space (it separates
+/// tokens), `"` (it quotes), `;` (it separates the commands of `--exec`) and the quotes fdbcli
+/// prints around keys and values. (A lock value whose timestamp held a `;` byte was once cut
+/// in two by `--exec`: the database kept a truncated tuple.)
 pub fn escape(bytes: &[u8]) -> String {
     let mut out = String::new();
     for &b in bytes {
         match b {
             b'\\' => out.push_str("\\\\"),
+            b' ' | b'"' | b';' | b'\'' | b'`' => out.push_str(&format!("\\x{b:02x}")),
             b'!'..=b'~' => out.push(char::from(b)),
             _ => out.push_str(&format!("\\x{b:02x}")),
         }
@@ -202,6 +207,42 @@ pub fn decide_lock(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bytes_fdbcli_gives_a_meaning_are_escaped_and_a_lock_value_survives_exec() {
+        assert_eq!(escape(b"a;b\"c'd`e f"), "a\\x3bb\\x22c\\x27d\\x60e\\x20f");
+        // A lock whose timestamps hold `;` and `"` bytes: through the model, which splits
+        // `--exec` on `;` as fdbcli does, it reads back whole.
+        let value = LockValue {
+            id: "dc2".into(),
+            start: 0x6a3b_3b22,
+            end: 0x6a3b_3d7a,
+        };
+        let packed = value.pack();
+        assert!(packed.contains(&b';') && packed.contains(&b'"'));
+        let model = crate::foundationdb::admin::model::ModelFdb::default();
+        {
+            let mut state = model.state();
+            state.available = true;
+            state.configuration = Some("double ssd-2".into());
+        }
+        let targets = [crate::foundationdb::admin::Target {
+            namespace: "db".into(),
+            pod: "demo-storage-1".into(),
+        }];
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            crate::foundationdb::admin::ops::set(&model, &targets, LOCK_KEY, &packed)
+                .await
+                .unwrap();
+            let read = crate::foundationdb::admin::ops::read_lock(&model, &targets)
+                .await
+                .unwrap();
+            assert_eq!(read, Some(value));
+        });
+    }
 
     #[test]
     fn the_upgrade_list_reads_back_from_getrange() {
