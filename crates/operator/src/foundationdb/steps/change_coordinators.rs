@@ -49,6 +49,42 @@ pub fn candidates(pass: &FdbPass, db: &DbStatus) -> Vec<Candidate> {
         .collect()
 }
 
+/// The candidates coordinators are chosen from: [`candidates`] without the processes whose Pod
+/// UpdatePods is about to recreate (`IncorrectPodSpec`) when the others can hold a full set —
+/// a recreated Pod comes back at another address, so its coordinator would be lost with it.
+/// When they cannot (a rolling update of several zones: every zone's Pods need it), all of them:
+/// UpdatePods then takes one zone, so one coordinator, at a time.
+pub fn preferred(pass: &FdbPass, db: &DbStatus) -> Vec<Candidate> {
+    let all = candidates(pass, db);
+    let stale: std::collections::BTreeSet<&str> = pass
+        .status
+        .process_groups
+        .iter()
+        .filter(|g| super::condition(g, super::conditions::INCORRECT_POD_SPEC).is_some())
+        .flat_map(|g| g.addresses.iter().map(String::as_str))
+        .collect();
+    if stale.is_empty() {
+        return all;
+    }
+    let fresh: Vec<Candidate> = all
+        .iter()
+        .filter(|c| !stale.contains(crate::foundationdb::admin::status::address_ip(&c.address)))
+        .cloned()
+        .collect();
+    let want = plan::coordinator_count(
+        pass.cluster
+            .spec
+            .database_configuration
+            .redundancy_mode
+            .replication(),
+    );
+    if plan::choose_coordinators(&fresh, &[], want).is_ok() {
+        fresh
+    } else {
+        all
+    }
+}
+
 #[async_trait]
 impl SubReconciler<FdbPass> for ChangeCoordinators {
     fn name(&self) -> &'static str {
@@ -63,7 +99,7 @@ impl SubReconciler<FdbPass> for ChangeCoordinators {
             return Ok(Outcome::Continue);
         }
         let current = db.coordinator_addresses();
-        let candidates = candidates(pass, &db);
+        let candidates = preferred(pass, &db);
         let want = plan::coordinator_count(
             pass.cluster
                 .spec

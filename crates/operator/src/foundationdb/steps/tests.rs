@@ -1160,3 +1160,74 @@ async fn template_labels_and_annotations_are_patched_in_place_and_a_removed_key_
     assert_eq!(pod_identities(&h).await, before);
     assert_eq!(h.status().common.generations.reconciled, Some(3));
 }
+
+#[tokio::test]
+async fn a_pod_update_never_recreates_the_pod_of_a_sitting_coordinator_it_moves_first() {
+    // `single`: one coordinator. Found trying the example after an operator upgrade: on one
+    // Node (one zone) UpdatePods recreated every Pod at once, the coordinator's among them; its
+    // Pod came back at another address and the database was lost.
+    let mut h = Harness::start(serde_json::json!({"version": "7.1.57",
+        "databaseConfiguration": {"redundancyMode": "single"},
+        "processCounts": {"storage": 2, "log": 1, "stateless": 1}}))
+    .await;
+    h.passes(10).await;
+    assert_eq!(h.status().common.generations.reconciled, Some(1));
+    let pods: Api<Pod> = Api::namespaced(h.plane.client.clone(), NS);
+    h.cluster.spec.pod_template.annotations =
+        BTreeMap::from([(build::RESTARTED_AT.into(), "a".into())]);
+    h.cluster.metadata.generation = Some(2);
+    let uids = |list: &[Pod]| -> BTreeMap<String, String> {
+        list.iter()
+            .map(|p| (p.name_any(), p.metadata.uid.clone().unwrap()))
+            .collect()
+    };
+    let mut moved = false;
+    for _ in 0..40 {
+        let before = uids(&pods.list(&ListParams::default()).await.unwrap().items);
+        let coordinators = crate::foundationdb::admin::status::coordinators_of(
+            &h.model.state().connection_string.clone(),
+        );
+        let sitting: Vec<String> = h
+            .ips
+            .iter()
+            .filter(|(_, ip)| {
+                coordinators
+                    .iter()
+                    .any(|c| c.starts_with(&format!("{ip}:")))
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        h.pass().await;
+        h.clock.advance(std::time::Duration::from_secs(5));
+        let after = uids(&pods.list(&ListParams::default()).await.unwrap().items);
+        for (id, uid) in &before {
+            if after.get(id) != Some(uid) {
+                assert!(
+                    !sitting.contains(id),
+                    "{id}'s Pod was deleted while it held a coordinator ({coordinators:?})"
+                );
+            }
+        }
+        moved |= h.events.iter().any(|(r, _)| r == "CoordinatorsChanged");
+        if h.status().common.generations.reconciled == Some(2) {
+            break;
+        }
+    }
+    assert_eq!(
+        h.status().common.generations.reconciled,
+        Some(2),
+        "{:?} {:?}",
+        h.status().common,
+        h.events
+    );
+    assert!(
+        moved,
+        "the coordinator moved to a recreated Pod: {:?}",
+        h.events
+    );
+    let list = pods.list(&ListParams::default()).await.unwrap().items;
+    assert!(
+        list.iter()
+            .all(|p| p.annotations().get(build::RESTARTED_AT).map(String::as_str) == Some("a"))
+    );
+}

@@ -43,6 +43,27 @@ pub fn next_zone(
     Ok(by_zone.into_iter().next())
 }
 
+/// (pure) Of a zone's groups to recreate, `(id, hosts a coordinator)`, those that may go now and
+/// those held back: a recreated Pod comes back at another address, so the coordinator it hosted
+/// is lost with it, and a majority of the `coordinators` must stay up — at most (n−1)/2 of the
+/// coordinator hosts go in one batch (none when there is one coordinator). The held ones wait
+/// until ChangeCoordinators has moved their coordinators to Pods already recreated.
+pub fn quorum_safe(groups: &[(String, bool)], coordinators: usize) -> (Vec<String>, Vec<String>) {
+    let mut room = coordinators.saturating_sub(1) / 2;
+    let (mut go, mut held) = (Vec::new(), Vec::new());
+    for (id, hosts) in groups {
+        if !hosts {
+            go.push(id.clone());
+        } else if room > 0 {
+            room -= 1;
+            go.push(id.clone());
+        } else {
+            held.push(id.clone());
+        }
+    }
+    (go, held)
+}
+
 /// (pure) A process group's row for [`next_zone`]: (id, zone, needs a new Pod, is down or
 /// terminating); `None` for a group that plays no part. A group marked for removal gets no new
 /// Pod, but until its exclusion is complete its storage may still hold data: its being down
@@ -116,7 +137,7 @@ impl SubReconciler<FdbPass> for UpdatePods {
                 .redundancy_mode
                 .replication(),
         );
-        let candidates = super::change_coordinators::candidates(pass, &db);
+        let candidates = super::change_coordinators::preferred(pass, &db);
         let unsafe_because = if !db.available() {
             Some("the database is unavailable".to_owned())
         } else if !db.cluster.data.state.healthy {
@@ -142,6 +163,37 @@ impl SubReconciler<FdbPass> for UpdatePods {
                 return Ok(Outcome::requeue(SOON, format!("Pod updates wait: {why}")));
             }
         };
+        let coordinators = db.coordinator_addresses();
+        let coordinator_ips: Vec<&str> = coordinators
+            .iter()
+            .map(|a| crate::foundationdb::admin::status::address_ip(a))
+            .collect();
+        let rows: Vec<(String, bool)> = ids
+            .iter()
+            .map(|id| {
+                let hosts = pass
+                    .status
+                    .process_groups
+                    .iter()
+                    .find(|g| &g.process_group_id == id)
+                    .is_some_and(|g| {
+                        g.addresses
+                            .iter()
+                            .any(|a| coordinator_ips.contains(&a.as_str()))
+                    });
+                (id.clone(), hosts)
+            })
+            .collect();
+        let (ids, held) = quorum_safe(&rows, coordinators.len());
+        if ids.is_empty() {
+            return Ok(Outcome::requeue(
+                SOON,
+                format!(
+                    "Pod updates wait: recreating {} would lose the coordinators' majority; their coordinators move first",
+                    held.join(", ")
+                ),
+            ));
+        }
         if let Some(wait) = lock::acquire(pass, self.name()).await? {
             return Ok(wait);
         }
@@ -179,6 +231,32 @@ mod tests {
             })
             .collect();
         g
+    }
+
+    #[test]
+    fn a_batch_never_takes_a_majority_of_the_coordinators() {
+        let rows = |v: &[(&str, bool)]| -> Vec<(String, bool)> {
+            v.iter().map(|(i, h)| ((*i).to_owned(), *h)).collect()
+        };
+        let s = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
+        // One zone with the only coordinator (single mode on one Node): the others first.
+        assert_eq!(
+            quorum_safe(
+                &rows(&[("s1", true), ("s2", false), ("l1", false), ("x1", false)]),
+                1
+            ),
+            (s(&["s2", "l1", "x1"]), s(&["s1"]))
+        );
+        assert_eq!(quorum_safe(&rows(&[("s1", true)]), 1), (s(&[]), s(&["s1"])));
+        // Three coordinators: one of them may go with its zone; five: two.
+        assert_eq!(
+            quorum_safe(&rows(&[("a", true), ("b", true), ("c", false)]), 3),
+            (s(&["a", "c"]), s(&["b"]))
+        );
+        assert_eq!(
+            quorum_safe(&rows(&[("a", true), ("b", true), ("c", true)]), 5),
+            (s(&["a", "b"]), s(&["c"]))
+        );
     }
 
     #[test]

@@ -334,7 +334,7 @@ fn conclude(pass: &mut FdbPass) -> Outcome {
             pass.status.database_configuration.as_ref(),
         );
     let coordinator_change = db.as_ref().is_some_and(|d| {
-        let candidates = crate::foundationdb::steps::change_coordinators::candidates(pass, d);
+        let candidates = crate::foundationdb::steps::change_coordinators::preferred(pass, d);
         let want = plan::coordinator_count(
             pass.cluster
                 .spec
