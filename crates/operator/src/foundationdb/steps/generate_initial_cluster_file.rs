@@ -2,7 +2,11 @@
 //! `seedConnectionString`, or chooses `2R - 1` coordinators among the Pods that have an address
 //! (storage first, then log, then stateless; each in another zone) and writes
 //! `<description>:<random ID>@<coordinators>` to `status.connectionString` (seed 002). The
-//! ConfigMap carries it to the Pods on the next pass.
+//! ConfigMap carries it to the Pods on the next pass. It waits until every storage process
+//! group's Pod has an address: otherwise a slow start (a loaded Node) left only a stateless Pod
+//! to choose, and the first coordinator sat where a lost Pod loses it (found in CI: the
+//! buggification e2e crash-looped that stateless group, and the database lost its only
+//! coordinator).
 
 use async_trait::async_trait;
 use rand::Rng;
@@ -14,6 +18,7 @@ use crate::foundationdb::FdbPass;
 use crate::foundationdb::build::PORT;
 use crate::foundationdb::plan::{self, Candidate};
 use crate::pipeline::{EventType, Outcome, SubReconciler};
+use steward_api::foundationdb::ProcessClass;
 
 /// See the module documentation.
 pub struct GenerateInitialClusterFile;
@@ -23,6 +28,16 @@ pub struct GenerateInitialClusterFile;
 pub fn description(name: &str) -> String {
     name.chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
+/// (pure) Of `(id, is storage, has an address)` of the groups, the storage groups whose Pod has
+/// no address yet.
+pub fn storage_without_address(groups: &[(String, bool, bool)]) -> Vec<String> {
+    groups
+        .iter()
+        .filter(|(_, storage, addressed)| *storage && !addressed)
+        .map(|(id, ..)| id.clone())
         .collect()
 }
 
@@ -60,6 +75,34 @@ impl SubReconciler<FdbPass> for GenerateInitialClusterFile {
                 })
             })
             .collect();
+        let rows: Vec<(String, bool, bool)> = pass
+            .status
+            .process_groups
+            .iter()
+            .filter(|g| g.removal_timestamp.is_none())
+            .map(|g| {
+                let storage = class_of(pass, g) == Some(ProcessClass::Storage);
+                let addressed = candidates.iter().any(|c| {
+                    pods.get(&g.process_group_id).is_some_and(|p| {
+                        p.status
+                            .as_ref()
+                            .and_then(|s| s.pod_ip.as_deref())
+                            .is_some_and(|ip| c.address.starts_with(&format!("{ip}:")))
+                    })
+                });
+                (g.process_group_id.clone(), storage, addressed)
+            })
+            .collect();
+        let waiting = storage_without_address(&rows);
+        if !waiting.is_empty() {
+            return Ok(Outcome::requeue(
+                SOON,
+                format!(
+                    "the first coordinators wait for the storage Pods' addresses: {}",
+                    waiting.join(", ")
+                ),
+            ));
+        }
         let want = plan::coordinator_count(
             pass.cluster
                 .spec
@@ -90,5 +133,25 @@ impl SubReconciler<FdbPass> for GenerateInitialClusterFile {
         );
         pass.status.connection_string = Some(connection);
         Ok(Outcome::requeue(SOON, "cluster file generated"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_coordinators_wait_for_every_storage_pods_address() {
+        let row = |id: &str, storage: bool, addressed: bool| (id.to_owned(), storage, addressed);
+        assert_eq!(
+            storage_without_address(&[
+                row("demo-storage-1", true, false),
+                row("demo-storage-2", true, true),
+                row("demo-stateless-1", false, true),
+                row("demo-log-1", false, false),
+            ]),
+            ["demo-storage-1"]
+        );
+        assert!(storage_without_address(&[row("demo-storage-1", true, true)]).is_empty());
     }
 }
