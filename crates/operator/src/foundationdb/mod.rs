@@ -187,6 +187,17 @@ impl FdbPass {
             .collect()
     }
 
+    /// How many coordinators the spec's redundancy mode wants (`2R − 1`).
+    pub fn coordinators_wanted(&self) -> usize {
+        plan::coordinator_count(
+            self.cluster
+                .spec
+                .database_configuration
+                .redundancy_mode
+                .replication(),
+        )
+    }
+
     /// The error of a failed FoundationDB call (category `Database`).
     pub fn database_error(&self, e: &admin::FdbError) -> crate::error::Error {
         crate::error::Error::Database {

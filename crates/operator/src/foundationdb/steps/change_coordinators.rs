@@ -71,13 +71,7 @@ pub fn preferred(pass: &FdbPass, db: &DbStatus) -> Vec<Candidate> {
         .filter(|c| !stale.contains(crate::foundationdb::admin::status::address_ip(&c.address)))
         .cloned()
         .collect();
-    let want = plan::coordinator_count(
-        pass.cluster
-            .spec
-            .database_configuration
-            .redundancy_mode
-            .replication(),
-    );
+    let want = pass.coordinators_wanted();
     if plan::choose_coordinators(&fresh, &[], want).is_ok() {
         fresh
     } else {
@@ -100,13 +94,7 @@ impl SubReconciler<FdbPass> for ChangeCoordinators {
         }
         let current = db.coordinator_addresses();
         let candidates = preferred(pass, &db);
-        let want = plan::coordinator_count(
-            pass.cluster
-                .spec
-                .database_configuration
-                .redundancy_mode
-                .replication(),
-        );
+        let want = pass.coordinators_wanted();
         let Some(why) = plan::coordinators_need_change(&current, &candidates, want) else {
             return Ok(Outcome::Continue);
         };

@@ -82,13 +82,10 @@ impl SubReconciler<FdbPass> for GenerateInitialClusterFile {
             .filter(|g| g.removal_timestamp.is_none())
             .map(|g| {
                 let storage = class_of(pass, g) == Some(ProcessClass::Storage);
-                let addressed = candidates.iter().any(|c| {
-                    pods.get(&g.process_group_id).is_some_and(|p| {
-                        p.status
-                            .as_ref()
-                            .and_then(|s| s.pod_ip.as_deref())
-                            .is_some_and(|ip| c.address.starts_with(&format!("{ip}:")))
-                    })
+                // As for a candidate: an address and a Node.
+                let addressed = pods.get(&g.process_group_id).is_some_and(|p| {
+                    p.status.as_ref().and_then(|s| s.pod_ip.as_ref()).is_some()
+                        && p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
                 });
                 (g.process_group_id.clone(), storage, addressed)
             })
@@ -103,13 +100,7 @@ impl SubReconciler<FdbPass> for GenerateInitialClusterFile {
                 ),
             ));
         }
-        let want = plan::coordinator_count(
-            pass.cluster
-                .spec
-                .database_configuration
-                .redundancy_mode
-                .replication(),
-        );
+        let want = pass.coordinators_wanted();
         let chosen = match plan::choose_coordinators(&candidates, &[], want) {
             Ok(c) => c,
             Err(why) => {

@@ -130,13 +130,7 @@ impl SubReconciler<FdbPass> for UpdatePods {
                 "Pod updates wait for the database status",
             ));
         };
-        let want = crate::foundationdb::plan::coordinator_count(
-            pass.cluster
-                .spec
-                .database_configuration
-                .redundancy_mode
-                .replication(),
-        );
+        let want = pass.coordinators_wanted();
         let candidates = super::change_coordinators::preferred(pass, &db);
         let unsafe_because = if !db.available() {
             Some("the database is unavailable".to_owned())

@@ -335,13 +335,7 @@ fn conclude(pass: &mut FdbPass) -> Outcome {
         );
     let coordinator_change = db.as_ref().is_some_and(|d| {
         let candidates = crate::foundationdb::steps::change_coordinators::preferred(pass, d);
-        let want = plan::coordinator_count(
-            pass.cluster
-                .spec
-                .database_configuration
-                .redundancy_mode
-                .replication(),
-        );
+        let want = pass.coordinators_wanted();
         plan::coordinators_need_change(&d.coordinator_addresses(), &candidates, want).is_some()
     });
     let unhealthy = has(c::MISSING_PROCESSES) || has(c::POD_FAILING) || has(c::MISSING_POD);
