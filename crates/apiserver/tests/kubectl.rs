@@ -145,7 +145,7 @@ async fn drain_evicts_what_the_budget_allows_and_reports_the_refusal() {
             .await
             .unwrap()
             .status
-            .map(|s| s.disruptions_allowed)
+            .and_then(|s| s.disruptions_allowed)
             .unwrap_or(0)
     };
     for _ in 0..100 {
@@ -266,7 +266,7 @@ async fn converged_workloads_cause_no_writes() {
             .status
             .unwrap()
             .disruptions_allowed,
-        1
+        Some(1)
     );
     kubelet.abort();
     plane.server.shutdown().await;
@@ -544,7 +544,7 @@ async fn generators_create_what_they_say() {
         .get("nightly")
         .await
         .unwrap();
-    assert_eq!(cron.spec.unwrap().schedule, "0 3 * * *");
+    assert_eq!(cron.spec.schedule, "0 3 * * *");
 
     let out = run(&["auth", "can-i", "create", "pods", "-n", "gen"]).await;
     assert_eq!(out.trim(), "yes");

@@ -14,7 +14,7 @@ use crate::error::NodeError;
 use crate::pods::envs::NodeFacts;
 use crate::pods::volumes::FIELD_MANAGER;
 
-pub const KUBELET_VERSION: &str = "v1.33.0-steward";
+pub const KUBELET_VERSION: &str = "v1.36.2-steward";
 
 /// CPU count and memory of this machine.
 pub fn facts() -> NodeFacts {
@@ -127,7 +127,6 @@ pub fn status(kubelet_port: u16, facts: NodeFacts, ready: bool, since: Timestamp
         "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},
         "nodeInfo": {
             "kubeletVersion": KUBELET_VERSION,
-            "kubeProxyVersion": KUBELET_VERSION,
             "operatingSystem": "linux",
             "architecture": arch(),
             "containerRuntimeVersion": concat!("steward-node://", env!("CARGO_PKG_VERSION")),

@@ -36,10 +36,10 @@ pub async fn client_for(
     apply_manifests(admin, &identity.manifests, &identity.namespace).await?;
     let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), &identity.namespace);
     let request = TokenRequest {
-        spec: k8s_openapi::api::authentication::v1::TokenRequestSpec {
+        spec: Some(k8s_openapi::api::authentication::v1::TokenRequestSpec {
             expiration_seconds: Some(TOKEN_SECONDS),
             ..Default::default()
-        },
+        }),
         ..Default::default()
     };
     let label = format!(
@@ -54,7 +54,7 @@ pub async fn client_for(
             source,
         })?
         .status
-        .map(|s| s.token)
+        .and_then(|s| s.token)
         .ok_or_else(|| DevError::Manifest(format!("{label} answered without a token")))?;
     let url = server_url
         .parse()

@@ -32,13 +32,22 @@ pub fn root() -> Response {
     )
 }
 
+/// The Kubernetes release whose API the embedded server implements: `k8s-openapi`'s `v1_36`
+/// schemas, the v1.36 protobuf definitions, and the conformance suite passing against a real
+/// kube-apiserver v1.36.2. Every version string the control plane reports derives from it.
+pub const KUBERNETES_MINOR: u32 = 36;
+/// `/version`'s `gitVersion` (and the OpenAPI documents' `info.version`).
+pub const GIT_VERSION: &str = "v1.36.2+steward";
+
 pub fn version() -> Response {
     json_response(
         StatusCode::OK,
         &json!({
-            "major": "1", "minor": "33", "emulationMajor": "1", "emulationMinor": "33",
-            "minCompatibilityMajor": "1", "minCompatibilityMinor": "32",
-            "gitVersion": "v1.33.0+steward", "gitCommit": "0000000000000000000000000000000000000000",
+            "major": "1", "minor": KUBERNETES_MINOR.to_string(),
+            "emulationMajor": "1", "emulationMinor": KUBERNETES_MINOR.to_string(),
+            "minCompatibilityMajor": "1",
+            "minCompatibilityMinor": (KUBERNETES_MINOR - 1).to_string(),
+            "gitVersion": GIT_VERSION, "gitCommit": "0000000000000000000000000000000000000000",
             "gitTreeState": "clean", "buildDate": "2025-01-01T00:00:00Z", "goVersion": "none",
             "compiler": "rustc", "platform": "linux/amd64"
         }),

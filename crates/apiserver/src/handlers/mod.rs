@@ -4,7 +4,7 @@
 //! the streaming Pod subresources (log, exec, attach) go to `proxy`.
 //! Every failure is answered with a `metav1.Status` body.
 
-mod discovery;
+pub(crate) mod discovery;
 mod eviction;
 mod openapi;
 mod patch;

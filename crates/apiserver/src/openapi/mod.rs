@@ -283,7 +283,7 @@ pub fn v3_document(gv: &GroupVersion) -> Value {
     let (schemas, names) = components(gv);
     json!({
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": "v1.33.0+steward"},
+        "info": {"title": "Kubernetes", "version": crate::handlers::discovery::GIT_VERSION},
         "paths": paths::paths(gv, &names),
         "components": {
             "schemas": schemas,

@@ -149,7 +149,7 @@ pub fn document(gvs: &BTreeMap<String, GroupVersion>) -> Value {
     }
     json!({
         "swagger": "2.0",
-        "info": {"title": "Kubernetes", "version": "v1.33.0+steward"},
+        "info": {"title": "Kubernetes", "version": crate::handlers::discovery::GIT_VERSION},
         "paths": paths,
         "definitions": definitions,
         "securityDefinitions": {"BearerToken": {"type": "apiKey", "description": "Bearer Token authentication", "name": "authorization", "in": "header"}},

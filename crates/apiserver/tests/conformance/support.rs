@@ -200,6 +200,7 @@ impl Env {
             .status
             .expect("token status")
             .token
+            .expect("token")
     }
 
     /// A client authenticating as a new ServiceAccount `name` of the test namespace.

@@ -152,7 +152,7 @@ async fn http_get(
         .await
         .map_err(|e| format!("Get \"http://{host}:{port}{path}\": {e}"))?;
     let mut req =
-        format!("GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: kube-probe/1.33\r\n");
+        format!("GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: kube-probe/1.36\r\n");
     let mut has_accept = false;
     for (k, v) in headers {
         has_accept |= k.eq_ignore_ascii_case("accept");

@@ -387,7 +387,7 @@ impl Plane {
             let api = api.clone();
             async move {
                 let status = api.get_opt(name).await.ok()??.status?;
-                (status.disruptions_allowed == allowed).then_some(status)
+                (status.disruptions_allowed == Some(allowed)).then_some(status)
             }
         })
         .await
