@@ -650,10 +650,6 @@ async fn a_member_re_added_on_its_retained_claim_starts_in_a_new_data_dir() {
 /// and no acknowledged put is lost. Embedded mode only: it needs three Nodes with agents.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn draining_each_node_in_turn_keeps_quorum_and_every_acknowledged_write() {
-    if std::env::var("STEWARD_E2E_KUBECONFIG").is_ok() {
-        eprintln!("skipped on a real cluster: the harness joins one node agent per test");
-        return;
-    }
     let plane = Plane::start_with_nodes(3).await;
     create(&plane, "drain", 3).await;
     let nodes = plane.nodes();
@@ -837,10 +833,7 @@ impl Writer {
 /// replacement.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_member_on_a_lost_node_is_replaced_while_the_cluster_keeps_quorum() {
-    if std::env::var("STEWARD_E2E_KUBECONFIG").is_ok() {
-        eprintln!("skipped on a real cluster: the harness cannot cut a real Node off");
-        return;
-    }
+    common::e2e::embedded_only(common::e2e::LOST_NODE_REAL);
     let plane = Plane::start_with_nodes(3).await;
     let c = create(&plane, "nl", 3).await;
     let nodes = plane.nodes();

@@ -109,10 +109,7 @@ async fn event_notes(plane: &Plane, reason: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cluster_is_created_grown_and_shrunk_with_exclusion_first_and_no_acknowledged_key_lost() {
     let plane = Plane::start_with(flags(), 3).await;
-    if !has_three_nodes(&plane) {
-        plane.shutdown().await;
-        return;
-    }
+    assert_eq!(plane.nodes().len(), 3, "three fault domains");
     plane.apply(&manifest("grow", "double", 3, 2)).await;
     let c = reconciled(
         &plane,
@@ -345,16 +342,6 @@ async fn a_buggified_group_runs_no_process_until_let_go() {
     .unwrap();
     assert!(out.contains("`after-buggify' is `yes'"), "{out}");
     plane.shutdown().await;
-}
-
-/// Whether the plane has three Nodes (three fault domains); says so when it has not (the test
-/// then returns early: this happens on a real cluster with fewer Nodes).
-fn has_three_nodes(plane: &Plane) -> bool {
-    let n = plane.nodes().len();
-    if n < 3 {
-        eprintln!("skipped: needs three Nodes (three fault domains); this plane has {n}");
-    }
-    n >= 3
 }
 
 /// The writer committed more than ten keys, and every one it saw acknowledged is in the range
@@ -606,10 +593,7 @@ async fn a_backup_is_started_paused_resumed_modified_stopped_and_restored_withou
 async fn the_lock_and_deny_list_hold_a_change_back_knobs_bounce_and_pod_changes_go_zone_by_zone() {
     use steward_operator::foundationdb::admin::cli::{LOCK_KEY, LockValue, escape};
     let plane = Plane::start_with(flags(), 3).await;
-    if !has_three_nodes(&plane) {
-        plane.shutdown().await;
-        return;
-    }
+    assert_eq!(plane.nodes().len(), 3, "three fault domains");
     plane.apply(&manifest("lk", "double", 3, 2)).await;
     reconciled(
         &plane,
@@ -849,15 +833,9 @@ async fn the_lock_and_deny_list_hold_a_change_back_knobs_bounce_and_pod_changes_
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_process_groups_of_a_lost_node_are_replaced_after_the_detection_time() {
+    common::e2e::embedded_only(common::e2e::LOST_NODE_REAL);
     let plane = Plane::start_with(flags(), 4).await;
-    if plane.nodes().len() < 4 {
-        eprintln!(
-            "skipped: needs four Nodes (three fault domains and a spare); this plane has {}",
-            plane.nodes().len()
-        );
-        plane.shutdown().await;
-        return;
-    }
+    assert_eq!(plane.nodes().len(), 4, "three fault domains and a spare");
     let spec = manifest("rp", "double", 3, 2).replace(
         "  minimumUptimeSecondsForBounce: 5\n",
         "  minimumUptimeSecondsForBounce: 5\n  automationOptions:\n    replacements: {enabled: true, failureDetectionTimeSeconds: 5, maxConcurrentReplacements: 3}\n",
@@ -966,10 +944,7 @@ fn images(pod: &Pod) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_protocol_changing_upgrade_bounces_every_process_at_once_and_loses_no_acknowledged_key() {
     let plane = Plane::start_with(flags(), 3).await;
-    if !has_three_nodes(&plane) {
-        plane.shutdown().await;
-        return;
-    }
+    assert_eq!(plane.nodes().len(), 3, "three fault domains");
     plane.apply(&manifest("up", "double", 3, 2)).await;
     reconciled(
         &plane,

@@ -1069,10 +1069,6 @@ async fn assert_none_lost(plane: &Plane, cluster: &str, acked: &[(i32, std::time
 /// printed (docs/performance.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn draining_each_node_in_turn_keeps_one_primary_and_every_acknowledged_write() {
-    if std::env::var("STEWARD_E2E_KUBECONFIG").is_ok() {
-        eprintln!("skipped on a real cluster: the harness joins one node agent per test");
-        return;
-    }
     let plane = Plane::start_with_nodes(3).await;
     create(&plane, "dr", 3, "").await;
     let mut placed = std::collections::BTreeSet::new();
@@ -1182,10 +1178,7 @@ async fn draining_each_node_in_turn_keeps_one_primary_and_every_acknowledged_wri
 /// accepted on the new primary. Prints the detection and recovery times.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_lost_primary_node_is_reported_and_never_yields_two_writable_primaries() {
-    if std::env::var("STEWARD_E2E_KUBECONFIG").is_ok() {
-        eprintln!("skipped on a real cluster: the harness cannot cut a real Node off");
-        return;
-    }
+    common::e2e::embedded_only(common::e2e::LOST_NODE_REAL);
     let plane = Plane::start_with_nodes(3).await;
     create(&plane, "nl", 3, "").await;
     let nodes = plane.nodes();

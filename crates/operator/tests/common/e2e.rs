@@ -30,9 +30,10 @@ pub struct Plane {
     /// The temporary state directory.
     pub dir: tempfile::TempDir,
     embedded: Option<DevPlane>,
-    real: Option<(steward_node::NodeHandle, OperatorHandle)>,
-    /// On a real cluster, the Node this test's agent registered (deleted at shutdown).
-    node_name: Option<String>,
+    real: Option<(Vec<steward_node::NodeHandle>, OperatorHandle)>,
+    /// On a real cluster, the Nodes this test's agents registered (deleted at shutdown); each
+    /// carries the label [`PIN_LABEL`] = the test's namespace.
+    node_names: Vec<String>,
     /// Operator flags of this test on top of the e2e ones, kept for `restart_operator`.
     extra_operator_flags: Vec<String>,
 }
@@ -97,33 +98,35 @@ impl Plane {
 
     /// Starts a fresh plane and namespace whose operator also gets `extra_operator_flags`
     /// (e.g. `--webhook-url …`), in both modes and after `restart_operator`.
-    /// Starts a fresh plane with `nodes` node agents (embedded mode; on a real cluster the test
-    /// gets its one Node, see `nodes`).
+    /// Starts a fresh plane with `nodes` node agents (on a real cluster: `nodes` agents join it,
+    /// and the test's Pods are pinned to them, see [`Plane::pin`]).
     pub async fn start_with_nodes(nodes: usize) -> Self {
         Self::start_inner(Vec::new(), nodes).await
     }
 
     /// The Nodes this test's Pods may run on.
     pub fn nodes(&self) -> Vec<String> {
-        match (&self.embedded, &self.node_name) {
-            (Some(p), _) => {
+        match &self.embedded {
+            Some(p) => {
                 let mut names = vec![p.node.name().to_owned()];
                 names.extend(p.more_nodes.iter().map(|n| n.name().to_owned()));
                 names
             }
-            (None, Some(name)) => vec![name.clone()],
-            (None, None) => Vec::new(),
+            None => self.node_names.clone(),
         }
     }
 
-    /// The node agent of Node `name` (embedded mode).
+    /// The node agent of Node `name` (the test's own, in both modes).
     fn node_handle(&self, name: &str) -> &steward_node::NodeHandle {
-        let plane = self
-            .embedded
-            .as_ref()
-            .expect("node agents are the test's in embedded mode");
-        std::iter::once(&plane.node)
-            .chain(&plane.more_nodes)
+        let agents: Vec<&steward_node::NodeHandle> = match (&self.embedded, &self.real) {
+            (Some(plane), _) => std::iter::once(&plane.node)
+                .chain(&plane.more_nodes)
+                .collect(),
+            (None, Some((nodes, _))) => nodes.iter().collect(),
+            _ => Vec::new(),
+        };
+        agents
+            .into_iter()
             .find(|n| n.name() == name)
             .unwrap_or_else(|| panic!("no node agent {name}"))
     }
@@ -216,19 +219,33 @@ impl Plane {
                 .await
                 .unwrap();
             create_namespace(&client, &namespace).await;
-            let node_name = format!("steward-e2e-{}", rand_suffix());
-            let mut node =
-                steward_node::NodeConfig::new(node_name.clone(), dir.path().join("node"), shim());
-            node.restart_backoff_base = Duration::from_secs(1);
-            let node = steward_node::start(client.clone(), node).await.unwrap();
+            // This test's own agents, labelled with its namespace: its Pods are pinned to them.
+            let suffix = rand_suffix();
+            let mut agents = Vec::new();
+            let mut node_names = Vec::new();
+            for i in 0..nodes.max(1) {
+                let name = match nodes {
+                    0 | 1 => format!("steward-e2e-{suffix}"),
+                    _ => format!("steward-e2e-{suffix}-{i}"),
+                };
+                let mut node = steward_node::NodeConfig::new(
+                    name.clone(),
+                    dir.path().join(format!("node-{i}")),
+                    shim(),
+                );
+                node.restart_backoff_base = Duration::from_secs(1);
+                node.labels.insert(PIN_LABEL.to_owned(), namespace.clone());
+                agents.push(steward_node::start(client.clone(), node).await.unwrap());
+                node_names.push(name);
+            }
             let op = start_operator(&client, Some(&namespace), &extra_operator_flags).await;
             return Self {
                 client,
                 namespace,
                 dir,
                 embedded: None,
-                real: Some((node, op)),
-                node_name: Some(node_name),
+                real: Some((agents, op)),
+                node_names,
                 extra_operator_flags,
             };
         }
@@ -246,7 +263,7 @@ impl Plane {
             dir,
             embedded: Some(plane),
             real: None,
-            node_name: None,
+            node_names: Vec::new(),
             extra_operator_flags,
         }
     }
@@ -270,11 +287,12 @@ impl Plane {
     }
 
     /// Server-side applies YAML manifests into the test namespace. On a real cluster, every
-    /// database cluster applied is pinned to this test's Node (see [`Plane::pin`]).
+    /// database cluster applied is pinned to this test's Nodes (see [`Plane::pin`]).
     pub async fn apply(&self, yaml: &str) {
-        let text = match &self.node_name {
-            Some(node) => pin_clusters(yaml, node),
-            None => yaml.to_owned(),
+        let text = if self.real.is_some() {
+            pin_clusters(yaml, &self.namespace)
+        } else {
+            yaml.to_owned()
         };
         apply_manifests(&self.client, &text, &self.namespace)
             .await
@@ -282,14 +300,14 @@ impl Plane {
     }
 
     /// On a real cluster the scheduler may put a Pod on any Ready Node — another test's, whose
-    /// agent stops when that test ends, included. This test's Pods are pinned to its own Node
-    /// (a `kubernetes.io/hostname` node selector); in embedded mode, where each test has its own
-    /// control plane, nothing changes.
+    /// agent stops when that test ends, included. This test's Pods are pinned to its own Nodes
+    /// (a [`PIN_LABEL`] node selector); in embedded mode, where each test has its own control
+    /// plane, nothing changes.
     pub fn pin(&self, pod: &mut Pod) {
-        if let (Some(node), Some(spec)) = (&self.node_name, pod.spec.as_mut()) {
+        if let (Some(_), Some(spec)) = (&self.real, pod.spec.as_mut()) {
             spec.node_selector
                 .get_or_insert_with(Default::default)
-                .insert("kubernetes.io/hostname".to_owned(), node.clone());
+                .insert(PIN_LABEL.to_owned(), self.namespace.clone());
         }
     }
 
@@ -455,7 +473,7 @@ impl Plane {
         if let Some(plane) = self.embedded {
             plane.shutdown().await;
         }
-        if let Some((node, op)) = self.real {
+        if let Some((agents, op)) = self.real {
             let _ = op.shutdown().await;
             let ns: Api<Namespace> = Api::all(self.client.clone());
             let _ = ns.delete(&self.namespace, &DeleteParams::default()).await;
@@ -477,28 +495,54 @@ impl Plane {
                 ..DeleteParams::default()
             };
             let _ = pods.delete_collection(&now, &ListParams::default()).await;
-            node.shutdown().await;
+            for agent in agents {
+                agent.shutdown().await;
+            }
             // A NotReady Node left behind would collect the next tests' Pods.
-            if let Some(name) = self.node_name {
-                let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(self.client.clone());
-                let _ = nodes.delete(&name, &DeleteParams::default()).await;
+            let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(self.client.clone());
+            for name in &self.node_names {
+                let _ = nodes.delete(name, &DeleteParams::default()).await;
             }
         }
     }
 }
 
-/// `yaml` with every EtcdCluster and PostgresCluster given a node selector for `node`.
-fn pin_clusters(yaml: &str, node: &str) -> String {
+/// The label a real-mode test's Nodes carry, its value the test's namespace.
+pub const PIN_LABEL: &str = "steward.dev/e2e-plane";
+
+/// Why the lost-Node tests are embedded only: they power a Node's agent off, which works on a
+/// real cluster too, but there kube-controller-manager decides when the Node is lost (its
+/// node-monitor grace period) and evicts its Pods only after their default 300 s
+/// `unreachable` toleration; the tests' deadlines are the embedded control plane's, and no run
+/// against a real cluster has checked them yet.
+pub const LOST_NODE_REAL: &str = "a lost Node's timings on a real cluster (node-monitor grace \
+     period, 300 s unreachable toleration) are not the embedded control plane's; not run there yet";
+
+/// A test that cannot run on a real cluster (`STEWARD_E2E_KUBECONFIG`) calls this first with
+/// the reason. The `real-cluster` nextest profile leaves such tests out, so its report counts
+/// them as skipped; run on a real cluster any other way, the test fails with the reason rather
+/// than pass without testing anything.
+pub fn embedded_only(reason: &str) {
+    if std::env::var_os("STEWARD_E2E_KUBECONFIG").is_some() {
+        panic!(
+            "not run on a real cluster: {reason}. `cargo nextest run --profile real-cluster` \
+             reports this test as skipped"
+        );
+    }
+}
+
+/// `yaml` with every database cluster (all four kinds) given a node selector for this test's
+/// Nodes (label [`PIN_LABEL`] = `plane`).
+fn pin_clusters(yaml: &str, plane: &str) -> String {
     let docs = steward_operator::dev::parse_manifests(yaml)
         .unwrap_or_else(|e| panic!("manifests do not parse: {e}"));
     docs.into_iter()
         .map(|mut doc| {
             if matches!(
                 doc["kind"].as_str(),
-                Some("EtcdCluster" | "PostgresCluster")
+                Some("EtcdCluster" | "PostgresCluster" | "CrateCluster" | "FoundationDBCluster")
             ) {
-                doc["spec"]["podTemplate"]["nodeSelector"]["kubernetes.io/hostname"] =
-                    serde_json::json!(node);
+                doc["spec"]["podTemplate"]["nodeSelector"][PIN_LABEL] = serde_json::json!(plane);
             }
             doc.to_string()
         })
