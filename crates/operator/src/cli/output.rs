@@ -173,6 +173,9 @@ fn cluster_detail(c: &Value) -> String {
     if engine == "cratedb" {
         return crate_detail(c);
     }
+    if engine == "foundationdb" {
+        return fdb_detail(c);
+    }
     let instances = if engine == "etcd" {
         text(c, "/spec/replicas")
     } else {
@@ -276,6 +279,89 @@ fn progress_pairs(c: &Value) -> Vec<(&'static str, String)> {
         pairs.push(("Last operation", describe_operation(last)));
     }
     pairs
+}
+
+/// A FoundationDB cluster: its process groups (those without a condition out of all), the
+/// database's health, the running version and the connection string, then the process groups
+/// as columns.
+fn fdb_detail(c: &Value) -> String {
+    let groups = items(c.get("status").unwrap_or(&Value::Null), "processGroups");
+    let clean = groups
+        .iter()
+        .filter(|g| {
+            g.get("conditions")
+                .and_then(Value::as_array)
+                .is_none_or(Vec::is_empty)
+        })
+        .count();
+    let flag = |name: &str, pointer: &str| {
+        let on = c.pointer(pointer).and_then(Value::as_bool) == Some(true);
+        format!("{}{name}", if on { "" } else { "not " })
+    };
+    let health = if c.pointer("/status/health").is_some() {
+        [
+            flag("available", "/status/health/available"),
+            flag("healthy", "/status/health/healthy"),
+            flag("fully replicated", "/status/health/fullReplication"),
+        ]
+        .join(", ")
+    } else {
+        "-".to_owned()
+    };
+    let mut pairs = vec![
+        ("Name", text(c, "/name")),
+        ("Namespace", text(c, "/namespace")),
+        ("Engine", text(c, "/engine")),
+        (
+            "Version",
+            format!(
+                "{} (running {})",
+                text(c, "/spec/version"),
+                text(c, "/status/runningVersion")
+            ),
+        ),
+        (
+            "Process groups",
+            format!("{clean}/{} without conditions", groups.len()),
+        ),
+        ("Health", health),
+        ("Connection", text(c, "/status/connectionString")),
+        ("Available", condition(c, "Available")),
+    ];
+    pairs.extend(progress_pairs(c));
+    let mut out = key_values(&pairs);
+    if !groups.is_empty() {
+        out.push('\n');
+        out.push_str(&columns(
+            &["PROCESS GROUP", "CLASS", "ZONE", "ADDRESS", "CONDITIONS"],
+            groups
+                .iter()
+                .map(|g| {
+                    let conditions: Vec<String> = items(g, "conditions")
+                        .iter()
+                        .map(|k| text(k, "/type"))
+                        .collect();
+                    let address = g
+                        .pointer("/addresses/0")
+                        .map(scalar)
+                        .unwrap_or_else(|| "-".to_owned());
+                    vec![
+                        text(g, "/processGroupID"),
+                        text(g, "/processClass"),
+                        text(g, "/faultDomain"),
+                        address,
+                        if conditions.is_empty() {
+                            "-".to_owned()
+                        } else {
+                            conditions.join(",")
+                        },
+                    ]
+                })
+                .collect(),
+            "",
+        ));
+    }
+    out
 }
 
 /// A CrateDB cluster: nodes, health and the elected master, then its node sets as columns

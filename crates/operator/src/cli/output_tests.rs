@@ -69,6 +69,36 @@ fn a_cluster_detail_as_a_table() {
 }
 
 #[test]
+fn a_foundationdb_cluster_detail_shows_its_process_groups() {
+    let c = json!({"engine": "foundationdb", "namespace": "d", "name": "f", "generation": 2,
+        "spec": {"version": "7.3.43"},
+        "status": {"observedGeneration": 2, "runningVersion": "7.1.57",
+            "connectionString": "f:abc@127.1.0.4:4501",
+            "health": {"available": true, "healthy": false, "fullReplication": true},
+            "conditions": [{"type": "Available", "status": "True"}],
+            "processGroups": [
+                {"processGroupID": "storage-1", "processClass": "storage",
+                 "faultDomain": "node-a", "addresses": ["127.1.0.4"], "conditions": []},
+                {"processGroupID": "log-1", "processClass": "log", "faultDomain": "node-b",
+                 "addresses": [], "conditions": [{"type": "MissingProcesses", "timestamp": 1},
+                                                 {"type": "PodPending", "timestamp": 2}]}]}});
+    let text = render(&c, Shape::ClusterDetail, Format::Table).unwrap();
+    for line in [
+        "Engine:         foundationdb\n",
+        "Version:        7.3.43 (running 7.1.57)\n",
+        "Process groups: 1/2 without conditions\n",
+        "Health:         available, not healthy, fully replicated\n",
+        "Connection:     f:abc@127.1.0.4:4501\n",
+        "Available:      True\n",
+        "storage-1       storage   node-a   127.1.0.4   -\n",
+        "log-1           log       node-b   -           MissingProcesses,PodPending\n",
+    ] {
+        assert!(text.contains(line), "{line:?} missing from:\n{text}");
+    }
+    assert!(!text.contains("Instances"), "{text}");
+}
+
+#[test]
 fn json_and_yaml_are_the_answer_as_it_came() {
     for value in [list(), detail()] {
         let text = render(&value, Shape::ClusterList, Format::Json).unwrap();
