@@ -193,7 +193,7 @@ volumeBindingMode: WaitForFirstConsumer
 reclaimPolicy: Delete
 EOF
   pv() { # name size
-    mkdir -p "$RUN/pv/$1"
+    mkdir -p "$RUN/pv/$1" && chmod 0777 "$RUN/pv/$1"  # as local-path-provisioner makes them
     cat <<EOF
 ---
 apiVersion: v1
@@ -223,7 +223,7 @@ while sleep 5; do
     -o jsonpath='{range .items[?(@.status.phase=="Released")]}{.metadata.name}{"\n"}{end}' 2>/dev/null |
   while read -r pv; do
     [ -n "\$pv" ] || continue
-    rm -rf "$RUN/pv/\$pv" && mkdir -p "$RUN/pv/\$pv"
+    rm -rf "$RUN/pv/\$pv" && mkdir -p -m 0777 "$RUN/pv/\$pv"
     "$KUBECTL" --kubeconfig "$KUBECONFIG_ADMIN" patch pv "\$pv" --type json \
       -p '[{"op":"remove","path":"/spec/claimRef"}]' >/dev/null 2>&1 && echo "\$(date -u +%T) recycled \$pv"
   done

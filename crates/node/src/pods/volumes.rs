@@ -1,8 +1,11 @@
-//! Volume directories on the host. `persistentVolumeClaim` →
-//! `state_dir/volumes/<ns>/<claim>-<claim uid>` (outlives the Pod; keyed by the claim's UID, so
-//! a deleted and re-created claim is a new, empty volume as on a real cluster; the claim must
-//! exist and not be being deleted — kubelet does not start a Pod on a claim being deleted — and
-//! is marked Bound on first use, as there is no PV controller), `emptyDir` → a per-pod
+//! Volume directories on the host. `persistentVolumeClaim`: a claim bound to a
+//! PersistentVolume (`spec.volumeName`, as a real cluster's PV controller binds them) is that
+//! volume's `hostPath` or `local` path, as kubelet mounts it — so its data follows the claim to
+//! any Node that may use the volume; a claim without a volume (the embedded control plane has no
+//! PV controller) is node-local storage, `state_dir/volumes/<ns>/<claim>-<claim uid>` (outlives
+//! the Pod; keyed by the claim's UID, so a deleted and re-created claim is a new, empty volume as
+//! on a real cluster), marked Bound on first use. Either way the claim must exist and not be
+//! being deleted (kubelet does not start a Pod on a claim being deleted). `emptyDir` → a per-pod
 //! directory, `secret`/`configMap`/`downwardAPI`/`projected`
 //! → per-pod directories of rendered files, `hostPath` → the path itself. With `fsGroup`,
 //! writable volumes are group-owned by it with `g+rwx` and the setgid bit, recursively when the
@@ -12,7 +15,7 @@ use std::collections::HashMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Volume};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Volume};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
@@ -170,6 +173,16 @@ async fn prepare_one(ctx: &VolumeCtx<'_>, v: &Volume) -> Result<VolumeDir, Waiti
                 claim.claim_name
             )));
         }
+        if let Some(volume) = pvc.spec.as_ref().and_then(|s| s.volume_name.as_deref()) {
+            let (path, ownership) = bound_volume_path(ctx.client, volume).await?;
+            if ownership {
+                apply_fs_group(&path, ctx.fs_group()).map_err(io_waiting(&path))?;
+            }
+            return Ok(VolumeDir {
+                path,
+                read_only: claim.read_only.unwrap_or(false),
+            });
+        }
         let path = claim_dir(ctx.state_dir, &ns, &pvc);
         std::fs::create_dir_all(&path).map_err(io_waiting(&path))?;
         apply_fs_group(&path, ctx.fs_group()).map_err(io_waiting(&path))?;
@@ -180,31 +193,8 @@ async fn prepare_one(ctx: &VolumeCtx<'_>, v: &Volume) -> Result<VolumeDir, Waiti
         });
     }
     if let Some(hp) = &v.host_path {
-        let path = PathBuf::from(&hp.path);
-        match hp.type_.as_deref().unwrap_or("") {
-            "DirectoryOrCreate" => std::fs::create_dir_all(&path).map_err(io_waiting(&path))?,
-            "FileOrCreate" => {
-                if let Some(parent) = path.parent() {
-                    std::fs::create_dir_all(parent).map_err(io_waiting(&path))?;
-                }
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .truncate(false)
-                    .write(true)
-                    .open(&path)
-                    .map_err(io_waiting(&path))?;
-            }
-            "" => {}
-            _ if !path.exists() => {
-                return Err(waiting(format!(
-                    "hostPath {} does not exist",
-                    path.display()
-                )));
-            }
-            _ => {}
-        }
         return Ok(VolumeDir {
-            path,
+            path: host_path(&hp.path, hp.type_.as_deref())?,
             read_only: false,
         });
     }
@@ -216,6 +206,64 @@ async fn prepare_one(ctx: &VolumeCtx<'_>, v: &Volume) -> Result<VolumeDir, Waiti
 
 /// The host directory of a claim: `state_dir/volumes/<ns>/<claim>-<uid>` (just `<claim>` for
 /// a claim without a UID, which a stored object always has).
+/// The host path of a `hostPath` volume, made as its `type` says.
+fn host_path(path: &str, type_: Option<&str>) -> Result<PathBuf, Waiting> {
+    let path = PathBuf::from(path);
+    match type_.unwrap_or("") {
+        "DirectoryOrCreate" => std::fs::create_dir_all(&path).map_err(io_waiting(&path))?,
+        "FileOrCreate" => {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(io_waiting(&path))?;
+            }
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .map_err(io_waiting(&path))?;
+        }
+        "" => {}
+        _ if !path.exists() => {
+            return Err(waiting(format!(
+                "hostPath {} does not exist",
+                path.display()
+            )));
+        }
+        _ => {}
+    }
+    Ok(path)
+}
+
+/// The directory of PersistentVolume `name` a claim is bound to, and whether the Pod's
+/// `fsGroup` applies to it: its `hostPath` (made as its type says; kubelet manages no ownership
+/// there) or its `local` path (which must exist, as kubelet requires; ownership managed). Other
+/// volume sources cannot be mounted on this machine, and the Pod waits saying so.
+async fn bound_volume_path(client: &Client, name: &str) -> Result<(PathBuf, bool), Waiting> {
+    let api: Api<PersistentVolume> = Api::all(client.clone());
+    let pv = api
+        .get_opt(name)
+        .await
+        .map_err(|e| waiting(format!("reading persistentvolume {name:?}: {e}")))?
+        .ok_or_else(|| waiting(format!("persistentvolume \"{name}\" not found")))?;
+    let spec = pv.spec.unwrap_or_default();
+    if let Some(hp) = &spec.host_path {
+        return Ok((host_path(&hp.path, hp.type_.as_deref())?, false));
+    }
+    if let Some(local) = &spec.local {
+        let path = PathBuf::from(&local.path);
+        if !path.exists() {
+            return Err(waiting(format!(
+                "persistentvolume {name:?}: local path {} does not exist",
+                local.path
+            )));
+        }
+        return Ok((path, true));
+    }
+    Err(waiting(format!(
+        "persistentvolume {name:?}: only hostPath and local volumes can be mounted by steward-node"
+    )))
+}
+
 pub fn claim_dir(state_dir: &Path, namespace: &str, pvc: &PersistentVolumeClaim) -> PathBuf {
     let name = pvc.metadata.name.as_deref().unwrap_or_default();
     let dir = match pvc.metadata.uid.as_deref().filter(|u| !u.is_empty()) {

@@ -929,3 +929,79 @@ async fn a_gone_agents_containers_are_killed_by_its_reaper_or_the_next_agent() {
     let _ = destroy(&cgroup);
     env.shutdown().await;
 }
+
+/// A claim bound to a PersistentVolume (as a real cluster's PV controller binds it) is that
+/// volume's hostPath, as kubelet mounts it: what the Pod writes is in the volume's directory,
+/// so it follows the claim to any Node of the machine — the agent's own claim directory held
+/// it before, and an etcd member evicted to another agent on a real cluster came back without
+/// its WAL.
+#[tokio::test]
+async fn a_claim_bound_to_a_host_path_volume_is_that_path() {
+    let env = start(26).await;
+    let host = env.dir.path().join("pv-data");
+    let pvs: Api<k8s_openapi::api::core::v1::PersistentVolume> = Api::all(env.client.clone());
+    let pv = serde_json::from_value(json!({"metadata": {"name": format!("pv-{}", env.ns)},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "hostPath": {"path": host.to_str().unwrap(), "type": "DirectoryOrCreate"}}}))
+    .unwrap();
+    pvs.create(&Default::default(), &pv).await.unwrap();
+    env.create::<k8s_openapi::api::core::v1::PersistentVolumeClaim>(json!({
+        "metadata": {"name": "bound"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": format!("pv-{}", env.ns),
+                 "resources": {"requests": {"storage": "1Gi"}}}}))
+        .await;
+    env.create::<Pod>(
+        json!({"metadata": {"name": "writer"}, "spec": {"containers": [{
+        "name": "c", "image": "busybox",
+        "command": ["sh", "-c", "echo kept > /d/file && exec sleep 300"],
+        "volumeMounts": [{"name": "d", "mountPath": "/d"}]}],
+        "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "bound"}}]}}),
+    )
+    .await;
+    env.wait_ready("writer", T).await;
+    let deadline = std::time::Instant::now() + T;
+    while !host.join("file").exists() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        std::fs::read_to_string(host.join("file")).unwrap_or_default(),
+        "kept\n",
+        "the Pod's write is in the volume's hostPath"
+    );
+    // A volume of a source this machine cannot mount leaves the Pod waiting, saying why.
+    let nfs = serde_json::from_value(json!({"metadata": {"name": format!("nfs-{}", env.ns)},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "nfs": {"server": "nfs.example", "path": "/x"}}}))
+    .unwrap();
+    pvs.create(&Default::default(), &nfs).await.unwrap();
+    env.create::<k8s_openapi::api::core::v1::PersistentVolumeClaim>(json!({
+        "metadata": {"name": "remote"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": format!("nfs-{}", env.ns),
+                 "resources": {"requests": {"storage": "1Gi"}}}}))
+        .await;
+    env.create::<Pod>(
+        json!({"metadata": {"name": "on-nfs"}, "spec": {"containers": [{
+        "name": "c", "image": "busybox", "command": ["sleep", "300"],
+        "volumeMounts": [{"name": "d", "mountPath": "/d"}]}],
+        "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "remote"}}]}}),
+    )
+    .await;
+    let p = env
+        .wait_pod("on-nfs", "a volume message", T, |p| {
+            waiting_reason(p).as_deref() == Some("ContainerCreating")
+                && container_status(p)
+                    .state
+                    .and_then(|s| s.waiting)
+                    .and_then(|w| w.message)
+                    .is_some_and(|m| m.contains("only hostPath and local volumes"))
+        })
+        .await;
+    assert_eq!(phase(&p), "Pending");
+    let _ = pvs
+        .delete(&format!("pv-{}", env.ns), &Default::default())
+        .await;
+    let _ = pvs
+        .delete(&format!("nfs-{}", env.ns), &Default::default())
+        .await;
+    env.shutdown().await;
+}
