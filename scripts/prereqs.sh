@@ -14,6 +14,8 @@ command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || need_apt+=(etcd-client)
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need_apt+=(postgresql)
+# psql: one of CrateDB's clients the stand-in is tried with (crates/cratedb-standin/tests/clients.rs).
+command -v psql >/dev/null 2>&1 || need_apt+=(postgresql-client)
 command -v pgbackrest >/dev/null 2>&1 || need_apt+=(pgbackrest)
 # The node agent's SPDY conformance test drives it with an independent SPDY client (npm
 # spdy-transport, installed by the test with `npm ci`).
@@ -81,6 +83,18 @@ if [ "${1:-}" != "run" ] && [ ! -x "$ST_VENV/bin/st" ]; then
   echo "==> installing schemathesis (PyPI) into $ST_VENV"
   python3 -m venv "$ST_VENV"
   "$ST_VENV/bin/pip" install -q schemathesis==4.32.5
+fi
+
+# CrateDB's own clients, run against the CrateDB stand-in by crates/cratedb-standin/tests/
+# clients.rs: crash (CrateDB's shell), crate (its Python DB-API client over HTTP) and psycopg
+# (PostgreSQL protocol). scripts/test.sh points STEWARD_CRATEDB_CLIENTS_VENV at it. Only the
+# tests need it. A venv missing one of the pinned clients is completed.
+CRATE_VENV="${STEWARD_CI_CACHE:-$HOME/.cache/steward-ci}/cratedb-clients-venv"
+if [ "${1:-}" != "run" ] && { [ ! -x "$CRATE_VENV/bin/crash" ] ||
+  ! "$CRATE_VENV/bin/python" -c 'import crate.client, psycopg' >/dev/null 2>&1; }; then
+  echo "==> installing CrateDB's clients (PyPI crash, crate, psycopg) into $CRATE_VENV"
+  python3 -m venv "$CRATE_VENV"
+  "$CRATE_VENV/bin/pip" install -q crash==0.32.0 crate==2.3.0 'psycopg[binary]==3.3.9'
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then

@@ -10,6 +10,7 @@ bash scripts/prereqs.sh
 if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
 export KUBECTL="${KUBECTL:-${STEWARD_CI_CACHE:-$HOME/.cache/steward-ci}/kubectl-venv/bin/kubectl}"
 export SCHEMATHESIS="${SCHEMATHESIS:-${STEWARD_CI_CACHE:-$HOME/.cache/steward-ci}/schemathesis-venv/bin/st}"
+export STEWARD_CRATEDB_CLIENTS_VENV="${STEWARD_CRATEDB_CLIENTS_VENV:-${STEWARD_CI_CACHE:-$HOME/.cache/steward-ci}/cratedb-clients-venv}"
 
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check

@@ -5,13 +5,15 @@
 //! "duration"}` (duration in milliseconds) or, on failure, by `{"error": {"message", "code"}}`
 //! with the HTTP status the code's leading digits name. Credentials come by HTTP basic auth
 //! (<https://cratedb.com/docs/crate/reference/en/latest/admin/auth/methods.html>); a request
-//! without them runs as `auth.trust.http_default_user` (`crate`). `bulk_args` is not modelled.
+//! without them runs as `auth.trust.http_default_user` (`crate`). `?types` adds `col_types`
+//! (the documented type IDs); a `Default-Schema` header sets the schema of unqualified table
+//! names. `bulk_args` is not modelled.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -23,7 +25,8 @@ use serde_json::{Value, json};
 use crate::cluster::{Coordination, persist, transport};
 use crate::config::NodeConfig;
 use crate::model::Cluster;
-use crate::sql::{ErrorCode, SqlError};
+use crate::model::DataType;
+use crate::sql::{ErrorCode, Session, SqlError};
 
 /// The state a stand-in process serves: its copy of the cluster state and its coordination
 /// with the other nodes ([`crate::cluster`]).
@@ -147,8 +150,19 @@ fn credentials(headers: &HeaderMap) -> Result<Option<(String, Option<String>)>, 
     }))
 }
 
+/// Whether the query string asks for `col_types` (`?types`, `?types=true`).
+fn wants_types(query: Option<&str>) -> bool {
+    query.is_some_and(|q| {
+        q.split('&').any(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            k == "types" && v != "false"
+        })
+    })
+}
+
 async fn sql_endpoint(
     State(state): State<Shared>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
@@ -178,15 +192,27 @@ async fn sql_endpoint(
         );
         return resp;
     }
-    let result = state.execute(&user, &request.stmt, &request.args).await;
+    let schema = headers
+        .get("default-schema")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim);
+    let session = Session::new(user, schema);
+    let result = state
+        .execute_in(&session, &request.stmt, &request.args)
+        .await;
     match result {
-        Ok(r) => Json(json!({
-            "cols": r.cols,
-            "rows": r.rows,
-            "rowcount": r.rowcount,
-            "duration": started.elapsed().as_secs_f64() * 1000.0,
-        }))
-        .into_response(),
+        Ok(r) => {
+            let mut body = json!({
+                "cols": r.cols,
+                "rows": r.rows,
+                "rowcount": r.rowcount,
+                "duration": started.elapsed().as_secs_f64() * 1000.0,
+            });
+            if wants_types(query.as_deref()) {
+                body["col_types"] = r.types.iter().map(DataType::http_id).collect();
+            }
+            Json(body).into_response()
+        }
         Err(e) => {
             tracing::debug!(code = e.code_number(), "statement failed");
             error_response(&e)

@@ -12,6 +12,7 @@ pub mod config;
 pub mod crash;
 pub mod http;
 pub mod model;
+pub mod pgtypes;
 pub mod pgwire;
 pub mod sql;
 

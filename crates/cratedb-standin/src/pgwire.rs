@@ -22,10 +22,11 @@
 //! CrateDB error code (see [`sqlstate`]).
 //!
 //! Both the simple query protocol (`simple_query`, `batch_execute`) and a minimal extended one
-//! (Parse/Bind/Describe/Execute, tokio-postgres' `query`/`execute`) are served. Every result
-//! column is typed `text` (values are rendered as CrateDB's JSON would show them, strings
-//! bare); parameters are `text` unless the client declares another type at Parse time
-//! (`int2/4/8`, `float4/8`, `bool` are decoded too).
+//! (Parse/Bind/Describe/Execute, tokio-postgres' `query`/`execute`) are served. Result
+//! columns carry CrateDB's types ([`crate::pgtypes`]), in the text or binary format the client
+//! asks for; parameters are `text` unless the client declares another type at Parse time
+//! (`int2/4/8`, `float4/8`, `bool` are decoded too). The startup's `database` is the
+//! session's default schema (`doc` without one), as CrateDB documents.
 
 use std::fmt::Debug;
 use std::net::SocketAddr;
@@ -44,7 +45,8 @@ use ::pgwire::api::results::{
 use ::pgwire::api::stmt::{QueryParser, StoredStatement};
 use ::pgwire::api::store::PortalStore;
 use ::pgwire::api::{
-    ClientInfo, ClientPortalStore, METADATA_USER, PgWireConnectionState, PgWireServerHandlers, Type,
+    ClientInfo, ClientPortalStore, METADATA_DATABASE, METADATA_USER, PgWireConnectionState,
+    PgWireServerHandlers, Type,
 };
 use ::pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use ::pgwire::messages::startup::Authentication;
@@ -56,7 +58,9 @@ use sqlparser::dialect::GenericDialect;
 use sqlparser::tokenizer::{Token, Tokenizer};
 
 use crate::http::Shared;
-use crate::sql::{self, ErrorCode, QueryResult, SqlError};
+use crate::model::DataType;
+use crate::pgtypes::{Cell, parameter, pg_type};
+use crate::sql::{self, ErrorCode, QueryResult, Session, SqlError};
 
 /// The PostgreSQL version CrateDB reports (`server_version`): it emulates 10.5.
 pub const SERVER_VERSION: &str = "10.5";
@@ -199,15 +203,6 @@ pub(crate) fn split_statements(sql: &str) -> Vec<&str> {
         .collect()
 }
 
-/// A value as text in a row: strings bare, `NULL` as SQL NULL, the rest as JSON.
-fn text(value: &Value) -> Option<String> {
-    match value {
-        Value::Null => None,
-        Value::String(s) => Some(s.clone()),
-        other => Some(other.to_string()),
-    }
-}
-
 /// The command tag CrateDB sends: the statement's keyword and its row count.
 fn tag(result: &QueryResult) -> Tag {
     match result.kind {
@@ -217,12 +212,13 @@ fn tag(result: &QueryResult) -> Tag {
     }
 }
 
-fn fields(cols: &[String], format: Option<&Format>) -> Vec<FieldInfo> {
+fn fields(cols: &[String], types: &[DataType], format: Option<&Format>) -> Vec<FieldInfo> {
     cols.iter()
         .enumerate()
         .map(|(i, c)| {
             let f = format.map_or(FieldFormat::Text, |f| f.format_for(i));
-            FieldInfo::new(c.clone(), None, None, Type::TEXT, f)
+            let ty = types.get(i).unwrap_or(&DataType::Undefined);
+            FieldInfo::new(c.clone(), None, None, pg_type(ty), f)
         })
         .collect()
 }
@@ -238,21 +234,33 @@ fn response(result: QueryResult, schema: Vec<FieldInfo>) -> Response {
         .rows
         .iter()
         .map(|row| {
-            for v in row {
-                encoder.encode_field(&text(v))?;
+            for (i, value) in row.iter().enumerate() {
+                let ty = result.types.get(i).unwrap_or(&DataType::Undefined);
+                encoder.encode_field(&Cell { ty, value })?;
             }
             Ok(encoder.take_row())
         })
         .collect();
-    let mut q = QueryResponse::new(schema, stream::iter(rows));
-    q.set_command_tag(&format!("SELECT {}", result.rowcount));
-    Response::Query(q)
+    // pgwire appends the row count to the `SELECT` tag itself.
+    Response::Query(QueryResponse::new(schema, stream::iter(rows)))
 }
 
 impl Backend {
-    async fn run(&self, user: &str, stmt: &str, args: &[Value]) -> Result<QueryResult, SqlError> {
-        self.state.execute(user, stmt, args).await
+    async fn run(
+        &self,
+        session: &Session,
+        stmt: &str,
+        args: &[Value],
+    ) -> Result<QueryResult, SqlError> {
+        self.state.execute_in(session, stmt, args).await
     }
+}
+
+/// The session of a connection: its user, and its `database` as the default schema.
+fn session_of<C: ClientInfo + ?Sized>(client: &C) -> PgWireResult<Session> {
+    let user = user_of(client)?;
+    let database = client.metadata().get(METADATA_DATABASE).cloned();
+    Ok(Session::new(user, database.as_deref()))
 }
 
 #[async_trait]
@@ -264,12 +272,12 @@ impl SimpleQueryHandler for Backend {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let user = user_of(client)?;
+        let session = session_of(client)?;
         let mut out = Vec::new();
         for stmt in split_statements(query) {
-            match self.run(&user, stmt, &[]).await {
+            match self.run(&session, stmt, &[]).await {
                 Ok(r) => {
-                    let schema = fields(&r.cols, None);
+                    let schema = fields(&r.cols, &r.types, None);
                     out.push(response(r, schema));
                 }
                 Err(e) => {
@@ -287,13 +295,17 @@ impl SimpleQueryHandler for Backend {
 }
 
 /// A statement of the extended protocol: its text, the number of its placeholders and, for a
-/// query, its column names (found at Parse time by running it with NULL parameters).
+/// query, its columns and their types (found at Parse time by running it with NULL
+/// parameters; a portal's Describe runs it again with the bound parameters).
 #[derive(Debug, Clone)]
 pub struct Prepared {
     sql: String,
     params: usize,
-    cols: Option<Vec<String>>,
+    cols: Option<Columns>,
 }
+
+/// A query's column names and types.
+type Columns = (Vec<String>, Vec<DataType>);
 
 /// The number of `?` and `$n` placeholders of a statement.
 fn placeholders(sql: &str) -> Result<usize, SqlError> {
@@ -332,16 +344,8 @@ impl QueryParser for Parser {
     {
         let params = placeholders(sql).map_err(|e| sql_error(&e))?;
         let nulls = vec![Value::Null; params];
-        let parsed = sql::parse(sql, &nulls).map_err(|e| sql_error(&e))?;
-        let cols = if matches!(parsed, sql::Statement::Query(_)) {
-            // A query has no side effects: run it once to learn its columns.
-            let user = user_of(client)?;
-            let mut cluster = self.state.lock();
-            let r = sql::execute(&mut cluster, &user, sql, &nulls).map_err(|e| sql_error(&e))?;
-            Some(r.cols)
-        } else {
-            None
-        };
+        let session = session_of(client)?;
+        let cols = query_columns(&self.state, &session, sql, &nulls).map_err(|e| sql_error(&e))?;
         Ok(Some(Prepared {
             sql: sql.to_owned(),
             params,
@@ -360,44 +364,26 @@ impl QueryParser for Parser {
     ) -> PgWireResult<Vec<FieldInfo>> {
         Ok(stmt
             .cols
-            .as_deref()
-            .map(|c| fields(c, format))
+            .as_ref()
+            .map(|(c, t)| fields(c, t, format))
             .unwrap_or_default())
     }
 }
 
-/// A bound parameter as a JSON value, by its declared type.
-fn parameter(portal: &Portal<Prepared>, idx: usize) -> PgWireResult<Value> {
-    let declared = portal
-        .statement
-        .parameter_types
-        .get(idx)
-        .cloned()
-        .flatten()
-        .unwrap_or(Type::TEXT);
-    Ok(match declared {
-        Type::INT2 => portal
-            .parameter::<i16>(idx, &declared)?
-            .map_or(Value::Null, Value::from),
-        Type::INT4 => portal
-            .parameter::<i32>(idx, &declared)?
-            .map_or(Value::Null, Value::from),
-        Type::INT8 => portal
-            .parameter::<i64>(idx, &declared)?
-            .map_or(Value::Null, Value::from),
-        Type::FLOAT4 => portal
-            .parameter::<f32>(idx, &declared)?
-            .map_or(Value::Null, Value::from),
-        Type::FLOAT8 => portal
-            .parameter::<f64>(idx, &declared)?
-            .map_or(Value::Null, Value::from),
-        Type::BOOL => portal
-            .parameter::<bool>(idx, &declared)?
-            .map_or(Value::Null, Value::from),
-        _ => portal
-            .parameter::<String>(idx, &Type::TEXT)?
-            .map_or(Value::Null, Value::from),
-    })
+/// The columns and types of `sql` when it is a query (run once, it has no side effects).
+fn query_columns(
+    state: &Shared,
+    session: &Session,
+    sql: &str,
+    args: &[Value],
+) -> Result<Option<Columns>, SqlError> {
+    let parsed = sql::parse_in(sql, args, &session.schema)?;
+    if !matches!(parsed, sql::Statement::Query(_)) {
+        return Ok(None);
+    }
+    let mut cluster = state.lock();
+    let r = sql::execute_in(&mut cluster, session, sql, args)?;
+    Ok(Some((r.cols, r.types)))
 }
 
 #[async_trait]
@@ -421,16 +407,20 @@ impl ExtendedQueryHandler for Backend {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let user = user_of(client)?;
+        let session = session_of(client)?;
         let args = (0..portal.parameter_len())
             .map(|i| parameter(portal, i))
             .collect::<PgWireResult<Vec<_>>>()?;
         let stmt = &portal.statement.statement;
         let result = self
-            .run(&user, &stmt.sql, &args)
+            .run(&session, &stmt.sql, &args)
             .await
             .map_err(|e| sql_error(&e))?;
-        let schema = fields(&result.cols, Some(&portal.result_column_format));
+        let schema = fields(
+            &result.cols,
+            &result.types,
+            Some(&portal.result_column_format),
+        );
         Ok(response(result, schema))
     }
 
@@ -462,7 +452,7 @@ impl ExtendedQueryHandler for Backend {
 
     async fn do_describe_portal<C>(
         &self,
-        _client: &mut C,
+        client: &mut C,
         target: &Portal<Prepared>,
     ) -> PgWireResult<DescribePortalResponse>
     where
@@ -471,11 +461,22 @@ impl ExtendedQueryHandler for Backend {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let schema = self.parser.get_result_schema(
-            &target.statement.statement,
-            Some(&target.result_column_format),
-        )?;
-        Ok(DescribePortalResponse::new(schema))
+        let stmt = &target.statement.statement;
+        if stmt.cols.is_none() {
+            return Ok(DescribePortalResponse::new(Vec::new()));
+        }
+        // With the bound parameters, the types are those the Execute answers with.
+        let args = (0..target.parameter_len())
+            .map(|i| parameter(target, i))
+            .collect::<PgWireResult<Vec<_>>>()?;
+        let session = session_of(client)?;
+        let cols = query_columns(&self.state, &session, &stmt.sql, &args)
+            .map_err(|e| sql_error(&e))?
+            .unwrap_or_default();
+        let format = Some(&target.result_column_format);
+        Ok(DescribePortalResponse::new(fields(
+            &cols.0, &cols.1, format,
+        )))
     }
 }
 

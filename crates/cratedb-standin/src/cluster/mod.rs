@@ -37,8 +37,12 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{NodeConfig, seed_host_with_port};
 use crate::http::Shared;
 use crate::model::{Cluster, ModelError};
-use crate::sql::{self, QueryResult, SqlError, Statement};
+use crate::sql::{self, QueryResult, Session, SqlError, Statement};
 use transport::{Forward, Hello, Publication};
+
+/// How long a `CREATE TABLE` waits for its primaries to become active before it answers
+/// anyway (its table then fails writes with code 5002 until they are).
+pub const CREATE_TABLE_WAIT: Duration = Duration::from_secs(10);
 
 /// A peer as last heard of.
 struct Peer {
@@ -255,28 +259,40 @@ impl Shared {
         }
     }
 
-    /// Runs a statement as `user` (already authenticated): reads here, state changes on the
-    /// master (forwarded when this node is not it; code 5000 when there is none).
+    /// Runs a statement as `user` (already authenticated) in the schema `doc`.
     pub async fn execute(
         &self,
         user: &str,
         stmt: &str,
         args: &[Value],
     ) -> Result<QueryResult, SqlError> {
-        let parsed = sql::parse(stmt, args)?;
+        self.execute_in(&Session::new(user, None), stmt, args).await
+    }
+
+    /// Runs a statement in `session` (its user already authenticated): reads here, state
+    /// changes on the master (forwarded when this node is not it; code 5000 when there is
+    /// none).
+    pub async fn execute_in(
+        &self,
+        session: &Session,
+        stmt: &str,
+        args: &[Value],
+    ) -> Result<QueryResult, SqlError> {
+        let parsed = sql::parse_in(stmt, args, &session.schema)?;
         if matches!(parsed, Statement::Query(_) | Statement::NoOp(_)) {
             let mut cluster = self.lock();
-            return sql::execute(&mut cluster, user, stmt, args);
+            return sql::execute_in(&mut cluster, session, stmt, args);
         }
         if self.is_master() {
-            return self.execute_as_master(user, stmt, args).await;
+            return self.execute_as_master(session, stmt, args).await;
         }
         let no_master = || SqlError::from(ModelError::NoMaster);
         let Some(master) = self.live().into_iter().find(|p| p.leader) else {
             return Err(no_master());
         };
         let forward = Forward {
-            user: user.to_owned(),
+            user: session.user.clone(),
+            schema: session.schema.clone(),
             stmt: stmt.to_owned(),
             args: args.to_vec(),
         };
@@ -294,21 +310,33 @@ impl Shared {
     }
 
     /// Runs a statement on this node as the master and publishes the result before answering.
+    /// A `CREATE TABLE` then waits (up to [`CREATE_TABLE_WAIT`]) for the table's primaries to
+    /// be active, as CrateDB's answers once the primary shards started, so that an `INSERT`
+    /// right after it finds them.
     pub(crate) async fn execute_as_master(
         &self,
-        user: &str,
+        session: &Session,
         stmt: &str,
         args: &[Value],
     ) -> Result<QueryResult, SqlError> {
         let result = {
             let mut cluster = self.lock();
             if self.is_master() {
-                sql::execute(&mut cluster, user, stmt, args)
+                sql::execute_in(&mut cluster, session, stmt, args)
             } else {
                 Err(SqlError::from(ModelError::NoMaster))
             }
         };
         self.publish(false).await;
+        if result.as_ref().is_ok_and(|r| r.rowcount > 0)
+            && let Ok(Statement::CreateTable { name, .. }) =
+                sql::parse_in(stmt, args, &session.schema)
+        {
+            let deadline = Instant::now() + CREATE_TABLE_WAIT;
+            while !self.lock().primaries_active(&name) && Instant::now() < deadline {
+                tokio::time::sleep(self.config.tick_interval.min(Duration::from_millis(50))).await;
+            }
+        }
         result
     }
 

@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::http::Shared;
 use crate::model::NodeSpec;
-use crate::sql::{QueryResult, SqlError};
+use crate::sql::{QueryResult, Session, SqlError};
 
 /// What a node says about itself in every ping and ping answer.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -57,9 +57,16 @@ pub struct PublishAnswer {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Forward {
     pub user: String,
+    /// The session's default schema.
+    #[serde(default = "default_schema")]
+    pub schema: String,
     pub stmt: String,
     #[serde(default)]
     pub args: Vec<Value>,
+}
+
+fn default_schema() -> String {
+    crate::sql::DEFAULT_SCHEMA.to_owned()
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -67,6 +74,8 @@ pub struct Forward {
 pub enum ForwardAnswer {
     Ok {
         cols: Vec<String>,
+        #[serde(default)]
+        types: Vec<crate::model::DataType>,
         rows: Vec<Vec<Value>>,
         rowcount: i64,
     },
@@ -123,11 +132,19 @@ async fn execute_endpoint(
 ) -> Json<ForwardAnswer> {
     Json(
         match state
-            .execute_as_master(&forward.user, &forward.stmt, &forward.args)
+            .execute_as_master(
+                &Session {
+                    user: forward.user,
+                    schema: forward.schema,
+                },
+                &forward.stmt,
+                &forward.args,
+            )
             .await
         {
             Ok(r) => ForwardAnswer::Ok {
                 cols: r.cols,
+                types: r.types,
                 rows: r.rows,
                 rowcount: r.rowcount,
             },
@@ -226,11 +243,13 @@ pub async fn forward(
     Ok(match answer {
         ForwardAnswer::Ok {
             cols,
+            types,
             rows,
             rowcount,
         } => Ok(QueryResult {
             kind,
             cols,
+            types,
             rows,
             rowcount,
         }),

@@ -12,8 +12,10 @@
 mod checks;
 mod license;
 mod nodes;
+mod rows;
 mod settings;
 mod tables;
+mod types;
 mod users;
 
 pub use checks::{
@@ -23,6 +25,7 @@ pub use license::{COMMUNITY_NODE_LIMIT, License};
 pub use nodes::{Node, NodeSpec, node_id};
 pub use settings::{EXCLUDE_NAME, GatewaySettings, Settings};
 pub use tables::{Health, Replicas, ShardCopy, ShardState, Table, TableHealth, TableName};
+pub use types::{DataType, format_timestamp, parse_text_array, parse_timestamp};
 pub use users::{Privilege, SUPERUSER, User};
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -110,6 +110,10 @@ pub struct Table {
     pub number_of_replicas: Replicas,
     /// Column names in declaration order.
     pub columns: Vec<String>,
+    /// Declared column types; a column missing here (or a state written before types were
+    /// kept) is `undefined`.
+    #[serde(default)]
+    pub types: std::collections::BTreeMap<String, super::DataType>,
     /// Inserted rows, one JSON object each.
     pub rows: Vec<serde_json::Map<String, serde_json::Value>>,
 }
@@ -223,7 +227,7 @@ impl Cluster {
         name: TableName,
         number_of_shards: u32,
         number_of_replicas: Replicas,
-        columns: Vec<String>,
+        columns: Vec<(String, super::DataType)>,
         if_not_exists: bool,
     ) -> Result<bool, ModelError> {
         self.ensure_writable()?;
@@ -245,7 +249,8 @@ impl Cluster {
                 name,
                 number_of_shards,
                 number_of_replicas,
-                columns,
+                columns: columns.iter().map(|(c, _)| c.clone()).collect(),
+                types: columns.into_iter().collect(),
                 rows: Vec::new(),
             },
         );
@@ -276,32 +281,6 @@ impl Cluster {
         table.number_of_replicas = replicas;
         self.reroute();
         Ok(())
-    }
-
-    /// Appends rows; every primary must be active (CrateDB fails with unavailable shards).
-    pub fn insert_rows(
-        &mut self,
-        name: &TableName,
-        rows: Vec<serde_json::Map<String, serde_json::Value>>,
-    ) -> Result<usize, ModelError> {
-        self.ensure_writable()?;
-        if !self.tables.contains_key(name) {
-            return Err(ModelError::TableUnknown(name.clone()));
-        }
-        if self
-            .shards
-            .iter()
-            .any(|s| &s.table == name && s.primary && !s.state.is_active())
-        {
-            return Err(ModelError::ShardsUnavailable(name.clone()));
-        }
-        let table = self
-            .tables
-            .get_mut(name)
-            .ok_or_else(|| ModelError::TableUnknown(name.clone()))?;
-        let n = rows.len();
-        table.rows.extend(rows);
-        Ok(n)
     }
 
     pub fn tables(&self) -> impl Iterator<Item = &Table> {

@@ -4,6 +4,7 @@
 //! `IS [NOT] NULL`, casts, object subscripts such as `node['name']`).
 
 use std::cmp::Ordering;
+use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 use sqlparser::ast::{
@@ -13,20 +14,30 @@ use sqlparser::ast::{
 
 use super::error::{ErrorCode, SqlError};
 use super::parse::placeholder;
+use crate::model::{DataType, parse_timestamp};
 
 pub type Row = Map<String, Value>;
 
-/// Rows with their column order.
+/// Where a row carries the session's user (`current_user`, `session_user`, `user`): a key no
+/// column can have, added to every row a query reads.
+pub const SESSION_USER_KEY: &str = "\u{0}current_user";
+/// Where a row carries the session's default schema (`current_schema`).
+pub const SESSION_SCHEMA_KEY: &str = "\u{0}current_schema";
+
+/// Rows with their column order and the columns' types (a column without one is typed by
+/// its values).
 #[derive(Debug, Clone, Default)]
 pub struct Relation {
     pub columns: Vec<String>,
+    pub types: BTreeMap<String, DataType>,
     pub rows: Vec<Row>,
 }
 
-/// The result of a query: CrateDB's `cols` and `rows`.
+/// The result of a query: CrateDB's `cols`, `col_types` and `rows`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Output {
     pub cols: Vec<String>,
+    pub types: Vec<DataType>,
     pub rows: Vec<Vec<Value>>,
 }
 
@@ -134,6 +145,31 @@ pub fn eval(e: &Expr, row: &Row, args: &[Value]) -> Result<Value, SqlError> {
                 other => cmp_op(compare_op, &l, &other),
             }
         }
+        Expr::Like {
+            negated,
+            expr,
+            pattern,
+            ..
+        }
+        | Expr::ILike {
+            negated,
+            expr,
+            pattern,
+            ..
+        } => {
+            let insensitive = matches!(e, Expr::ILike { .. });
+            match (eval(expr, row, args)?, eval(pattern, row, args)?) {
+                (Value::String(v), Value::String(p)) => {
+                    let (v, p) = if insensitive {
+                        (v.to_lowercase(), p.to_lowercase())
+                    } else {
+                        (v, p)
+                    };
+                    Value::Bool(super::functions::like(&v, &p) != *negated)
+                }
+                _ => Value::Null,
+            }
+        }
         Expr::Array(a) => Value::Array(
             a.elem
                 .iter()
@@ -154,7 +190,9 @@ pub fn eval(e: &Expr, row: &Row, args: &[Value]) -> Result<Value, SqlError> {
                 op => cmp_op(op, &l, &eval(right, row, args)?),
             }
         }
-        Expr::Function(f) if aggregate_name(f).is_none() => scalar_function(f, row, args)?,
+        Expr::Function(f) if aggregate_name(f).is_none() => {
+            super::functions::scalar_function(f, row, args)?
+        }
         Expr::Function(_) => {
             return Err(SqlError::parse("aggregate functions are not allowed here"));
         }
@@ -162,8 +200,13 @@ pub fn eval(e: &Expr, row: &Row, args: &[Value]) -> Result<Value, SqlError> {
     })
 }
 
-fn column(row: &Row, name: &str) -> Result<Value, SqlError> {
-    row.get(name).cloned().ok_or_else(|| {
+pub(super) fn column(row: &Row, name: &str) -> Result<Value, SqlError> {
+    let special = match name {
+        "current_schema" => row.get(SESSION_SCHEMA_KEY),
+        "current_user" | "session_user" => row.get(SESSION_USER_KEY),
+        _ => None,
+    };
+    row.get(name).or(special).cloned().ok_or_else(|| {
         SqlError::new(
             ErrorCode::UnknownColumn,
             format!("ColumnUnknownException[Column {name} unknown]"),
@@ -219,10 +262,19 @@ pub fn compare(l: &Value, r: &Value) -> Option<Ordering> {
         (Value::String(a), Value::String(b)) => Some(a.cmp(b)),
         (Value::Bool(a), Value::Bool(b)) => Some(a.cmp(b)),
         // CrateDB casts a string literal to the column's type; numbers in text compare as numbers.
-        (Value::Number(a), Value::String(b)) => a.as_f64()?.partial_cmp(&b.parse::<f64>().ok()?),
-        (Value::String(a), Value::Number(b)) => a.parse::<f64>().ok()?.partial_cmp(&b.as_f64()?),
+        // A timestamp (milliseconds) compares with a date-time in text.
+        (Value::Number(a), Value::String(b)) => a.as_f64()?.partial_cmp(&text_number(b)?),
+        (Value::String(a), Value::Number(b)) => text_number(a)?.partial_cmp(&b.as_f64()?),
         _ => None,
     }
+}
+
+/// A number in text, or the milliseconds of a date-time in text.
+fn text_number(text: &str) -> Option<f64> {
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .or_else(|| parse_timestamp(text, true).map(|ms| ms as f64))
 }
 
 fn cmp_op(op: &BinaryOperator, l: &Value, r: &Value) -> Value {
@@ -261,37 +313,16 @@ fn arith(op: &BinaryOperator, l: &Value, r: &Value) -> Value {
     }
 }
 
+/// `CAST(v AS ty)`: the value converted as a write to a column of the type would be; NULL
+/// when it does not convert; unchanged for types the stand-in does not model.
 fn cast(v: Value, ty: &str) -> Value {
-    let ty = ty.to_ascii_lowercase();
-    if v.is_null() {
-        return v;
+    match DataType::from_sql(ty) {
+        Some(t) => t.coerce(v).unwrap_or(Value::Null),
+        None => v,
     }
-    if ty.contains("int") || ty == "long" || ty == "short" {
-        return match &v {
-            Value::Number(n) => n
-                .as_i64()
-                .map(Value::from)
-                .or_else(|| n.as_f64().map(|f| Value::from(f as i64)))
-                .unwrap_or(Value::Null),
-            Value::String(s) => s
-                .trim()
-                .parse::<i64>()
-                .map(Value::from)
-                .unwrap_or(Value::Null),
-            Value::Bool(b) => Value::from(i64::from(*b)),
-            _ => Value::Null,
-        };
-    }
-    if ty.contains("text") || ty.contains("char") || ty == "string" {
-        return match v {
-            Value::String(s) => Value::String(s),
-            other => Value::String(other.to_string()),
-        };
-    }
-    v
 }
 
-fn function_args(f: &ast::Function) -> Vec<&FunctionArgExpr> {
+pub(super) fn function_args(f: &ast::Function) -> Vec<&FunctionArgExpr> {
     match &f.args {
         FunctionArguments::List(l) => l
             .args
@@ -306,33 +337,11 @@ fn function_args(f: &ast::Function) -> Vec<&FunctionArgExpr> {
     }
 }
 
-fn function_name(f: &ast::Function) -> String {
+pub(super) fn function_name(f: &ast::Function) -> String {
     f.name.to_string().to_lowercase()
 }
 
-fn scalar_function(f: &ast::Function, row: &Row, args: &[Value]) -> Result<Value, SqlError> {
-    let name = function_name(f);
-    let mut values = Vec::new();
-    for a in function_args(f) {
-        match a {
-            FunctionArgExpr::Expr(e) => values.push(eval(e, row, args)?),
-            _ => return Err(SqlError::unsupported(format!("argument of {name}"))),
-        }
-    }
-    Ok(match (name.as_str(), values.as_slice()) {
-        ("lower", [Value::String(s)]) => Value::String(s.to_lowercase()),
-        ("upper", [Value::String(s)]) => Value::String(s.to_uppercase()),
-        ("coalesce", vals) => vals
-            .iter()
-            .find(|v| !v.is_null())
-            .cloned()
-            .unwrap_or(Value::Null),
-        ("array_length", [Value::Array(a), _]) => Value::from(a.len()),
-        (_, _) => return Err(SqlError::unsupported(format!("function {name}"))),
-    })
-}
-
-fn aggregate_name(f: &ast::Function) -> Option<&'static str> {
+pub(super) fn aggregate_name(f: &ast::Function) -> Option<&'static str> {
     match function_name(f).as_str() {
         "count" => Some("count"),
         "sum" => Some("sum"),
@@ -421,10 +430,7 @@ pub fn select(
         return Err(SqlError::unsupported("only plain SELECT statements"));
     };
     let relation = match s.from.as_slice() {
-        [] => Relation {
-            columns: Vec::new(),
-            rows: vec![Row::new()],
-        },
+        [] => load(&[])?,
         [t] if t.joins.is_empty() => match &t.relation {
             ast::TableFactor::Table { name, .. } => load(&object_name(name))?,
             _ => return Err(SqlError::unsupported("sub-queries in FROM")),
@@ -563,13 +569,20 @@ pub fn select(
                 .unwrap_or(0);
         }
     }
+    let rows: Vec<Vec<Value>> = out
+        .into_iter()
+        .skip(offset)
+        .take(limit)
+        .map(|(v, _)| v)
+        .collect();
+    let types = projection
+        .iter()
+        .enumerate()
+        .map(|(i, (_, e))| super::typing::output_type(e, &relation, args, &rows, i))
+        .collect();
     Ok(Output {
         cols: projection.into_iter().map(|(n, _)| n).collect(),
-        rows: out
-            .into_iter()
-            .skip(offset)
-            .take(limit)
-            .map(|(v, _)| v)
-            .collect(),
+        types,
+        rows,
     })
 }

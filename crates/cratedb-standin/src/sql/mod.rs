@@ -3,17 +3,21 @@
 
 mod error;
 mod eval;
+mod functions;
 mod parse;
+mod parse_ddl;
 mod relations;
+mod typing;
+mod write;
 
 pub use error::{ErrorCode, SqlError};
 pub use eval::Output;
-pub use parse::{Secret, Statement, parse};
+pub use parse::{Secret, Statement, parse, parse_in};
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use sqlparser::ast;
 
-use crate::model::{Cluster, Privilege, Replicas, TableName};
+use crate::model::{Cluster, DataType, Privilege, Replicas};
 
 /// Shards of a table created without `CLUSTERED INTO n SHARDS`. CrateDB derives its default
 /// from the number of data nodes; the stand-in uses a fixed 4.
@@ -24,12 +28,14 @@ pub const DEFAULT_REPLICAS: Replicas = Replicas::Range {
     max: Some(1),
 };
 
-/// What a statement returned: CrateDB's `cols`, `rows` and `rowcount`.
+/// What a statement returned: CrateDB's `cols`, `col_types`, `rows` and `rowcount`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueryResult {
     /// The statement's kind (`SELECT`, `CREATE`, …), as crash prints it.
     pub kind: &'static str,
     pub cols: Vec<String>,
+    /// The type of each column (see `typing.rs`).
+    pub types: Vec<DataType>,
     pub rows: Vec<Vec<Value>>,
     pub rowcount: i64,
 }
@@ -39,20 +45,55 @@ impl QueryResult {
         Self {
             kind,
             cols: Vec::new(),
+            types: Vec::new(),
             rows: Vec::new(),
             rowcount,
         }
     }
 }
 
-/// Parses and runs `sql` as `user` (already authenticated).
+/// Who runs a statement, and in which default schema (`doc` unless the client names one:
+/// HTTP's `Default-Schema` header, the PostgreSQL `database`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    pub user: String,
+    pub schema: String,
+}
+
+impl Session {
+    pub fn new(user: impl Into<String>, schema: Option<&str>) -> Self {
+        Self {
+            user: user.into(),
+            schema: schema
+                .filter(|s| !s.is_empty())
+                .unwrap_or(DEFAULT_SCHEMA)
+                .to_owned(),
+        }
+    }
+}
+
+/// The default schema: `doc`.
+pub const DEFAULT_SCHEMA: &str = "doc";
+
+/// Parses and runs `sql` as `user` (already authenticated) in the schema `doc`.
 pub fn execute(
     cluster: &mut Cluster,
     user: &str,
     sql: &str,
     args: &[Value],
 ) -> Result<QueryResult, SqlError> {
-    let stmt = parse(sql, args)?;
+    execute_in(cluster, &Session::new(user, None), sql, args)
+}
+
+/// Parses and runs `sql` in `session` (its user already authenticated).
+pub fn execute_in(
+    cluster: &mut Cluster,
+    session: &Session,
+    sql: &str,
+    args: &[Value],
+) -> Result<QueryResult, SqlError> {
+    let user = session.user.as_str();
+    let stmt = parse_in(sql, args, &session.schema)?;
     let kind = stmt.kind();
     tracing::debug!(user, kind, "executing statement");
     match stmt {
@@ -132,147 +173,68 @@ pub fn execute(
             let dropped = cluster.drop_table(&name, if_exists)?;
             Ok(QueryResult::count(kind, i64::from(dropped)))
         }
+        Statement::Refresh { tables } => {
+            cluster.ensure_license()?;
+            cluster.require(user, Privilege::Dql)?;
+            for t in &tables {
+                if cluster.table(t).is_none() {
+                    return Err(crate::model::ModelError::TableUnknown(t.clone()).into());
+                }
+            }
+            Ok(QueryResult::count(
+                kind,
+                i64::try_from(tables.len()).unwrap_or(i64::MAX),
+            ))
+        }
         Statement::NoOp(kind) => Ok(QueryResult::count(kind, 0)),
-        Statement::Query(q) => query(cluster, user, &q, args),
-        Statement::Insert(i) => insert(cluster, user, &i, args),
-        Statement::Update(u) => update(cluster, user, &u, args),
+        Statement::Query(q) => query(cluster, session, &q, args),
+        Statement::Insert(i) => write::insert(cluster, session, &i, args),
+        Statement::Update(u) => write::update(cluster, session, &u, args),
+        Statement::Delete(d) => write::delete(cluster, session, &d, args),
+    }
+}
+
+/// A relation name with the session's schema for an unqualified one.
+fn qualified(session: &Session, parts: &[String]) -> Vec<String> {
+    match parts {
+        [t] => vec![session.schema.clone(), t.clone()],
+        other => other.to_vec(),
     }
 }
 
 fn query(
     cluster: &mut Cluster,
-    user: &str,
+    session: &Session,
     q: &ast::Query,
     args: &[Value],
 ) -> Result<QueryResult, SqlError> {
     let snapshot: &Cluster = cluster;
+    let user = session.user.as_str();
     let mut load = |parts: &[String]| {
-        if !relations::is_system(parts) {
+        let parts = qualified(session, parts);
+        if !parts.is_empty() && !relations::is_system(&parts) {
             snapshot.ensure_license()?;
             snapshot.require(user, Privilege::Dql)?;
         }
-        relations::load(snapshot, parts)
+        let mut relation = relations::load(snapshot, &parts)?;
+        for row in &mut relation.rows {
+            row.insert(eval::SESSION_USER_KEY.to_owned(), Value::from(user));
+            row.insert(
+                eval::SESSION_SCHEMA_KEY.to_owned(),
+                Value::from(session.schema.as_str()),
+            );
+        }
+        Ok(relation)
     };
     let out = eval::select(q, args, &mut load)?;
     let rowcount = i64::try_from(out.rows.len()).unwrap_or(i64::MAX);
     Ok(QueryResult {
         kind: "SELECT",
         cols: out.cols,
+        types: out.types,
         rows: out.rows,
         rowcount,
     })
-}
-
-fn table_name(parts: &[String]) -> Result<TableName, SqlError> {
-    match parts {
-        [t] => Ok(TableName::new("doc", t.clone())),
-        [s, t] => Ok(TableName::new(s.clone(), t.clone())),
-        _ => Err(SqlError::parse("invalid table name")),
-    }
-}
-
-fn insert(
-    cluster: &mut Cluster,
-    user: &str,
-    i: &ast::Insert,
-    args: &[Value],
-) -> Result<QueryResult, SqlError> {
-    let ast::TableObject::TableName(name) = &i.table else {
-        return Err(SqlError::unsupported("INSERT into a table function"));
-    };
-    let name = table_name(&eval::object_name(name))?;
-    cluster.ensure_writable()?;
-    cluster.require(user, Privilege::Dml)?;
-    let table = cluster
-        .table(&name)
-        .ok_or_else(|| SqlError::from(crate::model::ModelError::TableUnknown(name.clone())))?;
-    let columns: Vec<String> = if i.columns.is_empty() {
-        table.columns.clone()
-    } else {
-        i.columns
-            .iter()
-            .map(|c| eval::object_name(c).join("."))
-            .collect()
-    };
-    let Some(source) = &i.source else {
-        return Err(SqlError::unsupported("INSERT without VALUES"));
-    };
-    let ast::SetExpr::Values(values) = source.body.as_ref() else {
-        return Err(SqlError::unsupported("INSERT … SELECT"));
-    };
-    let mut rows = Vec::new();
-    for tuple in &values.rows {
-        let exprs: &[ast::Expr] = tuple;
-        if exprs.len() != columns.len() {
-            return Err(SqlError::parse(format!(
-                "Number of target columns ({}) of insert statement doesn't match number of source columns ({})",
-                columns.len(),
-                exprs.len()
-            )));
-        }
-        let mut row = Map::new();
-        for (c, e) in columns.iter().zip(exprs) {
-            row.insert(c.clone(), eval::eval(e, &Map::new(), args)?);
-        }
-        rows.push(row);
-    }
-    let n = cluster.insert_rows(&name, rows)?;
-    Ok(QueryResult::count(
-        "INSERT",
-        i64::try_from(n).unwrap_or(i64::MAX),
-    ))
-}
-
-/// `UPDATE sys.node_checks SET acknowledged = … [WHERE …]`, the only update the stand-in
-/// models (node check acknowledgement).
-fn update(
-    cluster: &mut Cluster,
-    user: &str,
-    u: &ast::Update,
-    args: &[Value],
-) -> Result<QueryResult, SqlError> {
-    let ast::TableFactor::Table { name, .. } = &u.table.relation else {
-        return Err(SqlError::unsupported("UPDATE of this relation"));
-    };
-    let parts = eval::object_name(name);
-    if parts != ["sys", "node_checks"] {
-        return Err(SqlError::unsupported(
-            "UPDATE of tables other than sys.node_checks",
-        ));
-    }
-    cluster.ensure_license()?;
-    cluster.require(user, Privilege::Al)?;
-    let [assignment] = u.assignments.as_slice() else {
-        return Err(SqlError::unsupported(
-            "only `SET acknowledged = …` on sys.node_checks",
-        ));
-    };
-    let target = match &assignment.target {
-        ast::AssignmentTarget::ColumnName(n) => eval::object_name(n).join("."),
-        ast::AssignmentTarget::Tuple(_) => String::new(),
-    };
-    if target != "acknowledged" {
-        return Err(SqlError::unsupported(format!(
-            "Column '{target}' of sys.node_checks is read-only"
-        )));
-    }
-    let value = match eval::eval(&assignment.value, &Map::new(), args)? {
-        Value::Bool(b) => b,
-        _ => return Err(SqlError::parse("acknowledged must be a boolean")),
-    };
-    let relation = relations::load(cluster, &parts)?;
-    let checks = cluster.node_checks();
-    let mut updated = 0i64;
-    for (row, check) in relation.rows.iter().zip(checks) {
-        let matches = match &u.selection {
-            Some(w) => eval::eval(w, row, args)? == Value::Bool(true),
-            None => true,
-        };
-        if matches && cluster.set_check_acknowledged(check.id, &check.node_name, value)? {
-            updated += 1;
-        }
-    }
-    Ok(QueryResult::count("UPDATE", updated))
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Token, Tokenizer};
 
 use super::error::SqlError;
-use crate::model::{Privilege, Replicas, TableName};
+use crate::model::{DataType, Privilege, Replicas, TableName};
 
 /// A password from a statement. Its `Debug` never shows it.
 #[derive(Clone, PartialEq, Eq)]
@@ -67,7 +67,7 @@ pub enum Statement {
         if_not_exists: bool,
         shards: Option<u32>,
         replicas: Option<Replicas>,
-        columns: Vec<String>,
+        columns: Vec<(String, DataType)>,
     },
     AlterTableReplicas {
         name: TableName,
@@ -77,11 +77,17 @@ pub enum Statement {
         name: TableName,
         if_exists: bool,
     },
+    /// `REFRESH TABLE t [, …]`: rows are visible at once in the stand-in, so it only checks
+    /// that the tables exist.
+    Refresh {
+        tables: Vec<TableName>,
+    },
     /// `BEGIN`, `COMMIT`, session `SET`: accepted, no effect (CrateDB has no transactions).
     NoOp(&'static str),
     Query(Box<ast::Query>),
     Insert(Box<ast::Insert>),
     Update(Box<ast::Update>),
+    Delete(Box<ast::Delete>),
 }
 
 impl Statement {
@@ -95,6 +101,8 @@ impl Statement {
             Statement::Grant { revoke: true, .. } => "REVOKE",
             Statement::SetGlobal { .. } | Statement::SetLicense { .. } => "SET",
             Statement::ResetGlobal { .. } => "RESET",
+            Statement::Refresh { .. } => "REFRESH",
+            Statement::Delete(_) => "DELETE",
             Statement::NoOp(kind) => kind,
             Statement::Query(_) => "SELECT",
             Statement::Insert(_) => "INSERT",
@@ -103,8 +111,15 @@ impl Statement {
     }
 }
 
-/// Parses one statement; `?` and `$n` placeholders take their values from `args`.
+/// Parses one statement; `?` and `$n` placeholders take their values from `args`. Unqualified
+/// table names are in the schema `doc`.
 pub fn parse(sql: &str, args: &[Value]) -> Result<Statement, SqlError> {
+    parse_in(sql, args, "doc")
+}
+
+/// [`parse`] with `schema` as the session's default schema (the HTTP `Default-Schema` header,
+/// the PostgreSQL `database`): unqualified table names of CrateDB's own statements are in it.
+pub fn parse_in(sql: &str, args: &[Value], schema: &str) -> Result<Statement, SqlError> {
     let dialect = GenericDialect {};
     let raw = Tokenizer::new(&dialect, sql)
         .tokenize()
@@ -129,12 +144,17 @@ pub fn parse(sql: &str, args: &[Value]) -> Result<Statement, SqlError> {
             .collect(),
         pos: 0,
         args,
+        schema,
     };
     if let Some(stmt) = c.crate_statement()? {
         c.end()?;
         return Ok(stmt);
     }
-    let text: String = tokens.iter().map(ToString::to_string).collect();
+    let rewritten = c.show_statement()?;
+    let text: String = match rewritten {
+        Some(query) => query,
+        None => tokens.iter().map(ToString::to_string).collect(),
+    };
     let mut parsed = Parser::parse_sql(&dialect, &text).map_err(SqlError::parse)?;
     if parsed.len() != 1 {
         return Err(SqlError::parse("expected exactly one statement"));
@@ -143,6 +163,7 @@ pub fn parse(sql: &str, args: &[Value]) -> Result<Statement, SqlError> {
         ast::Statement::Query(q) => Ok(Statement::Query(q)),
         ast::Statement::Insert(i) => Ok(Statement::Insert(Box::new(i))),
         ast::Statement::Update(u) => Ok(Statement::Update(Box::new(u))),
+        ast::Statement::Delete(d) => Ok(Statement::Delete(Box::new(d))),
         other => Err(SqlError::unsupported(format!(
             "statement not supported by the stand-in: {}",
             first_words(&other)
@@ -169,31 +190,33 @@ pub(crate) fn placeholder(p: &str, args: &[Value]) -> Result<Value, SqlError> {
         .ok_or_else(|| SqlError::parse(format!("The query contains a parameter placeholder ${idx}, but there are only {} parameter values", args.len())))
 }
 
-struct Cursor<'a> {
-    toks: Vec<Token>,
-    pos: usize,
-    args: &'a [Value],
+pub(super) struct Cursor<'a> {
+    pub(super) toks: Vec<Token>,
+    pub(super) pos: usize,
+    pub(super) args: &'a [Value],
+    /// The session's default schema.
+    pub(super) schema: &'a str,
 }
 
 impl Cursor<'_> {
-    fn peek(&self) -> Option<&Token> {
+    pub(super) fn peek(&self) -> Option<&Token> {
         self.toks.get(self.pos)
     }
 
-    fn next(&mut self) -> Option<Token> {
+    pub(super) fn next(&mut self) -> Option<Token> {
         let t = self.toks.get(self.pos).cloned();
         self.pos += 1;
         t
     }
 
-    fn word_at(&self, i: usize) -> Option<String> {
+    pub(super) fn word_at(&self, i: usize) -> Option<String> {
         match self.toks.get(self.pos + i) {
             Some(Token::Word(w)) if w.quote_style.is_none() => Some(w.value.to_ascii_uppercase()),
             _ => None,
         }
     }
 
-    fn keyword(&mut self, kw: &str) -> bool {
+    pub(super) fn keyword(&mut self, kw: &str) -> bool {
         if self.word_at(0).as_deref() == Some(kw) {
             self.pos += 1;
             true
@@ -202,7 +225,7 @@ impl Cursor<'_> {
         }
     }
 
-    fn keywords(&mut self, kws: &[&str]) -> bool {
+    pub(super) fn keywords(&mut self, kws: &[&str]) -> bool {
         if kws
             .iter()
             .enumerate()
@@ -215,7 +238,7 @@ impl Cursor<'_> {
         }
     }
 
-    fn expect_keyword(&mut self, kw: &str) -> Result<(), SqlError> {
+    pub(super) fn expect_keyword(&mut self, kw: &str) -> Result<(), SqlError> {
         if self.keyword(kw) {
             Ok(())
         } else {
@@ -223,7 +246,7 @@ impl Cursor<'_> {
         }
     }
 
-    fn token(&mut self, t: &Token) -> bool {
+    pub(super) fn token(&mut self, t: &Token) -> bool {
         if self.peek() == Some(t) {
             self.pos += 1;
             true
@@ -232,7 +255,7 @@ impl Cursor<'_> {
         }
     }
 
-    fn expect_token(&mut self, t: &Token) -> Result<(), SqlError> {
+    pub(super) fn expect_token(&mut self, t: &Token) -> Result<(), SqlError> {
         if self.token(t) {
             Ok(())
         } else {
@@ -240,14 +263,14 @@ impl Cursor<'_> {
         }
     }
 
-    fn unexpected(&self, wanted: &str) -> SqlError {
+    pub(super) fn unexpected(&self, wanted: &str) -> SqlError {
         match self.peek() {
             Some(t) => SqlError::parse(format!("line 1: expected {wanted}, found '{t}'")),
             None => SqlError::parse(format!("line 1: expected {wanted}, found end of input")),
         }
     }
 
-    fn end(&mut self) -> Result<(), SqlError> {
+    pub(super) fn end(&mut self) -> Result<(), SqlError> {
         while self.token(&Token::SemiColon) {}
         match self.peek() {
             None | Some(Token::EOF) => Ok(()),
@@ -256,7 +279,7 @@ impl Cursor<'_> {
     }
 
     /// An identifier: unquoted ones are folded to lower case, as CrateDB does.
-    fn ident(&mut self) -> Result<String, SqlError> {
+    pub(super) fn ident(&mut self) -> Result<String, SqlError> {
         match self.next() {
             Some(Token::Word(w)) if w.quote_style.is_some() => Ok(w.value),
             Some(Token::Word(w)) => Ok(w.value.to_lowercase()),
@@ -267,12 +290,12 @@ impl Cursor<'_> {
         }
     }
 
-    fn table_name(&mut self) -> Result<TableName, SqlError> {
+    pub(super) fn table_name(&mut self) -> Result<TableName, SqlError> {
         let first = self.ident()?;
         if self.token(&Token::Period) {
             Ok(TableName::new(first, self.ident()?))
         } else {
-            Ok(TableName::new("doc", first))
+            Ok(TableName::new(self.schema, first))
         }
     }
 
@@ -285,7 +308,7 @@ impl Cursor<'_> {
         Ok(parts.join("."))
     }
 
-    fn literal(&mut self) -> Result<Value, SqlError> {
+    pub(super) fn literal(&mut self) -> Result<Value, SqlError> {
         let negative = self.token(&Token::Minus);
         let value = match self.next() {
             Some(Token::SingleQuotedString(s)) => Value::String(s),
@@ -318,7 +341,7 @@ impl Cursor<'_> {
     }
 
     /// `key = value [, …]` inside or outside parentheses.
-    fn assignments(&mut self) -> Result<Vec<(String, Value)>, SqlError> {
+    pub(super) fn assignments(&mut self) -> Result<Vec<(String, Value)>, SqlError> {
         let paren = self.token(&Token::LParen);
         let mut out = Vec::new();
         loop {
@@ -444,6 +467,13 @@ impl Cursor<'_> {
         if self.keywords(&["CREATE", "TABLE"]) {
             return self.create_table().map(Some);
         }
+        if self.keywords(&["REFRESH", "TABLE"]) {
+            let mut tables = vec![self.table_name()?];
+            while self.token(&Token::Comma) {
+                tables.push(self.table_name()?);
+            }
+            return Ok(Some(Statement::Refresh { tables }));
+        }
         if self.keywords(&["ALTER", "TABLE"]) {
             let name = self.table_name()?;
             self.expect_keyword("SET")?;
@@ -502,90 +532,9 @@ impl Cursor<'_> {
             }
         }
     }
-
-    fn create_table(&mut self) -> Result<Statement, SqlError> {
-        let if_not_exists = self.keywords(&["IF", "NOT", "EXISTS"]);
-        let name = self.table_name()?;
-        self.expect_token(&Token::LParen)?;
-        let mut columns = Vec::new();
-        let (mut depth, mut at_element_start) = (1usize, true);
-        while depth > 0 {
-            let t = self
-                .next()
-                .ok_or_else(|| SqlError::parse("unbalanced parentheses"))?;
-            match &t {
-                Token::LParen => depth += 1,
-                Token::RParen => depth -= 1,
-                Token::Comma if depth == 1 => {
-                    at_element_start = true;
-                    continue;
-                }
-                Token::Word(w) if at_element_start && depth == 1 => {
-                    let constraint = w.quote_style.is_none()
-                        && matches!(
-                            w.keyword,
-                            Keyword::PRIMARY
-                                | Keyword::INDEX
-                                | Keyword::CONSTRAINT
-                                | Keyword::CHECK
-                        );
-                    if !constraint {
-                        columns.push(if w.quote_style.is_some() {
-                            w.value.clone()
-                        } else {
-                            w.value.to_lowercase()
-                        });
-                    }
-                }
-                _ => {}
-            }
-            at_element_start = false;
-        }
-        let (mut shards, mut replicas) = (None, None);
-        loop {
-            if self.keyword("CLUSTERED") {
-                if self.keyword("BY") {
-                    self.expect_token(&Token::LParen)?;
-                    self.ident()?;
-                    self.expect_token(&Token::RParen)?;
-                }
-                if self.keyword("INTO") {
-                    match self.literal()? {
-                        Value::Number(n) => {
-                            shards = Some(
-                                n.as_u64()
-                                    .and_then(|n| u32::try_from(n).ok())
-                                    .ok_or_else(|| SqlError::parse("bad number of shards"))?,
-                            );
-                        }
-                        _ => return Err(SqlError::parse("the number of shards must be a number")),
-                    }
-                    self.expect_keyword("SHARDS")?;
-                }
-            } else if self.keyword("PARTITIONED") {
-                return Err(SqlError::unsupported("partitioned tables"));
-            } else if self.keyword("WITH") {
-                for (k, v) in self.assignments()? {
-                    // Other table settings are accepted and not modelled.
-                    if k == "number_of_replicas" {
-                        replicas = Some(replicas_of(&v)?);
-                    }
-                }
-            } else {
-                break;
-            }
-        }
-        Ok(Statement::CreateTable {
-            name,
-            if_not_exists,
-            shards,
-            replicas,
-            columns,
-        })
-    }
 }
 
-fn number(text: &str) -> Result<Value, SqlError> {
+pub(super) fn number(text: &str) -> Result<Value, SqlError> {
     if let Ok(i) = text.parse::<i64>() {
         return Ok(Value::from(i));
     }
@@ -594,7 +543,7 @@ fn number(text: &str) -> Result<Value, SqlError> {
         .map_err(|_| SqlError::parse(format!("bad number {text}")))
 }
 
-pub(crate) fn replicas_of(v: &Value) -> Result<Replicas, SqlError> {
+pub(super) fn replicas_of(v: &Value) -> Result<Replicas, SqlError> {
     let text = match v {
         Value::String(s) => s.clone(),
         Value::Number(n) => n.to_string(),

@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::error::{ErrorCode, SqlError};
 use super::eval::{Relation, Row};
+use crate::model::DataType as T;
 use crate::model::{Cluster, TableName};
 
 /// System tables the stand-in serves, as `(schema, name)`.
@@ -23,7 +24,12 @@ pub const SYSTEM_TABLES: &[(&str, &str)] = &[
     ("sys", "users"),
     ("sys", "privileges"),
     ("information_schema", "tables"),
+    ("information_schema", "schemata"),
+    ("information_schema", "columns"),
 ];
+
+/// The schemas every cluster has (`information_schema.schemata`).
+const BUILTIN_SCHEMAS: &[&str] = &["blob", "doc", "information_schema", "pg_catalog", "sys"];
 
 /// Whether a name is a system relation (readable without privileges, also while the license
 /// is violated).
@@ -34,9 +40,13 @@ pub fn is_system(parts: &[String]) -> bool {
     ) && parts.len() == 2
 }
 
-fn relation(columns: &[&str], rows: Vec<Value>) -> Relation {
+fn relation(columns: &[(&str, T)], rows: Vec<Value>) -> Relation {
     Relation {
-        columns: columns.iter().map(|c| (*c).to_owned()).collect(),
+        columns: columns.iter().map(|(c, _)| (*c).to_owned()).collect(),
+        types: columns
+            .iter()
+            .map(|(c, t)| ((*c).to_owned(), t.clone()))
+            .collect(),
         rows: rows
             .into_iter()
             .map(|v| match v {
@@ -76,6 +86,13 @@ fn nest(settings: impl IntoIterator<Item = (String, Value)>) -> Value {
 /// Loads a relation by its (schema-qualified) name.
 pub fn load(cluster: &Cluster, parts: &[String]) -> Result<Relation, SqlError> {
     let name = match parts {
+        // `SELECT` without `FROM`: one row without columns.
+        [] => {
+            return Ok(Relation {
+                rows: vec![Row::new()],
+                ..Relation::default()
+            });
+        }
         [t] => TableName::new("doc", t.clone()),
         [s, t] => TableName::new(s.clone(), t.clone()),
         _ => {
@@ -99,7 +116,7 @@ pub fn load(cluster: &Cluster, parts: &[String]) -> Result<Relation, SqlError> {
                 }
             };
             relation(
-                &["id", "name", "master_node", "settings", "license"],
+                &[("id", T::Text), ("name", T::Text), ("master_node", T::Text), ("settings", T::Object), ("license", T::Object)],
                 vec![json!({
                     "id": crate::model::node_id(&cluster.config().cluster_name),
                     "name": cluster.config().cluster_name,
@@ -110,7 +127,7 @@ pub fn load(cluster: &Cluster, parts: &[String]) -> Result<Relation, SqlError> {
             )
         }
         ("sys", "nodes") => relation(
-            &["id", "name", "hostname", "version", "attributes"],
+            &[("id", T::Text), ("name", T::Text), ("hostname", T::Text), ("version", T::Object), ("attributes", T::Object)],
             cluster
                 .nodes()
                 .map(|n| {
@@ -123,7 +140,7 @@ pub fn load(cluster: &Cluster, parts: &[String]) -> Result<Relation, SqlError> {
                 .collect(),
         ),
         ("sys", "shards") => relation(
-            &["table_name", "schema_name", "id", "partition_ident", "primary", "state", "routing_state", "relocating_node", "node", "num_docs"],
+            &[("table_name", T::Text), ("schema_name", T::Text), ("id", T::Integer), ("partition_ident", T::Text), ("primary", T::Boolean), ("state", T::Text), ("routing_state", T::Text), ("relocating_node", T::Text), ("node", T::Object), ("num_docs", T::BigInt)],
             cluster
                 .shards()
                 .iter()
@@ -145,7 +162,7 @@ pub fn load(cluster: &Cluster, parts: &[String]) -> Result<Relation, SqlError> {
                 .collect(),
         ),
         ("sys", "health") => relation(
-            &["table_name", "table_schema", "partition_ident", "health", "severity", "missing_shards", "underreplicated_shards"],
+            &[("table_name", T::Text), ("table_schema", T::Text), ("partition_ident", T::Text), ("health", T::Text), ("severity", T::Integer), ("missing_shards", T::BigInt), ("underreplicated_shards", T::BigInt)],
             cluster
                 .table_health()
                 .into_iter()
@@ -164,7 +181,7 @@ pub fn load(cluster: &Cluster, parts: &[String]) -> Result<Relation, SqlError> {
             let sum = |f: fn(&crate::model::TableHealth) -> i64| if known { rows.iter().map(f).sum::<i64>() } else { -1 };
             let health = cluster.health();
             relation(
-                &["health", "severity", "description", "pending_tasks", "missing_shards", "underreplicated_shards"],
+                &[("health", T::Text), ("severity", T::Integer), ("description", T::Text), ("pending_tasks", T::BigInt), ("missing_shards", T::BigInt), ("underreplicated_shards", T::BigInt)],
                 vec![json!({
                     "health": health.as_str(), "severity": health.severity(),
                     "description": if known { "" } else { "No master node elected" },
@@ -175,7 +192,7 @@ pub fn load(cluster: &Cluster, parts: &[String]) -> Result<Relation, SqlError> {
             )
         }
         ("sys", "node_checks") => relation(
-            &["id", "node_id", "severity", "description", "passed", "acknowledged"],
+            &[("id", T::Integer), ("node_id", T::Text), ("severity", T::Integer), ("description", T::Text), ("passed", T::Boolean), ("acknowledged", T::Boolean)],
             cluster
                 .node_checks()
                 .into_iter()
@@ -187,16 +204,16 @@ pub fn load(cluster: &Cluster, parts: &[String]) -> Result<Relation, SqlError> {
                 })
                 .collect(),
         ),
-        ("sys", "checks") => relation(&["id", "severity", "description", "passed"], Vec::new()),
+        ("sys", "checks") => relation(&[("id", T::Integer), ("severity", T::Integer), ("description", T::Text), ("passed", T::Boolean)], Vec::new()),
         ("sys", "users") => relation(
-            &["name", "superuser", "password"],
+            &[("name", T::Text), ("superuser", T::Boolean), ("password", T::Text)],
             cluster
                 .users()
                 .map(|u| json!({"name": u.name, "superuser": u.superuser, "password": u.has_password().then_some("********")}))
                 .collect(),
         ),
         ("sys", "privileges") => relation(
-            &["grantee", "grantor", "state", "type", "class", "ident"],
+            &[("grantee", T::Text), ("grantor", T::Text), ("state", T::Text), ("type", T::Text), ("class", T::Text), ("ident", T::Text)],
             cluster
                 .users()
                 .flat_map(|u| {
@@ -219,11 +236,32 @@ pub fn load(cluster: &Cluster, parts: &[String]) -> Result<Relation, SqlError> {
                 json!({"table_schema": t.name.schema, "table_name": t.name.name, "table_type": "BASE TABLE",
                        "number_of_shards": t.number_of_shards, "number_of_replicas": t.number_of_replicas.to_string()})
             }));
-            relation(&["table_schema", "table_name", "table_type", "number_of_shards", "number_of_replicas"], rows)
+            relation(&[("table_schema", T::Text), ("table_name", T::Text), ("table_type", T::Text), ("number_of_shards", T::Integer), ("number_of_replicas", T::Text)], rows)
         }
+        ("information_schema", "schemata") => {
+            let mut names: Vec<String> = BUILTIN_SCHEMAS.iter().map(|s| (*s).to_owned()).collect();
+            names.extend(cluster.tables().map(|t| t.name.schema.clone()));
+            names.sort();
+            names.dedup();
+            relation(&[("schema_name", T::Text)], names.into_iter().map(|n| json!({"schema_name": n})).collect())
+        }
+        ("information_schema", "columns") => relation(
+            &[("table_schema", T::Text), ("table_name", T::Text), ("column_name", T::Text), ("ordinal_position", T::Integer), ("data_type", T::Text), ("is_nullable", T::Boolean)],
+            cluster
+                .tables()
+                .flat_map(|t| {
+                    t.columns.iter().enumerate().map(move |(i, c)| {
+                        let ty = t.types.get(c).unwrap_or(&T::Undefined);
+                        json!({"table_schema": t.name.schema, "table_name": t.name.name, "column_name": c,
+                               "ordinal_position": i + 1, "data_type": ty.name(), "is_nullable": true})
+                    })
+                })
+                .collect(),
+        ),
         _ => match cluster.table(&name) {
             Some(t) => Relation {
                 columns: t.columns.clone(),
+                types: t.types.clone(),
                 rows: t
                     .rows
                     .iter()
