@@ -7,7 +7,7 @@
 
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::{Request, json_response, table};
 use crate::meta;
@@ -143,23 +143,7 @@ fn get(req: &Request, plural: &str, ns: &str, name: &str) -> ApiResult<Response>
         "PodMetrics"
     });
     item["apiVersion"] = json!(API_VERSION);
-    let ordered = reorder(item);
-    Ok(json_response(StatusCode::OK, &ordered))
-}
-
-/// `kind` and `apiVersion` first, as the real server writes an object.
-fn reorder(item: Value) -> Value {
-    let Value::Object(mut m) = item else {
-        return item;
-    };
-    let mut out = Map::new();
-    for k in ["kind", "apiVersion"] {
-        if let Some(v) = m.remove(k) {
-            out.insert(k.into(), v);
-        }
-    }
-    out.extend(m);
-    Value::Object(out)
+    Ok(json_response(StatusCode::OK, &item))
 }
 
 fn usage_json(u: &Usage) -> Value {
