@@ -53,7 +53,7 @@ pub fn go_duration(d: SignedDuration) -> String {
     let secs = nanos / 1_000_000_000;
     let sub = nanos % 1_000_000_000;
     let (h, m, s) = (secs / 3600, (secs / 60) % 60, secs % 60);
-    let seconds = fraction(u128::from(s) * 1_000_000_000 + sub, 1_000_000_000);
+    let seconds = fraction(s * 1_000_000_000 + sub, 1_000_000_000);
     match (h, m) {
         (0, 0) => format!("{sign}{seconds}s"),
         (0, m) => format!("{sign}{m}m{seconds}s"),
