@@ -32,6 +32,7 @@ mod openapi;
 mod patch;
 mod proto;
 mod registry;
+mod resource_metrics;
 mod selectors;
 mod server;
 mod snapshot;

@@ -1,5 +1,5 @@
 //! Server lifecycle: binding, the axum app, background tasks (garbage collector, snapshot
-//! writer), the handle returned to callers, and shutdown (stop accepting, close watches, write
+//! writer, the kubelet scraper behind `metrics.k8s.io`), the handle returned to callers, and shutdown (stop accepting, close watches, write
 //! the final snapshot).
 
 use std::net::SocketAddr;
@@ -36,6 +36,9 @@ pub struct ServerConfig {
     /// `Unknown` and taints it unreachable (kube-controller-manager's
     /// `--node-monitor-grace-period`). Default 40 s.
     pub node_monitor_grace: Duration,
+    /// How often every Node's kubelet is scraped for `metrics.k8s.io` (metrics-server's
+    /// `--metric-resolution`). Default 15 s.
+    pub metric_resolution: Duration,
 }
 
 impl Default for ServerConfig {
@@ -46,6 +49,7 @@ impl Default for ServerConfig {
             service_cidr: ServiceCidr::default(),
             anonymous_cluster_admin: false,
             node_monitor_grace: Duration::from_secs(40),
+            metric_resolution: Duration::from_secs(15),
         }
     }
 }
@@ -61,6 +65,8 @@ pub struct Server {
     pub node_monitor_grace: Duration,
     /// `apiserver_request_total`, served at `/metrics`.
     pub metrics: crate::metrics::RequestMetrics,
+    /// The kubelets' resource figures behind `metrics.k8s.io`.
+    pub resource_metrics: crate::resource_metrics::ResourceMetrics,
 }
 
 impl Server {
@@ -100,6 +106,7 @@ pub async fn start(config: ServerConfig) -> Result<ApiServerHandle, Error> {
         bookmark_interval: Duration::from_secs(1),
         node_monitor_grace: config.node_monitor_grace,
         metrics: crate::metrics::RequestMetrics::default(),
+        resource_metrics: crate::resource_metrics::ResourceMetrics::new(config.metric_resolution),
     });
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
@@ -124,6 +131,7 @@ pub async fn start(config: ServerConfig) -> Result<ApiServerHandle, Error> {
     let mut tasks = vec![
         tokio::spawn(gc::run(server.clone(), gc_notify)),
         tokio::spawn(controllers::run(server.clone())),
+        tokio::spawn(crate::resource_metrics::run(server.clone())),
     ];
     if let Some(path) = &config.state_file {
         tasks.push(tokio::spawn(snapshot::run(server.clone(), path.clone())));

@@ -19,6 +19,8 @@ mod discovery;
 mod disruption;
 #[path = "conformance/gc.rs"]
 mod gc;
+#[path = "conformance/metrics.rs"]
+mod metrics;
 #[path = "conformance/openapi.rs"]
 mod openapi;
 #[path = "conformance/patch.rs"]

@@ -127,6 +127,12 @@ impl Cgroups {
             .map_or(0, |d| d.as_nanos());
         let root = base.join(format!("agent-{}-{nanos}", std::process::id()));
         std::fs::create_dir(&root).map_err(|e| format!("creating {}: {e}", root.display()))?;
+        // The memory controller for the containers' cgroups, so that their working set is
+        // theirs (`memory.current`); where the hierarchy does not offer it (a hybrid one keeps
+        // it in v1) `crate::stats` sums their processes' resident sets instead.
+        for dir in [mount.join(PARENT), base, root.clone()] {
+            let _ = std::fs::write(dir.join("cgroup.subtree_control"), "+memory\n");
+        }
         Ok((Self { root }, killed))
     }
 

@@ -22,6 +22,7 @@ mod pods;
 mod process;
 mod proxy;
 mod shim;
+mod stats;
 
 pub use agent::{NodeHandle, start};
 pub use config::NodeConfig;

@@ -8,6 +8,8 @@ mod common;
 mod databases;
 #[path = "node_e2e/identity.rs"]
 mod identity;
+#[path = "node_e2e/metrics.rs"]
+mod metrics;
 #[path = "node_e2e/pods.rs"]
 mod pods;
 #[path = "node_e2e/spdy.rs"]

@@ -1,8 +1,11 @@
 //! The default ClusterRoles and ClusterRoleBindings a real server creates at start (a subset):
 //! `cluster-admin` (bound to `system:masters`), the aggregated user-facing roles `admin`,
 //! `edit` and `view` with the `system:aggregate-to-*` roles they gather, `system:basic-user`
-//! (self reviews), `system:discovery` and `system:public-info-viewer`. Missing ones are
-//! created at start; existing ones (from a snapshot, or edited by a user) are left alone.
+//! (self reviews), `system:discovery` and `system:public-info-viewer`; and, as the embedded
+//! server also plays metrics-server, the role metrics-server's manifest installs,
+//! `system:aggregated-metrics-reader` (read `metrics.k8s.io`, aggregated into `admin`, `edit`
+//! and `view`). Missing ones are created at start; existing ones (from a snapshot, or edited by
+//! a user) are left alone.
 
 use serde_json::{Value, json};
 
@@ -176,6 +179,16 @@ pub fn cluster_roles() -> Vec<Value> {
             ],
             None,
         ),
+        // metrics-server's own (its manifest's labels: not a bootstrapping default).
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "system:aggregated-metrics-reader", "labels": {
+                "k8s-app": "metrics-server",
+                "rbac.authorization.k8s.io/aggregate-to-admin": "true",
+                "rbac.authorization.k8s.io/aggregate-to-edit": "true",
+                "rbac.authorization.k8s.io/aggregate-to-view": "true"}},
+            "rules": [rule(&["metrics.k8s.io"], &["pods", "nodes"], &READ)],
+        }),
         cluster_role(
             "system:basic-user",
             json!({}),

@@ -104,9 +104,14 @@ fn group_json(name: &str, versions: &[String]) -> Value {
     json!({"name": name, "versions": entries, "preferredVersion": entries.first().cloned().unwrap_or(Value::Null)})
 }
 
-/// The registry's groups plus those of the review endpoints (which store nothing).
+/// The registry's groups plus those of the review endpoints (which store nothing) and
+/// `metrics.k8s.io` (served as the aggregated metrics-server would be).
 fn groups(req: &Request) -> std::collections::BTreeMap<String, Vec<String>> {
     let mut groups = req.server.lock().registry.groups();
+    groups.insert(
+        super::metrics_api::GROUP.to_string(),
+        vec![super::metrics_api::VERSION.to_string()],
+    );
     for (group, ..) in reviews::DISCOVERY {
         let versions = groups.entry(group.to_string()).or_default();
         if !versions.iter().any(|v| v == "v1") {
@@ -175,6 +180,12 @@ fn resource_entries(d: &ResourceDef) -> Vec<Value> {
 }
 
 pub fn resource_list(req: &Request, group: &str, version: &str) -> ApiResult<Response> {
+    if (group, version) == (super::metrics_api::GROUP, super::metrics_api::VERSION) {
+        return Ok(json_response(
+            StatusCode::OK,
+            &super::metrics_api::resource_list(),
+        ));
+    }
     let defs: Vec<_> = req
         .server
         .lock()

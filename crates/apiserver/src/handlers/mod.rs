@@ -1,11 +1,13 @@
 //! HTTP routing: parses Kubernetes API paths (`/api/v1/...`, `/apis/{group}/{version}/...`,
 //! namespaced, cluster-scoped and all-namespace forms, subresources, the legacy `/watch/`
 //! prefix) and dispatches to discovery, read, write, patch, watch and subresource handlers;
-//! the streaming Pod subresources (log, exec, attach) go to `proxy`.
+//! the streaming Pod subresources (log, exec, attach) go to `proxy`; `metrics.k8s.io` to
+//! `metrics_api`.
 //! Every failure is answered with a `metav1.Status` body.
 
 pub(crate) mod discovery;
 mod eviction;
+mod metrics_api;
 mod openapi;
 mod patch;
 mod proxy;
@@ -30,7 +32,7 @@ use crate::registry::ResourceDef;
 use crate::server::Server;
 use crate::status::{ApiError, ApiResult};
 
-pub use proxy::connect_kubelet;
+pub use proxy::{connect_kubelet, kubelet_addr};
 
 pub fn router(server: Arc<Server>) -> Router {
     Router::new()
@@ -370,6 +372,9 @@ fn route(req: &Request, segs: &[String]) -> ApiResult<Response> {
         }
         ["apis", group] => discovery::group(req, group),
         ["apis", group, version] => discovery::resource_list(req, group, version),
+        ["apis", metrics_api::GROUP, metrics_api::VERSION, rest @ ..] => {
+            metrics_api::serve(req, rest)
+        }
         ["api", "v1", rest @ ..] => resource(req, "", "v1", rest),
         ["apis", group, version, rest @ ..] => resource(req, group, version, rest),
         _ => Err(ApiError::no_route()),

@@ -7,11 +7,14 @@
 //! kube-apiserver speaks it) and `GET|POST /portForward/{ns}/{pod}` (SPDY/3.1,
 //! `portforward.k8s.io`). `/attach/…` answers that attach is not supported: containers'
 //! output goes to their log files, not to a terminal one could attach to.
+//! `GET /metrics/resource` serves the resource metrics metrics-server scrapes
+//! (`resource_metrics`).
 
 mod exec;
 mod exec_spdy;
 mod logs;
 mod portforward;
+mod resource_metrics;
 mod spdy;
 
 use std::sync::Arc;
@@ -28,6 +31,7 @@ use crate::agent::Shared;
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
+        .route("/metrics/resource", get(resource_metrics::resource_metrics))
         .route(
             "/containerLogs/{namespace}/{pod}/{container}",
             get(logs::container_logs),

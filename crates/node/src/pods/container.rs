@@ -16,7 +16,7 @@ use super::Waiting;
 use super::launch::Launcher;
 use super::objects;
 use super::probe;
-use super::runtime::PodRuntime;
+use super::runtime::{self, PodRuntime};
 use super::spec::{self, SpecInputs};
 use super::state::{PodCell, Run, Slot, Terminated};
 use super::volumes::Volumes;
@@ -319,8 +319,15 @@ impl PodCtx {
                 reason: "RunContainerError",
                 message: format!("starting the shim: {e}"),
             })?;
-        self.rt
-            .set_running(&c.name, started.pid, prepared.spec.clone());
+        self.rt.set_running(
+            &c.name,
+            runtime::Running {
+                pid: started.pid,
+                spec: prepared.spec.clone(),
+                cgroup: started.cgroup.clone(),
+                started_at: started.started_at,
+            },
+        );
         tracing::info!(pod = %self.rt.name, namespace = %self.rt.namespace, container = %c.name, pid = started.pid, instance, "container started");
         let container_id = format!("steward-node://{}/{}/{instance}", self.rt.uid, c.name);
         let init = matches!(slot, Slot::Init(_));

@@ -1,5 +1,6 @@
 //! Per-pod runtime facts other parts of the agent look up: directories, and for each running
-//! container its pid and shim spec (so exec probes and `pods/exec` can join it).
+//! container its pid and shim spec (so exec probes and `pods/exec` can join it), its cgroup and
+//! start time (for `/metrics/resource`).
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
@@ -8,7 +9,29 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use jiff::Timestamp;
+
 use crate::shim::ShimSpec;
+
+/// The current instance of a running container.
+#[derive(Clone, Debug)]
+pub struct Running {
+    /// The shim's pid, leader of the instance's process group.
+    pub pid: i32,
+    pub spec: ShimSpec,
+    /// The instance's cgroup, when the agent gives containers one.
+    pub cgroup: Option<PathBuf>,
+    pub started_at: Timestamp,
+}
+
+/// A running container as `/metrics/resource` sees it.
+#[derive(Clone, Debug)]
+pub struct RunningContainer {
+    pub name: String,
+    pub pid: i32,
+    pub cgroup: Option<PathBuf>,
+    pub started_at: Timestamp,
+}
 
 #[derive(Debug)]
 pub struct PodRuntime {
@@ -19,7 +42,7 @@ pub struct PodRuntime {
     /// The Pod's own address (`None` for a pod that does not run).
     pub ip: Option<Ipv4Addr>,
     seq: u64,
-    running: Mutex<HashMap<String, (i32, ShimSpec)>>,
+    running: Mutex<HashMap<String, Running>>,
     /// Process groups of commands run inside containers: (container, pgid, start time).
     execs: Mutex<Vec<(String, i32, u64)>>,
 }
@@ -72,9 +95,9 @@ impl PodRuntime {
         self.dir.join("etc")
     }
 
-    pub fn set_running(&self, container: &str, pid: i32, spec: ShimSpec) {
+    pub fn set_running(&self, container: &str, running: Running) {
         if let Ok(mut r) = self.running.lock() {
-            r.insert(container.to_string(), (pid, spec));
+            r.insert(container.to_string(), running);
         }
     }
 
@@ -86,7 +109,27 @@ impl PodRuntime {
 
     /// The pid and spec of a running container.
     pub fn exec_target(&self, container: &str) -> Option<(i32, ShimSpec)> {
-        self.running.lock().ok()?.get(container).cloned()
+        let running = self.running.lock().ok()?;
+        let r = running.get(container)?;
+        Some((r.pid, r.spec.clone()))
+    }
+
+    /// The containers running now, by name.
+    pub fn running_containers(&self) -> Vec<RunningContainer> {
+        let Ok(running) = self.running.lock() else {
+            return Vec::new();
+        };
+        let mut out: Vec<RunningContainer> = running
+            .iter()
+            .map(|(name, r)| RunningContainer {
+                name: name.clone(),
+                pid: r.pid,
+                cgroup: r.cgroup.clone(),
+                started_at: r.started_at,
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
     }
 }
 
@@ -126,6 +169,14 @@ impl Registry {
         if let Ok(mut p) = self.pods.lock() {
             p.remove(uid);
         }
+    }
+
+    /// Every pod the agent runs (several with one name while an old one is going).
+    pub fn all(&self) -> Vec<Arc<PodRuntime>> {
+        self.pods
+            .lock()
+            .map(|p| p.values().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// The newest pod with this namespace and name.

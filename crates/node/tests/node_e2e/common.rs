@@ -33,14 +33,17 @@ pub struct Env {
 /// Starts a server and an agent whose pod IPs start at `127.1.<slot>.1` (tests run in
 /// parallel, each in its own slot).
 pub async fn start(slot: u8) -> Env {
+    start_with(slot, ServerConfig::default()).await
+}
+
+/// [`start`] with a server configured as given.
+pub async fn start_with(slot: u8, config: ServerConfig) -> Env {
     assert!(
         nix::unistd::geteuid().is_root(),
         "the node agent tests need root (mount namespaces, setuid)"
     );
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let server = steward_apiserver::start(ServerConfig::default())
-        .await
-        .unwrap();
+    let server = steward_apiserver::start(config).await.unwrap();
     let config = admin_config(&server);
     let client = Client::try_from(config).unwrap();
     let dir = tempfile::tempdir().unwrap();

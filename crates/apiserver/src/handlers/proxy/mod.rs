@@ -27,7 +27,7 @@ use serde_json::Value;
 use tokio_tungstenite::tungstenite::{self as tung, client::IntoClientRequest};
 use tokio_util::sync::CancellationToken;
 
-pub use self::locate::{StreamTarget, match_path};
+pub use self::locate::{StreamTarget, kubelet_addr, match_path};
 use self::locate::{Sub, kubelet_query, locate};
 pub use self::tls::connect as connect_kubelet;
 use crate::registry::GroupResource;
