@@ -250,7 +250,7 @@ EOF
   chmod +x "$RUN/pause"
   mkdir -p "$RUN/node"
   start steward-node env RUST_LOG="${NODE_LOG:-info}" "$NODE_BIN" --kubeconfig "$KUBECONFIG_ADMIN" \
-    --name realk8s-node --state-dir "$RUN/node" \
+    --name realk8s-node --state-dir "$RUN/node" --pod-ip-base 198.18.0.1 \
     --images "registry.k8s.io/pause=$RUN/pause,pause=$RUN/pause"
   wait_for "Node realk8s-node Ready" 60 bash -c \
     "'$KUBECTL' --kubeconfig '$KUBECONFIG_ADMIN' get node realk8s-node -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"

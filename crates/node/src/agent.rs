@@ -137,6 +137,7 @@ pub async fn start(client: Client, cfg: NodeConfig) -> Result<NodeHandle, NodeEr
         },
         None => None,
     };
+    let pod_range = crate::podnet::prepare(cfg.pod_ip_base)?;
     let partition = Partition::default();
     let client = partition.wrap(client);
     let root = nix::unistd::geteuid().is_root();
@@ -164,7 +165,11 @@ pub async fn start(client: Client, cfg: NodeConfig) -> Result<NodeHandle, NodeEr
     .await?;
     let shared = Arc::new(Shared {
         client: client.clone(),
-        ipam: Ipam::new(cfg.pod_ip_base, &crate::ipam::default_lock_dir()),
+        ipam: Ipam::new(
+            cfg.pod_ip_base,
+            pod_range.last(),
+            &crate::ipam::default_lock_dir(),
+        ),
         launcher: Arc::new(Launcher::new(cfg.shim.clone(), cgroups)),
         registry: Registry::default(),
         dns: Arc::new(Dns::new(&cfg.state_dir)),

@@ -14,7 +14,10 @@ pub struct NodeConfig {
     pub name: String,
     /// All on-disk state: pod directories, volumes, logs, pid files, the cluster hosts file.
     pub state_dir: PathBuf,
-    /// The first pod IP; pods get `127.1.x.y` addresses counting upwards from here.
+    /// The first pod IP; pods get addresses counting upwards from here: in `127.0.0.0/8`
+    /// (loopback, the default `127.1.0.1`: no set-up, but a real API server refuses them as
+    /// endpoints) or in `198.18.0.0/15` (routed on `lo`, made local by the agent; what to use
+    /// with a real API server). See `podnet`.
     pub pod_ip_base: Ipv4Addr,
     /// Image → executable resolution.
     pub images: ImageMap,

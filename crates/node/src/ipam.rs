@@ -1,4 +1,5 @@
-//! Pod IP allocation on loopback: `127.x.y.z` counting upwards from the configured base,
+//! Pod IP allocation (on loopback or the routed range, `podnet`): counting upwards from the
+//! configured base to the range's last address,
 //! skipping `.0` and `.255` last octets and every address in use. An address in use is a
 //! [`Lease`] and returns to the pool when its last holder drops it: `pods::addresses` holds it
 //! while the Pod object exists, the pod's worker while its processes run, so the address of a
@@ -24,6 +25,7 @@ pub struct Ipam {
 #[derive(Debug)]
 struct Pool {
     base: u32,
+    limit: u32,
     next: u32,
     lock_dir: PathBuf,
     in_use: BTreeMap<u32, Option<Flock<File>>>,
@@ -57,20 +59,20 @@ impl Drop for Lease {
     }
 }
 
-const LIMIT: u32 = 0x7fff_fffe; // 127.255.255.254
-
 /// The default host-wide lock directory.
 pub fn default_lock_dir() -> PathBuf {
     std::env::temp_dir().join("steward-node-pod-ips")
 }
 
 impl Ipam {
-    pub fn new(base: Ipv4Addr, lock_dir: &Path) -> Self {
+    /// A pool from `base` to `last` (inclusive).
+    pub fn new(base: Ipv4Addr, last: Ipv4Addr, lock_dir: &Path) -> Self {
         let base = u32::from(base);
         let _ = std::fs::create_dir_all(lock_dir);
         Self {
             pool: Arc::new(Mutex::new(Pool {
                 base,
+                limit: u32::from(last),
                 next: base,
                 lock_dir: lock_dir.to_path_buf(),
                 in_use: BTreeMap::new(),
@@ -98,16 +100,16 @@ impl Ipam {
     pub fn claim(&self, ip: Ipv4Addr) -> Option<Lease> {
         let n = u32::from(ip);
         let mut pool = self.pool.lock().ok()?;
-        (n >= pool.base && n <= LIMIT && pool.take(n)).then(|| self.lease(n))
+        (n >= pool.base && n <= pool.limit && pool.take(n)).then(|| self.lease(n))
     }
 
     /// The next free address, or `None` when the pool is exhausted.
     pub fn allocate(&self) -> Option<Lease> {
         let mut pool = self.pool.lock().ok()?;
-        let span = LIMIT.saturating_sub(pool.base) + 1;
+        let span = pool.limit.saturating_sub(pool.base) + 1;
         for _ in 0..span {
             let n = pool.next;
-            pool.next = if n >= LIMIT { pool.base } else { n + 1 };
+            pool.next = if n >= pool.limit { pool.base } else { n + 1 };
             if pool.take(n) {
                 return Some(self.lease(n));
             }
@@ -157,6 +159,8 @@ fn usable(n: u32) -> bool {
 mod tests {
     use super::*;
 
+    const LAST: Ipv4Addr = Ipv4Addr::new(127, 255, 255, 254);
+
     fn ip(a: u8, b: u8, c: u8, d: u8) -> Ipv4Addr {
         Ipv4Addr::new(a, b, c, d)
     }
@@ -166,8 +170,8 @@ mod tests {
     #[test]
     fn a_frozen_pool_keeps_its_addresses_until_it_is_dropped() {
         let dir = tempfile::tempdir().unwrap();
-        let lost = Ipam::new(ip(127, 1, 0, 1), dir.path());
-        let other = Ipam::new(ip(127, 1, 0, 1), dir.path());
+        let lost = Ipam::new(ip(127, 1, 0, 1), LAST, dir.path());
+        let other = Ipam::new(ip(127, 1, 0, 1), LAST, dir.path());
         let lease = lost.allocate().unwrap();
         let taken = lease.ip();
         lost.freeze();
@@ -181,7 +185,7 @@ mod tests {
     #[test]
     fn allocates_upwards_and_never_reuses_live_addresses() {
         let dir = tempfile::tempdir().unwrap();
-        let ipam = Ipam::new(ip(127, 1, 0, 254), dir.path());
+        let ipam = Ipam::new(ip(127, 1, 0, 254), LAST, dir.path());
         let first = ipam.allocate().unwrap();
         assert_eq!(first.ip(), ip(127, 1, 0, 254));
         let second = ipam.allocate().unwrap();
@@ -196,7 +200,7 @@ mod tests {
     #[test]
     fn wraps_and_skips_addresses_in_use() {
         let dir = tempfile::tempdir().unwrap();
-        let ipam = Ipam::new(ip(127, 255, 255, 253), dir.path());
+        let ipam = Ipam::new(ip(127, 255, 255, 253), LAST, dir.path());
         let a = ipam.allocate().unwrap();
         let b = ipam.allocate().unwrap();
         assert_eq!(
@@ -211,7 +215,7 @@ mod tests {
     #[test]
     fn a_shared_lease_frees_its_address_only_when_the_last_holder_drops_it() {
         let dir = tempfile::tempdir().unwrap();
-        let ipam = Ipam::new(ip(127, 255, 255, 253), dir.path());
+        let ipam = Ipam::new(ip(127, 255, 255, 253), LAST, dir.path());
         let object = Arc::new(ipam.allocate().unwrap());
         let worker = object.clone();
         drop(worker);
@@ -233,8 +237,8 @@ mod tests {
     fn agents_sharing_a_host_never_share_an_address() {
         let dir = tempfile::tempdir().unwrap();
         let base = ip(127, 1, 0, 1);
-        let a = Ipam::new(base, dir.path());
-        let b = Ipam::new(base, dir.path());
+        let a = Ipam::new(base, LAST, dir.path());
+        let b = Ipam::new(base, LAST, dir.path());
         let held = a.allocate().unwrap();
         assert_eq!(held.ip(), base);
         assert_eq!(b.allocate().unwrap().ip(), ip(127, 1, 0, 2));

@@ -18,6 +18,7 @@ mod kubelet;
 mod logs;
 mod node;
 mod partition;
+mod podnet;
 mod pods;
 mod process;
 mod proxy;

@@ -25,7 +25,9 @@ struct Cli {
     /// All on-disk state: pod directories, volumes, logs.
     #[arg(long, default_value = "/var/lib/steward-node")]
     state_dir: PathBuf,
-    /// The first pod IP.
+    /// The first pod IP: in 127.0.0.0/8 (loopback; the embedded API server accepts it) or in
+    /// 198.18.0.0/15 (the agent routes the range on lo; use it with a real API server, whose
+    /// endpoint controllers refuse loopback addresses).
     #[arg(long, default_value = "127.1.0.1")]
     pod_ip_base: Ipv4Addr,
     /// Address of the kubelet API (logs, exec).

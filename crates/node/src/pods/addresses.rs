@@ -146,6 +146,8 @@ impl Addresses {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const LAST: Ipv4Addr = Ipv4Addr::new(127, 255, 255, 254);
     use serde_json::json;
 
     const BASE: Ipv4Addr = Ipv4Addr::new(127, 1, 0, 1);
@@ -174,7 +176,7 @@ mod tests {
     #[test]
     fn a_terminating_pod_keeps_its_address_until_its_object_is_gone() {
         let dir = tempfile::tempdir().unwrap();
-        let ipam = Ipam::new(BASE, dir.path());
+        let ipam = Ipam::new(BASE, LAST, dir.path());
         let mut a = Addresses::new(ipam.clone());
         // A Pod held by a finalizer after its deletion, seen by a (restarted) agent.
         let held = pod(
@@ -197,7 +199,7 @@ mod tests {
     #[test]
     fn the_address_stays_in_use_while_the_worker_of_a_deleted_pod_runs() {
         let dir = tempfile::tempdir().unwrap();
-        let ipam = Ipam::new(BASE, dir.path());
+        let ipam = Ipam::new(BASE, LAST, dir.path());
         let mut a = Addresses::new(ipam.clone());
         let worker = started(a.assign(&pod("u1", "p", json!({}), false), false)).unwrap();
         a.forget("u1");
@@ -210,7 +212,7 @@ mod tests {
     #[test]
     fn new_addresses_wait_for_the_end_of_a_list() {
         let dir = tempfile::tempdir().unwrap();
-        let ipam = Ipam::new(BASE, dir.path());
+        let ipam = Ipam::new(BASE, LAST, dir.path());
         let mut a = Addresses::new(ipam.clone());
         let fresh = pod("u2", "fresh", json!({}), false);
         assert!(matches!(a.assign(&fresh, true), Assignment::AfterList));
@@ -231,7 +233,7 @@ mod tests {
     #[test]
     fn pods_that_will_not_run_take_only_their_recorded_address() {
         let dir = tempfile::tempdir().unwrap();
-        let ipam = Ipam::new(BASE, dir.path());
+        let ipam = Ipam::new(BASE, LAST, dir.path());
         let mut a = Addresses::new(ipam.clone());
         let taken = ipam.claim(BASE).unwrap();
         let done = pod(
@@ -257,7 +259,7 @@ mod tests {
     #[test]
     fn namesakes_and_lists_release_gone_objects() {
         let dir = tempfile::tempdir().unwrap();
-        let ipam = Ipam::new(BASE, dir.path());
+        let ipam = Ipam::new(BASE, LAST, dir.path());
         let mut a = Addresses::new(ipam.clone());
         drop(started(
             a.assign(&pod("u1", "db-0", json!({}), false), false),

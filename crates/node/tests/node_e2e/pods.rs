@@ -1005,3 +1005,38 @@ async fn a_claim_bound_to_a_host_path_volume_is_that_path() {
         .await;
     env.shutdown().await;
 }
+
+/// With a first Pod IP in 198.18.0.0/15 the agent routes that range on `lo` and Pods get
+/// addresses there — addresses a real API server accepts as endpoints, unlike loopback ones —
+/// and serve on them as they do on loopback.
+#[tokio::test]
+async fn pods_get_routed_addresses_from_the_routed_range() {
+    let env = start(27).await;
+    let dir = env.dir.path().join("routed-node");
+    let mut cfg = node_config(&dir, 27);
+    cfg.name = "steward-routed".into();
+    cfg.pod_ip_base = std::net::Ipv4Addr::new(198, 18, 27, 1);
+    cfg.service_proxy = false;
+    let routed = steward_node::start(env.client.clone(), cfg).await.unwrap();
+    env.create::<Pod>(json!({"metadata": {"name": "web"}, "spec": {
+        "nodeName": "steward-routed",
+        "containers": [{"name": "c", "image": "busybox",
+            "command": ["python3", "-m", "http.server", "18080", "--bind", "$(POD_IP)"],
+            "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+            "readinessProbe": {"tcpSocket": {"port": 18080}, "periodSeconds": 1}}]}}))
+        .await;
+    let p = env.wait_ready("web", T).await;
+    let ip: std::net::Ipv4Addr = p.status.unwrap().pod_ip.unwrap().parse().unwrap();
+    assert_eq!(ip.octets()[..2], [198, 18], "{ip}");
+    let mut stream = tokio::net::TcpStream::connect((ip, 18080)).await.unwrap();
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream
+        .write_all(b"GET / HTTP/1.0\r\nHost: web\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.0 200"), "{answer}");
+    routed.shutdown().await;
+    env.shutdown().await;
+}

@@ -235,6 +235,8 @@ impl Plane {
                 );
                 node.restart_backoff_base = Duration::from_secs(1);
                 node.labels.insert(PIN_LABEL.to_owned(), namespace.clone());
+                // Addresses a real API server accepts as endpoints (not loopback).
+                node.pod_ip_base = std::net::Ipv4Addr::new(198, 18, 0, 1);
                 agents.push(steward_node::start(client.clone(), node).await.unwrap());
                 node_names.push(name);
             }
