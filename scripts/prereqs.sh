@@ -21,6 +21,8 @@ command -v pgbackrest >/dev/null 2>&1 || need_apt+=(pgbackrest)
 # spdy-transport, installed by the test with `npm ci`).
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
 command -v npm >/dev/null 2>&1 || need_apt+=(npm)
+# The node agent routes its Pod range on lo with iproute2's `ip` (a pod IP base in 198.18.0.0/15).
+command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 # etcd-client compiles etcd's protobuf definitions.
 command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
 # The PostgreSQL metrics sidecar (image quay.io/prometheuscommunity/postgres-exporter) runs as
