@@ -272,7 +272,7 @@ pub enum Response {
 
 /// One request, one response, within `timeout`.
 /// Connects to `address` from this Pod's own address when the node agent names it
-/// (`STEWARD_POD_IP`): Pods here share the host's network, and a connection to a loopback
+/// (`STEWARD_POD_IP`): Pods here share the host's network, and a connection to another Pod's
 /// address would otherwise come from 127.0.0.1 — in a real Pod it comes from the Pod's IP, which
 /// is how the cluster tells its clients and processes apart.
 async fn connect(address: &str) -> anyhow::Result<TcpStream> {
@@ -284,13 +284,23 @@ async fn connect(address: &str) -> anyhow::Result<TcpStream> {
         .ok()
         .and_then(|ip| ip.parse::<std::net::Ipv4Addr>().ok());
     match (own, target) {
-        (Some(ip), std::net::SocketAddr::V4(t)) if t.ip().is_loopback() && ip.is_loopback() => {
+        (Some(ip), std::net::SocketAddr::V4(t))
+            if on_this_machine(*t.ip()) && on_this_machine(ip) =>
+        {
             let socket = tokio::net::TcpSocket::new_v4()?;
             socket.bind(std::net::SocketAddr::from((ip, 0)))?;
             Ok(socket.connect(target).await?)
         }
         _ => Ok(TcpStream::connect(target).await?),
     }
+}
+
+/// A Pod address the node agent hands out on this machine: loopback, or its routed range
+/// `198.18.0.0/15` (made local on `lo`); a connection between two of them comes from
+/// `127.0.0.1` unless the client binds its own.
+fn on_this_machine(ip: std::net::Ipv4Addr) -> bool {
+    let [a, b, ..] = ip.octets();
+    ip.is_loopback() || (a == 198 && b & 0xfe == 18)
 }
 
 pub async fn call(address: &str, req: &Request, timeout: Duration) -> anyhow::Result<Response> {
