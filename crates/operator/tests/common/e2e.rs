@@ -34,6 +34,8 @@ pub struct Plane {
     /// On a real cluster, the Nodes this test's agents registered (deleted at shutdown); each
     /// carries the label [`PIN_LABEL`] = the test's namespace.
     node_names: Vec<String>,
+    /// On a real cluster: the operator's client (its requests counted, see `counting`).
+    operator_client: Option<(Client, super::counting::Requests)>,
     /// Operator flags of this test on top of the e2e ones, kept for `restart_operator`.
     extra_operator_flags: Vec<String>,
 }
@@ -214,7 +216,12 @@ impl Plane {
             let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
                 .await
                 .unwrap();
-            let client = Client::try_from(config).unwrap();
+            let client = Client::try_from(config.clone()).unwrap();
+            let requests = super::counting::Requests::default();
+            let operator_client = kube::client::ClientBuilder::try_from(config)
+                .unwrap()
+                .with_layer(&super::counting::CountLayer(requests.clone()))
+                .build();
             steward_operator::embedded::install_crds(&client)
                 .await
                 .unwrap();
@@ -240,8 +247,10 @@ impl Plane {
                 agents.push(steward_node::start(client.clone(), node).await.unwrap());
                 node_names.push(name);
             }
-            let op = start_operator(&client, Some(&namespace), &extra_operator_flags).await;
+            let op =
+                start_operator(&operator_client, Some(&namespace), &extra_operator_flags).await;
             return Self {
+                operator_client: Some((operator_client, requests)),
                 client,
                 namespace,
                 dir,
@@ -266,6 +275,7 @@ impl Plane {
             embedded: Some(plane),
             real: None,
             node_names: Vec::new(),
+            operator_client: None,
             extra_operator_flags,
         }
     }
@@ -328,6 +338,12 @@ impl Plane {
             .unwrap_or_else(|e| panic!("patching {name}: {e}"));
     }
 
+    /// On a real cluster, the requests the operator made so far (its own client's count); `None`
+    /// on the embedded plane, whose API server's counter has only this test's clients.
+    pub fn operator_requests(&self) -> Option<std::collections::BTreeMap<String, u64>> {
+        self.operator_client.as_ref().map(|(_, r)| r.snapshot())
+    }
+
     /// The operator's handle (to restart it, read metrics).
     pub fn operator(&self) -> &OperatorHandle {
         match (&self.embedded, &self.real) {
@@ -352,7 +368,12 @@ impl Plane {
         let scoped = self.real.is_some().then(|| self.namespace.clone());
         let (slot, client) = match (&mut self.embedded, &mut self.real) {
             (Some(p), _) => (&mut p.operator, p.operator_client.clone()),
-            (None, Some((_, op))) => (op, self.client.clone()),
+            (None, Some((_, op))) => (
+                op,
+                self.operator_client
+                    .as_ref()
+                    .map_or_else(|| self.client.clone(), |(c, _)| c.clone()),
+            ),
             _ => unreachable!(),
         };
         slot.stop().await.unwrap();

@@ -16,5 +16,6 @@ pub fn repo_file(rel: &str) -> String {
 pub fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
+pub mod counting;
 pub mod e2e;
 pub mod hooks;
