@@ -8,26 +8,18 @@
 //! `SKIPPED: …` and check nothing — except under CI (`CI` set), where it fails.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use steward_cratedb_standin::NodeConfig;
-use steward_cratedb_standin::model::NodeSpec;
 use tokio::process::Command;
 
 /// A node on free ports: (HTTP, PostgreSQL).
 async fn start() -> (SocketAddr, SocketAddr) {
-    let config = NodeConfig {
-        node: NodeSpec::new("crate-0"),
-        http_addr: "127.0.0.1:0".parse().unwrap(),
-        psql_addr: "127.0.0.1:0".parse().unwrap(),
-        transport_addr: "127.0.0.1:0".parse().unwrap(),
-        tick_interval: Duration::from_millis(5),
-        ..NodeConfig::default()
-    };
-    let running = steward_cratedb_standin::spawn(config).await.unwrap();
+    let running = common::one_node().await;
     (running.addr, running.psql_addr)
 }
 

@@ -3,26 +3,17 @@
 //! runs it with `kubectl exec`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::net::SocketAddr;
 use std::process::Stdio;
-use std::time::Duration;
 
 use serde_json::Value;
-use steward_cratedb_standin::NodeConfig;
 use steward_cratedb_standin::crash;
-use steward_cratedb_standin::model::NodeSpec;
 use tokio::io::AsyncWriteExt;
 
 async fn start() -> SocketAddr {
-    let config = NodeConfig {
-        node: NodeSpec::new("crate-0"),
-        http_addr: "127.0.0.1:0".parse().unwrap(),
-        psql_addr: "127.0.0.1:0".parse().unwrap(),
-        transport_addr: "127.0.0.1:0".parse().unwrap(),
-        tick_interval: Duration::from_millis(5),
-        ..NodeConfig::default()
-    };
-    steward_cratedb_standin::spawn(config).await.unwrap().addr
+    common::one_node().await.addr
 }
 
 /// Runs crash in process: (exit code, stdout, stderr).

@@ -1,25 +1,17 @@
 //! Drives a stand-in node over HTTP, as CrateDB's HTTP clients do.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use steward_cratedb_standin::NodeConfig;
-use steward_cratedb_standin::model::NodeSpec;
 
 async fn start() -> SocketAddr {
     // reqwest is built without a default TLS provider in this workspace.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let config = NodeConfig {
-        node: NodeSpec::new("crate-0"),
-        http_addr: "127.0.0.1:0".parse().unwrap(),
-        psql_addr: "127.0.0.1:0".parse().unwrap(),
-        transport_addr: "127.0.0.1:0".parse().unwrap(),
-        tick_interval: Duration::from_millis(5),
-        ..NodeConfig::default()
-    };
-    steward_cratedb_standin::spawn(config).await.unwrap().addr
+    common::one_node().await.addr
 }
 
 async fn sql(

@@ -2,26 +2,15 @@
 //! operator does when it creates and rotates users as `system`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use steward_cratedb_standin::NodeConfig;
-use steward_cratedb_standin::model::NodeSpec;
 use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
 
 async fn start() -> SocketAddr {
-    let config = NodeConfig {
-        node: NodeSpec::new("crate-0"),
-        http_addr: "127.0.0.1:0".parse().unwrap(),
-        psql_addr: "127.0.0.1:0".parse().unwrap(),
-        transport_addr: "127.0.0.1:0".parse().unwrap(),
-        tick_interval: Duration::from_millis(5),
-        ..NodeConfig::default()
-    };
-    steward_cratedb_standin::spawn(config)
-        .await
-        .unwrap()
-        .psql_addr
+    common::one_node().await.psql_addr
 }
 
 async fn connect(

@@ -296,8 +296,9 @@ async fn connect(address: &str) -> anyhow::Result<TcpStream> {
 }
 
 /// A Pod address the node agent hands out on this machine: loopback, or its routed range
-/// `198.18.0.0/15` (made local on `lo`); a connection between two of them comes from
-/// `127.0.0.1` unless the client binds its own.
+/// `198.18.0.0/15` (`steward_node`'s `podnet::ROUTED`, made local on `lo`; this crate does not
+/// depend on the agent); a connection between two of them comes from `127.0.0.1` unless the
+/// client binds its own.
 fn on_this_machine(ip: std::net::Ipv4Addr) -> bool {
     let [a, b, ..] = ip.octets();
     ip.is_loopback() || (a == 198 && b & 0xfe == 18)
