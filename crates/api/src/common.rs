@@ -210,6 +210,11 @@ pub struct OperationChange {
     /// The primary it promotes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub new_primary: Option<String>,
+    /// Set on a failed operation that was undone (the cluster runs as before it started): it
+    /// does not block later operations of the same spec generation, as a failure that left
+    /// something changed does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back: Option<bool>,
     /// Whether it is a graceful switchover (the old primary was healthy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub switchover: Option<bool>,

@@ -9,12 +9,14 @@ pub mod cratedb;
 pub mod etcd;
 pub mod foundationdb;
 pub mod pgbackrest;
+pub mod pgupgrade;
 pub mod policy;
 pub mod postgres;
 pub mod schedule;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+    ValidationRule,
 };
 use kube::CustomResourceExt;
 
@@ -31,6 +33,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         postgres::PostgresCluster::crd(),
         pgbackrest::PostgresBackup::crd(),
         pgbackrest::PostgresRestore::crd(),
+        pgupgrade::PostgresUpgrade::crd(),
         schedule::Schedule::crd(),
         policy::PostgresPolicy::crd(),
         cratedb::CrateCluster::crd(),
@@ -39,6 +42,20 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         foundationdb::FoundationDBRestore::crd(),
     ];
     for crd in &mut crds {
+        let root_rules = root_rules(&crd.spec.names.kind);
+        for version in &mut crd.spec.versions {
+            if let Some(schema) = version
+                .schema
+                .as_mut()
+                .and_then(|s| s.open_api_v3_schema.as_mut())
+                && !root_rules.is_empty()
+            {
+                schema
+                    .x_kubernetes_validations
+                    .get_or_insert_with(Vec::new)
+                    .extend(root_rules.iter().cloned());
+            }
+        }
         for version in &mut crd.spec.versions {
             if let Some(schema) = version
                 .schema
@@ -50,6 +67,28 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         }
     }
     crds
+}
+
+/// Rules on a whole object (they see its spec and its stored status, which a rule on the spec
+/// cannot): `PostgresCluster.spec.version` changes only to the version of the `PostgresUpgrade`
+/// the cluster's status says runs (the operator writes it at the upgrade's end).
+fn root_rules(kind: &str) -> Vec<ValidationRule> {
+    match kind {
+        "PostgresCluster" => vec![ValidationRule {
+            rule: "self.spec.version == oldSelf.spec.version \
+                   || int(self.spec.version) == int(oldSelf.spec.version) \
+                   || (has(oldSelf.status) && has(oldSelf.status.upgrade) \
+                       && self.spec.version == oldSelf.status.upgrade.toVersion)"
+                .to_owned(),
+            message: Some(
+                "spec.version is the PostgreSQL major version: it changes through a PostgresUpgrade (pg_upgrade), not by editing the cluster"
+                    .to_owned(),
+            ),
+            field_path: Some(".spec.version".to_owned()),
+            ..ValidationRule::default()
+        }],
+        _ => Vec::new(),
+    }
 }
 
 /// The integer formats a Kubernetes API server knows are `int32` and `int64` (it warns

@@ -39,8 +39,6 @@ use crate::common::{CommonStatus, PodOverrides, StorageSpec, TimeoutOverrides};
 #[schemars(extend("x-kubernetes-validations" = [
     {"rule": "!has(oldSelf.storage) || !has(oldSelf.storage.storageClassName) || (has(self.storage) && has(self.storage.storageClassName) && self.storage.storageClassName == oldSelf.storage.storageClassName)",
      "message": "storage.storageClassName is immutable"},
-    {"rule": "self.version == oldSelf.version || int(self.version) == int(oldSelf.version)",
-     "message": "version is the PostgreSQL major version and cannot change (major upgrades need pg_upgrade, which Steward does not run)"},
     {"rule": "!has(self.instanceStorage) || self.instanceStorage.all(s, s.ordinal < self.instances)",
      "message": "instanceStorage ordinals must be between 0 and instances - 1"},
     {"rule": "!has(self.instanceStorage) || self.instanceStorage.all(a, self.instanceStorage.exists_one(b, b.ordinal == a.ordinal))",
@@ -181,8 +179,9 @@ pub struct BackupsSpec {
 #[serde(rename_all = "camelCase")]
 pub struct PgBackRestSpec {
     /// Image of the repository host and of the instances' pgBackRest sidecar; it must contain
-    /// `pgbackrest` (2.45 or later). The PostgreSQL image must contain it too (its
-    /// `archive_command` runs `pgbackrest archive-push`).
+    /// `pgbackrest` (2.45 or later; 2.46 or later for PostgreSQL 16, 2.53 for 17). The
+    /// PostgreSQL image must contain it too (its `archive_command` runs `pgbackrest
+    /// archive-push`), the same version.
     #[serde(default = "default_pgbackrest_image")]
     pub image: String,
     /// Full backups to keep (`repo1-retention-full`); older ones, and the WAL only they need,
@@ -204,7 +203,7 @@ pub struct PgBackRestSpec {
 }
 
 /// The pgBackRest image when `backups.pgbackrest.image` is not set.
-pub const DEFAULT_PGBACKREST_IMAGE: &str = "pgbackrest:2.45";
+pub const DEFAULT_PGBACKREST_IMAGE: &str = "pgbackrest:2.55";
 
 fn default_pgbackrest_image() -> String {
     DEFAULT_PGBACKREST_IMAGE.to_owned()
@@ -511,6 +510,10 @@ pub struct PostgresClusterStatus {
     /// Automatic fail-over is off while it is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore: Option<RestoreProgress>,
+    /// The major-version upgrade in progress (a `PostgresUpgrade`), so that a restarted
+    /// operator continues it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade: Option<crate::pgupgrade::UpgradeProgress>,
     /// The policies of `spec.policies` as they ran.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub policies: Vec<crate::policy::AppliedPolicy>,

@@ -153,6 +153,12 @@ impl ImageMap {
         if let Some(dir) = newest_postgres_bin(postgres_root) {
             map = map.with("postgres", &dir).with("postgresql", dir);
         }
+        // Each installed major version under its tag: `postgres:16` runs 16, never the newest.
+        for (version, dir) in postgres_bins(postgres_root) {
+            map = map
+                .with(format!("postgres:{version}"), &dir)
+                .with(format!("postgresql:{version}"), dir);
+        }
         if is_executable(exporter) {
             for repo in POSTGRES_EXPORTER_IMAGES {
                 map = map.with(repo, exporter);
@@ -205,12 +211,43 @@ impl ImageMap {
         Ok(self)
     }
 
-    /// The map entry for `image`, if any.
+    /// The map entry for `image`, if any (see [`ImageMap::find`]).
     pub fn lookup(&self, image: &str) -> Option<&Path> {
-        candidates(image)
-            .iter()
-            .find_map(|c| self.entries.get(c))
-            .map(PathBuf::as_path)
+        self.find(image).ok().flatten()
+    }
+
+    /// The map entry for `image`. A repository with versioned entries (`postgres:15`,
+    /// `postgres:16`: one per installed major version) maps a tagged image by its major version
+    /// (`postgres:16.2-bookworm` → `postgres:16`), and a version it does not have is an error
+    /// naming the versions it has — never another version's binaries. An untagged image, or a
+    /// repository without versioned entries, uses the repository's entry.
+    pub fn find(&self, image: &str) -> Result<Option<&Path>, ResolveError> {
+        let major = major_of(image);
+        for c in candidates(image) {
+            let prefix = format!("{c}:");
+            let versions: Vec<&str> = self
+                .entries
+                .range(prefix.clone()..)
+                .map(|(k, _)| k)
+                .take_while(|k| k.starts_with(&prefix))
+                .map(|k| &k[prefix.len()..])
+                .collect();
+            if let Some(major) = major.as_deref()
+                && !versions.is_empty()
+            {
+                return match self.entries.get(&format!("{c}:{major}")) {
+                    Some(p) => Ok(Some(p.as_path())),
+                    None => Err(ResolveError(format!(
+                        "image {image:?}: version {major} of {c} is not installed on this node (it has {})",
+                        versions.join(", ")
+                    ))),
+                };
+            }
+            if let Some(p) = self.entries.get(&c) {
+                return Ok(Some(p.as_path()));
+            }
+        }
+        Ok(None)
     }
 
     /// Resolves a container's `command`/`args` the way a runtime combines them with the
@@ -223,7 +260,7 @@ impl ImageMap {
         args: &[String],
         path: &str,
     ) -> Result<Resolved, ResolveError> {
-        let target = self.lookup(image);
+        let target = self.find(image)?;
         let is_dir = target.is_some_and(Path::is_dir);
         let path_prefix = target.filter(|_| is_dir).map(Path::to_path_buf);
         let image_id = match target {
@@ -418,8 +455,24 @@ fn is_executable(p: &Path) -> bool {
 /// The `bin` directory of the newest PostgreSQL under `root` (Debian: `/usr/lib/postgresql`)
 /// that has a `postgres` executable.
 pub fn newest_postgres_bin(root: &Path) -> Option<PathBuf> {
-    let mut versions: Vec<(Vec<u32>, PathBuf)> = std::fs::read_dir(root)
-        .ok()?
+    postgres_bins(root).pop().map(|(_, p)| p)
+}
+
+/// The `bin` directory of PostgreSQL `major` under `root`, if it has a `postgres` executable.
+pub fn postgres_bin(root: &Path, major: &str) -> Option<PathBuf> {
+    postgres_bins(root)
+        .into_iter()
+        .find(|(v, _)| v == major)
+        .map(|(_, p)| p)
+}
+
+/// Every PostgreSQL under `root` (one directory per major version, Debian's layout) with a
+/// `postgres` executable: (version as named, `bin` directory), oldest first.
+fn postgres_bins(root: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(dir) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut versions: Vec<(Vec<u32>, String, PathBuf)> = dir
         .filter_map(Result::ok)
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
@@ -429,11 +482,32 @@ pub fn newest_postgres_bin(root: &Path) -> Option<PathBuf> {
                 .collect::<Result<_, _>>()
                 .ok()?;
             let bin = e.path().join("bin");
-            bin.join("postgres").exists().then_some((version, bin))
+            bin.join("postgres")
+                .exists()
+                .then_some((version, name, bin))
         })
         .collect();
     versions.sort();
-    versions.pop().map(|(_, p)| p)
+    versions.into_iter().map(|(_, n, p)| (n, p)).collect()
+}
+
+/// The major version an image's tag names: `16` of `postgres:16.2-bookworm`, `9.6` of
+/// `postgres:9.6.24` (before 10 a major version had two parts); `None` without a tag or when
+/// the tag does not start with a number (`latest`, `alpine`).
+fn major_of(image: &str) -> Option<String> {
+    let repo = repository(image);
+    let image = image.split('@').next().unwrap_or(image);
+    let tag = image.get(repo.len()..)?.strip_prefix(':')?;
+    let numeric: String = tag
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    let mut parts = numeric.split('.').filter(|p| !p.is_empty());
+    let first = parts.next()?;
+    match (first.parse::<u32>().ok()?, parts.next()) {
+        (major, Some(minor)) if major < 10 => Some(format!("{major}.{minor}")),
+        (major, _) => Some(major.to_string()),
+    }
 }
 
 #[cfg(test)]
@@ -599,6 +673,39 @@ mod tests {
             map.lookup("postgres:15"),
             Some(pg_root.join("15/bin").as_path())
         );
+    }
+
+    #[test]
+    fn tagged_postgres_images_run_their_own_major_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let pg_root = dir.path().join("postgresql");
+        touch_executable(&pg_root.join("15/bin/postgres"));
+        touch_executable(&pg_root.join("16/bin/postgres"));
+        let map = ImageMap::defaults_from(&pg_root, &dir.path().join("missing"), None, None);
+        let (v15, v16) = (pg_root.join("15/bin"), pg_root.join("16/bin"));
+        assert_eq!(map.lookup("postgres:15"), Some(v15.as_path()));
+        assert_eq!(
+            map.lookup("docker.io/library/postgres:15.8-bookworm"),
+            Some(v15.as_path())
+        );
+        assert_eq!(map.lookup("postgres:16"), Some(v16.as_path()));
+        // Untagged, or a tag without a version: the newest.
+        assert_eq!(map.lookup("postgres"), Some(v16.as_path()));
+        assert_eq!(map.lookup("postgres:latest"), Some(v16.as_path()));
+        // A version the node does not have is an error naming what it has, not another version.
+        assert_eq!(map.lookup("postgres:17"), None);
+        let e = map
+            .resolve("postgres:17", &[], &[], DEFAULT_PATH)
+            .unwrap_err();
+        assert!(
+            e.0.contains("version 17 of postgres is not installed on this node (it has 15, 16)"),
+            "{e}"
+        );
+        let ok = map.resolve("postgres:15", &[], &[], DEFAULT_PATH).unwrap();
+        assert_eq!(ok.program, v15.join("postgres"));
+        assert_eq!(major_of("postgres:9.6.24"), Some("9.6".into()));
+        assert_eq!(major_of("localhost:5000/postgres"), None);
+        assert_eq!(major_of("postgres:16@sha256:abc"), Some("16".into()));
     }
 
     #[test]

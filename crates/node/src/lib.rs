@@ -31,6 +31,6 @@ pub use error::NodeError;
 pub use images::{
     CRATEDB_STANDIN, CRATEDB_STANDIN_ENV, FDB_STANDIN, FDB_STANDIN_ENV, ImageMap, ResolveError,
     Standin, cratedb_standin_dir, find_cratedb_standin, find_standin, newest_postgres_bin,
-    standin_dir,
+    postgres_bin, standin_dir,
 };
 pub use shim::shim_main;

@@ -160,11 +160,13 @@ pub fn expire(status: &mut CommonStatus, now: Timestamp) -> Option<Operation> {
 /// A new spec generation clears the block (the user has changed their intent).
 /// A failed backup blocks nothing: it changed nothing, and is reported on its own object. A
 /// failed restore holds the cluster by its own record (`status.restore`), which a re-run or
-/// the restore's deletion clears, not by the spec generation.
+/// the restore's deletion clears, not by the spec generation. A failed operation that was
+/// rolled back (`change.rolledBack`: the cluster runs as before it) blocks nothing either.
 pub fn blocked_by_failure(status: &CommonStatus, generation: i64) -> Option<String> {
     let op = status.last_operation.as_ref()?;
     (op.phase == OperationPhase::Failed
         && op.generation == generation
+        && op.change.rolled_back != Some(true)
         && !matches!(op.kind, OperationKind::Backup | OperationKind::Restore))
     .then(|| format!("{} operation failed: {}", op.kind.as_str(), op.message))
 }

@@ -213,6 +213,20 @@ fn the_restore_example_restores_the_backups_example() {
 }
 
 #[test]
+fn the_upgrade_example_upgrades_the_backups_example_to_16() {
+    let docs = steward_operator::dev::parse_manifests(&repo_file("examples/postgres-upgrade.yaml"))
+        .unwrap();
+    let upgrade: steward_api::pgupgrade::PostgresUpgrade =
+        serde_json::from_value(docs[0].clone()).unwrap();
+    let cluster =
+        steward_operator::dev::parse_manifests(&repo_file("examples/postgres-backups.yaml"))
+            .unwrap()[0]["metadata"]["name"]
+            .clone();
+    assert_eq!(serde_json::json!(upgrade.spec.cluster), cluster);
+    assert_eq!(upgrade.spec.to_version, "16");
+}
+
+#[test]
 fn the_schedule_example_parses_and_its_expressions_are_valid() {
     let docs =
         steward_operator::dev::parse_manifests(&repo_file("examples/postgres-schedule.yaml"))

@@ -127,6 +127,37 @@ pub trait ClusterApi: Send + Sync {
     fn backups(&self) -> Option<&dyn BackupsApi> {
         None
     }
+
+    /// Its major-version upgrades, when it runs them as objects of their own.
+    fn upgrades(&self) -> Option<&dyn UpgradeApi> {
+        None
+    }
+}
+
+/// What an upgrade request says.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NewUpgrade<'a> {
+    /// The version to move to.
+    pub to_version: &'a str,
+    /// The image to run afterwards, when given.
+    pub image: Option<&'a str>,
+    /// Upgrade without a recent backup.
+    pub without_backup: bool,
+}
+
+/// An engine's major-version upgrade, run by its controller from an object of its own (a
+/// `PostgresUpgrade`); the answer is the API's `UpgradeInfo` shape.
+#[async_trait::async_trait]
+pub trait UpgradeApi: Send + Sync {
+    /// Starts an upgrade of the cluster (which exists); `stamp` names the object.
+    async fn upgrade(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        cluster: &str,
+        request: &NewUpgrade<'_>,
+        stamp: &str,
+    ) -> Result<Value, ApiError>;
 }
 
 /// What a backup request says.

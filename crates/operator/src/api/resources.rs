@@ -25,7 +25,9 @@ use steward_api::policy::PostgresPolicy;
 use steward_api::schedule::Schedule;
 
 use super::clusters::{self, engine_with};
-use super::engine::{BackupsApi, Capability, ClusterApi, NewBackup, NewRestore, NewUser, UsersApi};
+use super::engine::{
+    BackupsApi, Capability, ClusterApi, NewBackup, NewRestore, NewUpgrade, NewUser, UsersApi,
+};
 use super::server::{ApiError, ApiJson, ApiState};
 use crate::clock::format_time;
 use crate::resources::secrets::generate_password;
@@ -546,6 +548,77 @@ pub async fn restore(
                 target_time: request.target_time.as_deref(),
                 version: request.version,
                 backup: request.backup.as_deref(),
+            },
+            &now,
+        )
+        .await?;
+    Ok((StatusCode::ACCEPTED, Json(made)))
+}
+
+/// `POST …/upgrade`.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpgradeRequest {
+    /// The major version to move to (PostgreSQL: e.g. `16`).
+    to_version: String,
+    /// The image to run afterwards (default: the engine's image of that version).
+    #[serde(default)]
+    image: Option<String>,
+    /// Upgrade even though no backup was taken since the cluster's last operation.
+    #[serde(default)]
+    without_backup: bool,
+}
+
+/// A major-version upgrade.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpgradeInfo {
+    /// Its resource's name.
+    pub name: String,
+    /// The cluster upgraded.
+    pub cluster: String,
+    /// The version it moves to.
+    pub to_version: String,
+    /// Where it is.
+    pub phase: Option<String>,
+    /// Its step.
+    pub step: Option<String>,
+}
+
+/// Upgrades the cluster to a new major version (a `PostgresUpgrade`: `pg_upgrade` into new
+/// claims; the cluster's status shows progress, the old claims are kept).
+#[utoipa::path(post, path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/upgrade",
+    tag = "actions",
+    params(("namespace" = String, Path, description = "The namespace"),
+        ("engine" = String, Path, description = "`postgres` (others: 400)"),
+        ("name" = String, Path, description = "The cluster")),
+    request_body = UpgradeRequest,
+    responses((status = 202, body = UpgradeInfo), (status = 400, body = super::server::ErrorBody),
+        (status = 401, body = super::server::ErrorBody), (status = 403, body = super::server::ErrorBody),
+        (status = 404, body = super::server::ErrorBody), (status = 422, body = super::server::ErrorBody)))]
+pub async fn upgrade(
+    State(state): State<Arc<ApiState>>,
+    Path((namespace, engine, name)): Path<(String, String, String)>,
+    ApiJson(request): ApiJson<UpgradeRequest>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let e = clusters::engine(&engine)?;
+    let upgrades = e.upgrades().ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "major-version upgrades as objects are not supported for {} clusters: change spec.version (PATCH)",
+            e.name()
+        ))
+    })?;
+    clusters::get(&state.client, e, &namespace, &name).await?;
+    let now = format_time(state.clock.now());
+    let made = upgrades
+        .upgrade(
+            &state.client,
+            &namespace,
+            &name,
+            &NewUpgrade {
+                to_version: &request.to_version,
+                image: request.image.as_deref(),
+                without_backup: request.without_backup,
             },
             &now,
         )

@@ -112,6 +112,9 @@ pub enum ClientCommand {
     Backup(BackupArgs),
     /// Restore a PostgreSQL cluster (to a point in time, a backup, or the end of the archive).
     Restore(RestoreArgs),
+    /// Upgrade a PostgreSQL cluster to a new major version (pg_upgrade; the old claims are kept).
+    #[command(subcommand)]
+    Upgrade(UpgradeCommand),
     /// Log in: store a short-lived token in the configuration file, used until it expires.
     Login(LoginArgs),
     /// Print the client's version, and the server's when a configuration is found.
@@ -319,6 +322,31 @@ pub struct BackupArgs {
     /// Seconds to wait at most (with --wait).
     #[arg(long, default_value_t = 600, value_name = "SECONDS")]
     pub timeout: u64,
+}
+
+/// `steward upgrade …`.
+#[derive(Subcommand, Clone, Debug)]
+pub enum UpgradeCommand {
+    /// Upgrade a cluster to a new major version.
+    Cluster(UpgradeArgs),
+}
+
+/// `steward upgrade cluster`.
+#[derive(Args, Clone, Debug)]
+pub struct UpgradeArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// The major version to move to (e.g. 16).
+    #[arg(long = "to", value_name = "VERSION")]
+    pub to: String,
+    /// The image to run afterwards (default: postgres:<VERSION>).
+    #[arg(long)]
+    pub image: Option<String>,
+    /// Upgrade even though no backup was taken since the cluster's last operation.
+    #[arg(long)]
+    pub without_backup: bool,
+    #[command(flatten)]
+    pub wait: WaitOpts,
 }
 
 /// `steward restore`.

@@ -185,6 +185,7 @@ pub async fn run(command: ClientCommand, env: &Env, cwd: &Path) -> Result<String
         ClientCommand::Failover(a) => failover(a, env, cwd).await,
         ClientCommand::Backup(a) => backup(a, env, cwd).await,
         ClientCommand::Restore(a) => restore(a, env, cwd).await,
+        ClientCommand::Upgrade(UpgradeCommand::Cluster(a)) => upgrade(a, env, cwd).await,
         ClientCommand::Login(a) => login(a, env, cwd).await,
         ClientCommand::Version(a) => version(a, env, cwd).await,
     }
@@ -445,6 +446,33 @@ async fn restore(a: RestoreArgs, env: &Env, cwd: &Path) -> Result<String, CliErr
         &path,
         &answer,
         Shape::Restore,
+        &a.wait,
+        Expectation::default(),
+    )
+    .await
+}
+
+/// `steward upgrade cluster X --to V`: `--wait` follows the cluster as for a restore (an
+/// `Upgrade` operation seen running, then none, `Available=True`).
+async fn upgrade(a: UpgradeArgs, env: &Env, cwd: &Path) -> Result<String, CliError> {
+    let c = &a.cluster;
+    let s = Session::open(&c.opts, c.api_user.username.as_deref(), env, cwd)?;
+    let path = s.cluster_path(&c.name, c.engine).await?;
+    let mut body = json!({ "toVersion": a.to });
+    if let Some(image) = &a.image {
+        body["image"] = json!(image);
+    }
+    if a.without_backup {
+        body["withoutBackup"] = json!(true);
+    }
+    let answer = s
+        .client
+        .call(Method::POST, &format!("{path}/upgrade"), Some(&body))
+        .await?;
+    s.finish_action(
+        &path,
+        &answer,
+        Shape::Upgrade,
         &a.wait,
         Expectation::default(),
     )

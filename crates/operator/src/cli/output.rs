@@ -38,6 +38,8 @@ pub enum Shape {
     Backup,
     /// RestoreInfo.
     Restore,
+    /// UpgradeInfo.
+    Upgrade,
     /// `{"message"}`.
     Message,
     /// `{"client","server"}`.
@@ -107,6 +109,13 @@ fn table(value: &Value, shape: Shape) -> String {
         Shape::Restore => key_values(&[
             ("Restore", text(value, "/name")),
             ("Cluster", text(value, "/cluster")),
+            ("Phase", text(value, "/phase")),
+            ("Step", text(value, "/step")),
+        ]),
+        Shape::Upgrade => key_values(&[
+            ("Upgrade", text(value, "/name")),
+            ("Cluster", text(value, "/cluster")),
+            ("To", text(value, "/toVersion")),
             ("Phase", text(value, "/phase")),
             ("Step", text(value, "/step")),
         ]),

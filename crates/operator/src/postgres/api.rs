@@ -19,12 +19,13 @@ use steward_api::pgbackrest::{
 };
 
 use crate::api::engine::{
-    BackupsApi, Capability, ClusterApi, FailoverApi, NewBackup, NewCluster, NewRestore, NewUser,
-    Size, UsersApi, normalize_as, parts_as, to_json, user_ready,
+    BackupsApi, Capability, ClusterApi, FailoverApi, NewBackup, NewCluster, NewRestore, NewUpgrade,
+    NewUser, Size, UpgradeApi, UsersApi, normalize_as, parts_as, to_json, user_ready,
 };
-use crate::api::resources::{BackupInfo, RestoreInfo, UserInfo, stamped};
+use crate::api::resources::{BackupInfo, RestoreInfo, UpgradeInfo, UserInfo, stamped};
 use crate::api::server::ApiError;
 use crate::postgres::engine::Postgres;
+use steward_api::pgupgrade::{PostgresUpgrade, PostgresUpgradeSpec};
 
 /// The version a create request gets when it names none.
 pub const DEFAULT_VERSION: &str = "15";
@@ -76,6 +77,53 @@ impl ClusterApi for Postgres {
 
     fn failover(&self) -> Option<&dyn FailoverApi> {
         Some(self)
+    }
+
+    fn upgrades(&self) -> Option<&dyn UpgradeApi> {
+        Some(self)
+    }
+}
+
+/// A PostgreSQL major-version upgrade is a `PostgresUpgrade` the cluster's controller runs.
+#[async_trait::async_trait]
+impl UpgradeApi for Postgres {
+    async fn upgrade(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        cluster: &str,
+        request: &NewUpgrade<'_>,
+        stamp: &str,
+    ) -> Result<Value, ApiError> {
+        let to = request.to_version;
+        if to.len() != 2 || !to.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(ApiError::bad_request(format!(
+                "toVersion {to:?} is not a PostgreSQL major version such as \"16\""
+            )));
+        }
+        let mut object = PostgresUpgrade::new(
+            &stamped(cluster, &format!("upgrade-{to}"), stamp),
+            PostgresUpgradeSpec {
+                cluster: cluster.to_owned(),
+                to_version: to.to_owned(),
+                image: request.image.map(str::to_owned),
+                upgrade_image: None,
+                without_backup: request.without_backup,
+            },
+        );
+        object.metadata.namespace = Some(namespace.to_owned());
+        let made = Api::<PostgresUpgrade>::namespaced(client.clone(), namespace)
+            .create(&PostParams::default(), &object)
+            .await
+            .map_err(|e| ApiError::kube("create PostgresUpgrade", &e))?;
+        let status = made.status.clone().unwrap_or_default();
+        to_json(&UpgradeInfo {
+            name: made.name_any(),
+            cluster: cluster.to_owned(),
+            to_version: to.to_owned(),
+            phase: status.phase.map(|p| format!("{p:?}")),
+            step: status.step,
+        })
     }
 }
 

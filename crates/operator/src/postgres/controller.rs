@@ -184,6 +184,8 @@ pub struct Streams {
     pub backups: Subscription<PostgresBackup>,
     /// `PostgresRestore`s: each wakes the cluster it names.
     pub restores: Subscription<PostgresRestore>,
+    /// `PostgresUpgrade`s: each wakes the cluster it names.
+    pub upgrades: Subscription<steward_api::pgupgrade::PostgresUpgrade>,
     /// `PostgresPolicy`s: each wakes the clusters that list it.
     pub policies: Subscription<steward_api::policy::PostgresPolicy>,
     /// Users' password Secrets: each wakes the clusters that reference it.
@@ -203,6 +205,7 @@ pub async fn run(
         nodes: node_events,
         backups: backup_events,
         restores: restore_events,
+        upgrades: upgrade_events,
         policies: policy_events,
         user_secrets: user_secret_events,
     } = streams;
@@ -247,6 +250,14 @@ pub async fn run(
                 .namespace()
                 .map(|ns| ObjectRef::new(&restore.spec.cluster).within(&ns))
         })
+        .watches_shared_stream(
+            upgrade_events,
+            |upgrade: Arc<steward_api::pgupgrade::PostgresUpgrade>| {
+                upgrade
+                    .namespace()
+                    .map(|ns| ObjectRef::new(&upgrade.spec.cluster).within(&ns))
+            },
+        )
         .watches_shared_stream(
             policy_events,
             move |policy: Arc<steward_api::policy::PostgresPolicy>| {

@@ -1,6 +1,6 @@
 //! The PostgreSQL engine as the runtime runs it ([`Engine`]): the cluster controller, woken by
 //! its Services, instance Pods, Node state changes, users' password Secrets and the
-//! `PostgresBackup`, `PostgresRestore` and `PostgresPolicy` objects (caches of its own); its
+//! `PostgresBackup`, `PostgresRestore`, `PostgresUpgrade` and `PostgresPolicy` objects (caches of its own); its
 //! admin seams are the `tokio-postgres` client and the pgBackRest repository reader.
 
 use std::sync::Arc;
@@ -69,6 +69,8 @@ impl Engine for Postgres {
                 stores::watched::<steward_api::pgbackrest::PostgresBackup>(&ctx, stop.clone());
             let restores =
                 stores::watched::<steward_api::pgbackrest::PostgresRestore>(&ctx, stop.clone());
+            let upgrades =
+                stores::watched::<steward_api::pgupgrade::PostgresUpgrade>(&ctx, stop.clone());
             let policies =
                 stores::watched::<steward_api::policy::PostgresPolicy>(&ctx, stop.clone());
             let postgres = PostgresStores {
@@ -78,6 +80,7 @@ impl Engine for Postgres {
                 nodes: shared.nodes,
                 backups: backups.0,
                 restores: restores.0,
+                upgrades: upgrades.0,
                 policies: policies.0,
                 budgets: shared.budgets,
                 config_maps: shared.config_maps,
@@ -96,6 +99,7 @@ impl Engine for Postgres {
                         nodes,
                         backups: backups.1,
                         restores: restores.1,
+                        upgrades: upgrades.1,
                         policies: policies.1,
                         user_secrets,
                     },

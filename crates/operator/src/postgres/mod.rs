@@ -51,6 +51,8 @@ pub struct PostgresStores {
     pub backups: kube::runtime::reflector::Store<steward_api::pgbackrest::PostgresBackup>,
     /// Every `PostgresRestore` in the watched namespaces.
     pub restores: kube::runtime::reflector::Store<steward_api::pgbackrest::PostgresRestore>,
+    /// Every `PostgresUpgrade` in the watched namespaces.
+    pub upgrades: kube::runtime::reflector::Store<steward_api::pgupgrade::PostgresUpgrade>,
     /// Every `PostgresPolicy` in the watched namespaces.
     pub policies: kube::runtime::reflector::Store<steward_api::policy::PostgresPolicy>,
     /// Disruption budgets, metadata only (to skip applies that would change nothing).
@@ -195,6 +197,7 @@ pub fn pipeline() -> Pipeline<PostgresPass> {
             Box::new(steps::observe_instances::ObserveInstances),
             Box::new(steps::failover::Failover),
             Box::new(steps::restore_cluster::RestoreCluster),
+            Box::new(steps::upgrade_cluster::UpgradeCluster),
             Box::new(steps::clone_from_source::CloneFromSource),
             Box::new(steps::provision_instances::ProvisionInstances),
             Box::new(steps::provision_repository::ProvisionRepository),

@@ -40,7 +40,7 @@ Plurals of Steward's custom resources: one per CRD in crds/steward.dev.yaml.
 .ci/check-deploy.sh fails when a CRD is missing here or in deploy/rbac.yaml.
 */}}
 {{- define "steward.customResources" -}}
-{{- list "etcdclusters" "etcdpeers" "postgresclusters" "postgresbackups" "postgresrestores" "schedules" "postgrespolicies" "crateclusters" "foundationdbclusters" "foundationdbbackups" "foundationdbrestores" | toJson -}}
+{{- list "etcdclusters" "etcdpeers" "postgresclusters" "postgresbackups" "postgresrestores" "postgresupgrades" "schedules" "postgrespolicies" "crateclusters" "foundationdbclusters" "foundationdbbackups" "foundationdbrestores" | toJson -}}
 {{- end -}}
 
 {{/*

@@ -8,4 +8,5 @@ pub mod pgbackrest;
 pub mod script;
 pub mod secrets;
 pub mod service;
+pub mod upgrade;
 pub mod verify;

@@ -537,6 +537,30 @@ pub fn stanza_job(owner: &PostgresCluster, cluster: &ValidatedPostgresCluster) -
     )
 }
 
+/// The Job `<upgrade>-stanza-upgrade`: `pgbackrest stanza-upgrade` on the repository's volume
+/// after a major-version upgrade, so that the stanza knows the new version and system
+/// identifier and archiving resumes. Owned by the `PostgresUpgrade`; a few attempts (it needs
+/// the upgraded primary up).
+pub fn stanza_upgrade_job(
+    upgrade: &steward_api::pgupgrade::PostgresUpgrade,
+    cluster: &ValidatedPostgresCluster,
+) -> Option<Job> {
+    let name = upgrade.metadata.name.clone()?;
+    repo_job(
+        upgrade,
+        cluster,
+        stanza_upgrade_job_name(&name),
+        Labels::new(ENGINE, &cluster.name, "stanza-upgrade"),
+        vec!["stanza-upgrade".into()],
+        5,
+    )
+}
+
+/// The name of upgrade `upgrade`'s stanza-upgrade Job.
+pub fn stanza_upgrade_job_name(upgrade: &str) -> String {
+    format!("{upgrade}-stanza-upgrade")
+}
+
 /// The component label of backup Jobs and their Pods.
 pub const BACKUP_COMPONENT: &str = "backup";
 

@@ -102,7 +102,7 @@ async fn job_ends(h: &Harness, job: &str, message: Option<&str>) {
             let terminated = json!({"exitCode": code, "reason": if code == 0 {"Completed"} else {"Error"},
                 "message": message});
             let body = json!({"status": {"phase": phase, "containerStatuses": [{
-                "name": "pgbackrest", "ready": false, "restartCount": 0, "image": "pgbackrest:2.45",
+                "name": "pgbackrest", "ready": false, "restartCount": 0, "image": "pgbackrest:2.55",
                 "imageID": "", "state": {"terminated": terminated}}]}});
             pods.patch_status(
                 &pod.name_any(),

@@ -66,9 +66,9 @@ impl SubReconciler<PostgresPass> for Failover {
         if let Some(progress) = pass.status.pending_failover.clone() {
             return advance(pass, progress).await;
         }
-        // A restore stops the instances on purpose and starts the restored primary in
-        // recovery: fail-over is off until it is done (seed: "turn off autofail").
-        if pass.status.restore.is_some() {
+        // A restore (or a major upgrade) stops the instances on purpose and starts the new
+        // primary alone: fail-over is off until it is done (seed: "turn off autofail").
+        if pass.status.restore.is_some() || pass.status.upgrade.is_some() {
             pass.status.primary_unready_since = None;
             return Ok(Outcome::Continue);
         }

@@ -14,6 +14,7 @@ pub mod restore_cluster;
 pub mod rolling_restart;
 pub mod run_backups;
 pub mod update_status;
+pub mod upgrade_cluster;
 pub mod validate_spec;
 
 #[cfg(test)]

@@ -8,8 +8,8 @@
 //! Scaling `instances` adds the lowest free ordinal or removes the highest-ordinal replica
 //! (never the primary), one per pass, as a `Scale` operation; a removed instance's claim is
 //! deleted only when `storage.retainOnScaleDown` is `Delete`. While a restore runs
-//! (`status.restore`), the instances it stopped are not recreated, then only the restored
-//! primary is, and nothing is scaled.
+//! (`status.restore`), or a major upgrade (`status.upgrade`), the instances it stopped are not
+//! recreated, then only the new primary is, and nothing is scaled.
 
 use std::time::Duration;
 
@@ -108,15 +108,37 @@ impl SubReconciler<PostgresPass> for ProvisionInstances {
             .map(|p| p.from.clone());
         let primary_writable = pass.instance(&primary).is_some_and(|v| v.writable());
         let hash = pass.config_hash.clone().unwrap_or_default();
-        let restore = pass.status.restore.clone();
         let epoch = pass.names.epoch;
-        // A restore holds the instances it stopped, then starts the restored primary alone.
-        let held = |name: &str| match &restore {
+        // A restore or a major upgrade holds the instances it stopped, then starts the new
+        // primary alone.
+        let moving = pass
+            .status
+            .restore
+            .as_ref()
+            .map(|r| {
+                (
+                    r.step.clone(),
+                    r.primary.clone(),
+                    r.epoch,
+                    r.failed.is_some(),
+                )
+            })
+            .or_else(|| {
+                pass.status.upgrade.as_ref().map(|u| {
+                    (
+                        u.step.clone(),
+                        u.primary.clone(),
+                        u.epoch,
+                        u.failed.is_some(),
+                    )
+                })
+            });
+        let held = |name: &str| match &moving {
             None => false,
-            Some(r) if r.failed.is_some() => true,
-            Some(r) => match r.step.as_str() {
-                "StopInstances" | "RestoreJob" => true,
-                "StartPrimary" => name != r.primary || epoch != r.epoch,
+            Some((_, _, _, true)) => true,
+            Some((step, primary, to, false)) => match step.as_str() {
+                "StopInstances" | "RestoreJob" | "UpgradeJob" => true,
+                "StartPrimary" => name != primary || epoch != *to,
                 _ => false,
             },
         };
@@ -180,7 +202,7 @@ impl SubReconciler<PostgresPass> for ProvisionInstances {
         if created > 0 {
             return Ok(Outcome::requeue(SOON * 2, "instances created"));
         }
-        if fenced.is_some() || !primary_writable || restore.is_some() {
+        if fenced.is_some() || !primary_writable || moving.is_some() {
             return Ok(Outcome::Continue);
         }
         // Scale, one instance per pass, once every instance is up.

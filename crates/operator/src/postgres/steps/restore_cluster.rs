@@ -250,7 +250,7 @@ async fn fail(
     Ok(Outcome::Continue)
 }
 
-fn instance_pods(pass: &PostgresPass) -> Vec<Arc<CachedPod>> {
+pub(crate) fn instance_pods(pass: &PostgresPass) -> Vec<Arc<CachedPod>> {
     pass.stores
         .pods
         .of_instance(&pass.core.namespace, &pass.core.name)
@@ -263,8 +263,39 @@ fn instance_pods(pass: &PostgresPass) -> Vec<Arc<CachedPod>> {
         .collect()
 }
 
+/// Deletes the instance Pods (their claims stay; PostgreSQL gets a fast shutdown). `true` once
+/// none is left.
+pub(crate) async fn stop_instances(pass: &PostgresPass) -> Result<bool, Error> {
+    let pods = instance_pods(pass);
+    if pods.is_empty() {
+        return Ok(true);
+    }
+    let api: Api<Pod> = pass.ctx.api(&pass.core.namespace);
+    for pod in pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+    {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: pod.uid(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&pod.name_any(), &params).await {
+            Ok(_) | Err(kube::Error::Api(_)) => {}
+            Err(source) => return Err(Error::kube("delete Pod", pass.object(), source)),
+        }
+    }
+    Ok(false)
+}
+
 /// The claims of generation `epoch` that exist, for the cluster's instances.
-fn claims_of(pass: &PostgresPass, valid: &ValidatedPostgresCluster, epoch: u32) -> Vec<String> {
+pub(crate) fn claims_of(
+    pass: &PostgresPass,
+    valid: &ValidatedPostgresCluster,
+    epoch: u32,
+) -> Vec<String> {
     (0..valid.instances.max(1))
         .map(|o| ClusterNames::claim_at(&pass.names.instance(o), epoch))
         .filter(|c| {
@@ -393,7 +424,7 @@ async fn begin(
 }
 
 /// What keeps an operation from starting (`Busy`, `Blocked`), as text; `None` once started.
-fn not_started(started: Started) -> Option<String> {
+pub(crate) fn not_started(started: Started) -> Option<String> {
     match started {
         Started::New | Started::Resumed => None,
         Started::Busy(kind) => Some(kind.as_str().to_owned()),
@@ -499,8 +530,7 @@ async fn advance(
             Ok(Outcome::requeue(SOON, "stopping the instances"))
         }
         "StopInstances" => {
-            let pods = instance_pods(pass);
-            if pods.is_empty() {
+            if stop_instances(pass).await? {
                 enter(
                     pass,
                     &mut progress,
@@ -510,23 +540,6 @@ async fn advance(
                 )
                 .await?;
                 return Ok(Outcome::requeue(SOON, "restore Job next"));
-            }
-            let api: Api<Pod> = pass.ctx.api(&ns);
-            for pod in pods
-                .iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-            {
-                let params = DeleteParams {
-                    preconditions: Some(Preconditions {
-                        uid: pod.uid(),
-                        resource_version: None,
-                    }),
-                    ..DeleteParams::default()
-                };
-                match api.delete(&pod.name_any(), &params).await {
-                    Ok(_) | Err(kube::Error::Api(_)) => {}
-                    Err(source) => return Err(Error::kube("delete Pod", pass.object(), source)),
-                }
             }
             Ok(Outcome::requeue(
                 SOON * 2,
@@ -694,54 +707,10 @@ async fn finish(
     progress: RestoreProgress,
     restore: Option<&PostgresRestore>,
 ) -> Result<Outcome, Error> {
-    let ns = pass.core.namespace.clone();
-    let claims: Api<PersistentVolumeClaim> = pass.ctx.api(&ns);
-    for claim in &progress.previous_claims {
-        let patch = serde_json::json!({"metadata": {"labels": {
-            RESTORED_BY: progress.name,
-            labels::COMPONENT: REPLACED_COMPONENT,
-        }}});
-        match claims
-            .patch(claim, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(source) => {
-                return Err(Error::kube(
-                    "label PersistentVolumeClaim",
-                    format!("{ns}/{claim}"),
-                    source,
-                ));
-            }
-        }
-    }
+    retire_claims(pass, &progress.previous_claims, RESTORED_BY, &progress.name).await?;
     let mut backup_name = None;
     if let Some(r) = restore {
-        let name = format!("{}-full", r.name_any());
-        let mut backup = PostgresBackup::new(
-            &name,
-            PostgresBackupSpec {
-                cluster: pass.core.name.clone(),
-                type_: BackupType::Full,
-                method: steward_api::pgbackrest::BackupMethod::Pgbackrest,
-            },
-        );
-        backup.metadata.namespace = Some(ns.clone());
-        backup.metadata.owner_references = r.controller_owner_ref(&()).map(|o| vec![o]);
-        let api: Api<PostgresBackup> = pass.ctx.api(&ns);
-        match api.create(&PostParams::default(), &backup).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(source) => {
-                return Err(Error::kube(
-                    "create PostgresBackup",
-                    format!("{ns}/{name}"),
-                    source,
-                ));
-            }
-        }
-        backup_name = Some(name);
+        backup_name = Some(request_full_backup(pass, r).await?);
     }
     pass.status.restore = None;
     let message = format!(
@@ -776,6 +745,72 @@ async fn finish(
         write_status(pass, r, status).await?;
     }
     Ok(Outcome::requeue(SOON, "restore completed"))
+}
+
+/// Labels the claims a restore or an upgrade replaced: `<by_label>=<by>` and the component
+/// [`REPLACED_COMPONENT`] (out of the instances' reach). Never deletes them.
+pub(crate) async fn retire_claims(
+    pass: &PostgresPass,
+    claims: &[String],
+    by_label: &str,
+    by: &str,
+) -> Result<(), Error> {
+    let ns = pass.core.namespace.clone();
+    let api: Api<PersistentVolumeClaim> = pass.ctx.api(&ns);
+    for claim in claims {
+        let patch = serde_json::json!({"metadata": {"labels": {
+            by_label: by,
+            labels::COMPONENT: REPLACED_COMPONENT,
+        }}});
+        match api
+            .patch(claim, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(source) => {
+                return Err(Error::kube(
+                    "label PersistentVolumeClaim",
+                    format!("{ns}/{claim}"),
+                    source,
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Creates the full backup `<owner>-full` of the cluster, owned by `owner` (a restore or an
+/// upgrade: pgBackRest's advice after both). Idempotent; returns its name.
+pub(crate) async fn request_full_backup<K>(pass: &PostgresPass, owner: &K) -> Result<String, Error>
+where
+    K: Resource<DynamicType = ()>,
+{
+    let ns = pass.core.namespace.clone();
+    let name = format!("{}-full", owner.meta().name.clone().unwrap_or_default());
+    let mut backup = PostgresBackup::new(
+        &name,
+        PostgresBackupSpec {
+            cluster: pass.core.name.clone(),
+            type_: BackupType::Full,
+            method: steward_api::pgbackrest::BackupMethod::Pgbackrest,
+        },
+    );
+    backup.metadata.namespace = Some(ns.clone());
+    backup.metadata.owner_references = owner.controller_owner_ref(&()).map(|o| vec![o]);
+    let api: Api<PostgresBackup> = pass.ctx.api(&ns);
+    match api.create(&PostParams::default(), &backup).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(source) => {
+            return Err(Error::kube(
+                "create PostgresBackup",
+                format!("{ns}/{name}"),
+                source,
+            ));
+        }
+    }
+    Ok(name)
 }
 
 #[async_trait]

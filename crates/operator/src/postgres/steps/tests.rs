@@ -388,6 +388,7 @@ impl Harness {
                 nodes: self.node_cache().await,
                 backups: self.cache().await,
                 restores: self.cache().await,
+                upgrades: self.cache().await,
                 policies: self.cache().await,
                 budgets: reflector::store().0,
                 config_maps: reflector::store().0,
