@@ -1,11 +1,13 @@
 //! Compiling a CRD version's `x-kubernetes-validations` once, when the CRD is written: every
-//! rule (and `messageExpression`) is parsed, checked for functions this server lacks, and kept in
-//! a tree that mirrors the schema but holds only the branches with rules. Failures are the
-//! CRD's `422` causes, with the path of the rule inside the CRD.
+//! rule (and `messageExpression`) is parsed, checked for functions this server lacks, its cost
+//! estimated and held to upstream's budgets (`cost`), and kept in a tree that mirrors the schema
+//! but holds only the branches with rules. Failures are the CRD's `422` causes, with the path of
+//! the rule inside the CRD.
 
 use ::cel::Program;
 use serde_json::{Value, json};
 
+use super::cost::{self, Site};
 use super::{check, library};
 use crate::status::Cause;
 
@@ -96,12 +98,25 @@ fn invalid_rule(field: String, rule: &Value, detail: &str) -> Cause {
     }
 }
 
-/// Where a rule sits, for checking it.
-#[derive(Clone, Copy)]
-struct Site<'a> {
-    schema: &'a Value,
-    root: bool,
-    optional_old: bool,
+/// What compiling a schema finds: the CRD's causes, and the estimated cost of its rules.
+#[derive(Default)]
+pub struct Findings {
+    pub causes: Vec<Cause>,
+    pub total: cost::Total,
+}
+
+/// Holds the estimated cost of the rule (or `messageExpression`) at `field` to the per-rule
+/// budget, and counts it toward the schema's.
+fn budget(field: &str, what: &str, estimate: u64, out: &mut Findings) {
+    if estimate > cost::RULE_LIMIT {
+        let message = cost::over_budget(
+            &format!("estimated {what} cost"),
+            estimate,
+            cost::RULE_LIMIT,
+        );
+        out.causes.push(Cause::forbidden(field, &message));
+    }
+    out.total.observe(field, estimate);
 }
 
 /// Parses `source` and checks the functions it calls and the fields it selects.
@@ -162,18 +177,18 @@ fn reason(rule: &Value) -> Result<Reason, ()> {
 
 /// Compiles the rules of one schema node. `path` is the node's path inside the CRD,
 /// `correlatable` whether an old value can be found for it (not inside non-map lists).
-fn rules(schema: &Value, path: &str, place: Place, causes: &mut Vec<Cause>) -> Vec<Rule> {
+fn rules(schema: &Value, path: &str, place: Place, out: &mut Findings) -> Vec<Rule> {
     let list = schema
         .get("x-kubernetes-validations")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let mut out = Vec::new();
+    let mut compiled = Vec::new();
     for (i, r) in list.iter().enumerate() {
         let at = format!("{path}.x-kubernetes-validations[{i}]");
         let source = text(r, "rule").unwrap_or_default();
         if source.trim().is_empty() {
-            causes.push(Cause::required(&format!("{at}.rule")));
+            out.causes.push(Cause::required(&format!("{at}.rule")));
             continue;
         }
         let optional_old = r.get("optionalOldSelf").and_then(Value::as_bool) == Some(true);
@@ -186,28 +201,51 @@ fn rules(schema: &Value, path: &str, place: Place, causes: &mut Vec<Cause>) -> V
             Ok(p) => p,
             Err(e) => {
                 let detail = format!("compilation failed: {e}");
-                causes.push(invalid_rule(format!("{at}.rule"), r, &detail));
+                out.causes
+                    .push(invalid_rule(format!("{at}.rule"), r, &detail));
                 continue;
             }
+        };
+        // As upstream: the rule's cost, then its messageExpression's, then oldSelf's use.
+        let times = place
+            .cardinality
+            .unwrap_or_else(|| cost::unbounded_cardinality(site));
+        let rule_cost = cost::times(cost::estimate(program.expression(), site), times);
+        budget(&format!("{at}.rule"), "rule", rule_cost, out);
+        let mut failed = false;
+        let message_expression = match text(r, "messageExpression") {
+            None => None,
+            Some(m) => match parse(&m, site) {
+                Ok((p, _)) => {
+                    let at = format!("{at}.messageExpression");
+                    budget(
+                        &at,
+                        "messageExpression",
+                        cost::estimate(p.expression(), site),
+                        out,
+                    );
+                    Some(p)
+                }
+                Err(e) => {
+                    let detail = format!("messageExpression compilation failed: {e}");
+                    out.causes
+                        .push(invalid_rule(format!("{at}.messageExpression"), r, &detail));
+                    failed = true;
+                    None
+                }
+            },
         };
         if uses_old && !place.correlatable {
             let detail = format!(
                 "oldSelf cannot be used on the uncorrelatable portion of the schema within {path}"
             );
-            causes.push(invalid_rule(format!("{at}.rule"), r, &detail));
+            out.causes
+                .push(invalid_rule(format!("{at}.rule"), r, &detail));
+            failed = true;
+        }
+        if failed {
             continue;
         }
-        let message_expression = match text(r, "messageExpression") {
-            None => None,
-            Some(m) => match parse(&m, site) {
-                Ok((p, _)) => Some(p),
-                Err(e) => {
-                    let detail = format!("messageExpression compilation failed: {e}");
-                    causes.push(invalid_rule(format!("{at}.messageExpression"), r, &detail));
-                    continue;
-                }
-            },
-        };
         let Ok(reason) = reason(r) else {
             let allowed = [
                 "FieldValueDuplicate",
@@ -216,7 +254,7 @@ fn rules(schema: &Value, path: &str, place: Place, causes: &mut Vec<Cause>) -> V
                 "FieldValueRequired",
             ]
             .map(|a| json!(a));
-            causes.push(Cause::not_supported(
+            out.causes.push(Cause::not_supported(
                 &format!("{at}.reason"),
                 r.get("reason").unwrap_or(&Value::Null),
                 &allowed,
@@ -229,7 +267,7 @@ fn rules(schema: &Value, path: &str, place: Place, causes: &mut Vec<Cause>) -> V
                 Ok(p) => Some(p),
                 Err(e) => {
                     let detail = format!("fieldPath must be a valid path: {e}");
-                    causes.push(Cause::invalid(
+                    out.causes.push(Cause::invalid(
                         &format!("{at}.fieldPath"),
                         &json!(p),
                         &detail,
@@ -238,7 +276,7 @@ fn rules(schema: &Value, path: &str, place: Place, causes: &mut Vec<Cause>) -> V
                 }
             },
         };
-        out.push(Rule {
+        compiled.push(Rule {
             source,
             program,
             message: text(r, "message"),
@@ -249,7 +287,7 @@ fn rules(schema: &Value, path: &str, place: Place, causes: &mut Vec<Cause>) -> V
             optional_old,
         });
     }
-    out
+    compiled
 }
 
 /// Where a schema node is: the resource's root or not, and whether old values can be found
@@ -258,21 +296,29 @@ fn rules(schema: &Value, path: &str, place: Place, causes: &mut Vec<Cause>) -> V
 pub struct Place {
     pub root: bool,
     pub correlatable: bool,
+    /// How many times the node can occur in one object (`None`: unbounded), from the
+    /// `maxItems`/`maxProperties` of the lists and maps above it.
+    pub cardinality: Option<u64>,
 }
 
 /// Builds the rule tree under `schema` (at `path` inside the CRD).
-pub fn node(schema: &Value, path: &str, place: Place, causes: &mut Vec<Cause>) -> Node {
+pub fn node(schema: &Value, path: &str, place: Place, out: &mut Findings) -> Node {
     let mut n = Node {
-        rules: rules(schema, path, place, causes),
+        rules: rules(schema, path, place, out),
         ..Node::default()
     };
+    let cardinality = place
+        .cardinality
+        .zip(cost::fan_out(schema))
+        .map(|(n, each)| cost::times(n, each));
     let child = Place {
         root: false,
         correlatable: place.correlatable,
+        cardinality,
     };
     if let Some(props) = schema.get("properties").and_then(Value::as_object) {
         for (k, sub) in props {
-            let child = node(sub, &format!("{path}.properties[{k}]"), child, causes);
+            let child = node(sub, &format!("{path}.properties[{k}]"), child, out);
             if !child.is_empty() {
                 n.properties.push((k.clone(), child));
             }
@@ -280,7 +326,7 @@ pub fn node(schema: &Value, path: &str, place: Place, causes: &mut Vec<Cause>) -
     }
     if let Some(sub) = schema.get("additionalProperties").filter(|a| a.is_object()) {
         let at = format!("{path}.additionalProperties");
-        let child = node(sub, &at, child, causes);
+        let child = node(sub, &at, child, out);
         n.additional = (!child.is_empty()).then(|| Box::new(child));
     }
     if let Some(sub) = schema.get("items").filter(|a| a.is_object()) {
@@ -293,8 +339,9 @@ pub fn node(schema: &Value, path: &str, place: Place, causes: &mut Vec<Cause>) -
         let items = Place {
             root: false,
             correlatable: place.correlatable && is_map,
+            cardinality,
         };
-        let child = node(sub, &format!("{path}.items"), items, causes);
+        let child = node(sub, &format!("{path}.items"), items, out);
         n.items = (!child.is_empty()).then(|| Box::new(child));
     }
     if !n.rules.is_empty() {

@@ -2,10 +2,12 @@
 //! version when the CRD is written (`compile`) and evaluated on every write of a custom
 //! resource and of its `/status` (`validate`), with the `cel` crate as the interpreter.
 //! `library` says which functions exist; `value` how JSON becomes CEL values; `eval` how
-//! rules are run and old values correlated.
+//! rules are run and old values correlated; `cost` what a rule is estimated to cost, held to
+//! upstream's budgets when the CRD is written.
 
 mod check;
 mod compile;
+mod cost;
 mod eval;
 mod library;
 mod value;
@@ -26,12 +28,15 @@ pub struct Validations {
 /// Compiles the rules of `schema` (the `openAPIV3Schema` found at `path` inside the CRD).
 /// `Ok(None)`: the schema has no rules. `Err`: the CRD's causes, one per bad rule.
 pub fn compile(schema: &Value, path: &str) -> Result<Option<Validations>, Vec<Cause>> {
-    let mut causes = Vec::new();
+    let mut out = compile::Findings::default();
     let place = compile::Place {
         root: true,
         correlatable: true,
+        cardinality: Some(1),
     };
-    let root = compile::node(schema, path, place, &mut causes);
+    let root = compile::node(schema, path, place, &mut out);
+    let mut causes = out.causes;
+    causes.extend(out.total.causes(path));
     if !causes.is_empty() {
         return Err(causes);
     }

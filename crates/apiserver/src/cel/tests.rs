@@ -11,7 +11,7 @@ fn schema() -> Value {
             {"rule": "self.min <= self.max", "message": "min must not exceed max"},
             {"rule": "self.name == oldSelf.name", "message": "name is immutable"},
             {"rule": "!has(self.forbidden)", "reason": "FieldValueForbidden",
-             "messageExpression": "'forbidden is ' + string(self.forbidden)"},
+             "messageExpression": "'forbidden is %d'.format([self.forbidden])"},
             {"rule": "self.min >= 0", "fieldPath": ".min"}],
         "properties": {
             "name": {"type": "string"},
@@ -139,7 +139,7 @@ fn bad_rules_refuse_the_crd_with_their_path() {
     let s = json!({"type": "object", "properties": {
         "a": {"type": "string", "x-kubernetes-validations": [{"rule": "self >"}]},
         "b": {"type": "string", "x-kubernetes-validations": [{"rule": "quantity(self) > 1"}]},
-        "c": {"type": "array", "items": {"type": "string",
+        "c": {"type": "array", "maxItems": 10, "items": {"type": "string", "maxLength": 10,
             "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}},
         "d": {"type": "string", "x-kubernetes-validations": [
             {"rule": "true", "reason": "Nope"}, {"rule": "true", "fieldPath": ".x"},

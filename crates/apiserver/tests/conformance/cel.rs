@@ -1,7 +1,8 @@
 //! CRD validation rules (`x-kubernetes-validations`, CEL): object, item, map-value and scalar
 //! rules, `message`, `messageExpression`, `reason`, `fieldPath`, transition rules with
 //! `oldSelf` (immutability, no decrease, `optionalOldSelf`), list-map item correlation, rules
-//! on `/status` writes, and refusal of a CRD whose rule does not compile.
+//! on `/status` writes, and refusal of a CRD whose rule does not compile or whose estimated
+//! cost is over upstream's budget.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
@@ -276,6 +277,85 @@ async fn crd_with_a_rule_that_does_not_compile_is_refused() {
             .await
             .unwrap()
             .is_none()
+    );
+    env.finish().await;
+}
+
+/// Lists of lists of names, with or without `maxItems`/`maxLength`.
+fn name_groups(bounded: bool) -> Value {
+    let (mut outer, mut inner, mut name) = (
+        json!({"type": "array"}),
+        json!({"type": "array"}),
+        json!({"type": "string"}),
+    );
+    if bounded {
+        outer["maxItems"] = json!(10);
+        inner["maxItems"] = json!(10);
+        name["maxLength"] = json!(63);
+    }
+    inner["items"] = name;
+    outer["items"] = inner;
+    json!([{"name": "v1", "served": true, "storage": true,
+        "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {"groups": outer},
+                "x-kubernetes-validations": [{
+                    "rule": "self.groups.all(g, g.all(n, n.matches('^[a-z][a-z0-9-]*$')))",
+                    "message": "names are lowercase DNS labels"}]}}}}}])
+}
+
+#[tokio::test]
+async fn crd_with_a_rule_over_the_cost_budget_is_refused() {
+    let mut env = env("cel-cost").await;
+    // Unbounded, the rule's estimate is about 1.6e12 (a million lists of a million 3 MiB
+    // strings, each matched against the pattern): far over the 10,000,000 budget.
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "costlyrules.conformance.steward.dev"},
+        "spec": {"group": "conformance.steward.dev", "scope": "Namespaced",
+            "names": {"plural": "costlyrules", "kind": "CostlyRule"},
+            "versions": name_groups(false)}
+    }))
+    .unwrap();
+    let api = Api::<CustomResourceDefinition>::all(env.client.clone());
+    let err = api_err(api.create(&PostParams::default(), &crd).await);
+    assert_eq!((err.code, err.reason.as_str()), (422, "Invalid"));
+    // `spec.validation.` (one schema for every version) or `spec.versions[0].schema.`.
+    let rule = "openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule";
+    assert!(
+        err.message.contains(&format!(
+            "{rule}: Forbidden: estimated rule cost exceeds budget by factor of more than 100x \
+             (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where \
+             arrays, maps, and strings are declared)"
+        )),
+        "{}",
+        err.message
+    );
+    assert!(
+        causes(&err)
+            .iter()
+            .any(|(f, r)| f.ends_with(rule) && r == "FieldValueForbidden"),
+        "{:?}",
+        causes(&err)
+    );
+    assert!(
+        api.get_opt("costlyrules.conformance.steward.dev")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // Bounded (10 lists of 10 names of 63 characters), the same rule costs 13,453.
+    let ar = env.crd("CostBounded", name_groups(true)).await;
+    let objs = env.dynamic(&ar);
+    let pp = PostParams::default();
+    let ok = dynobj(&ar, "ok", json!({"groups": [["a", "b-1"], ["c"]]}));
+    objs.create(&pp, &ok).await.unwrap();
+    let bad = dynobj(&ar, "bad", json!({"groups": [["a"], ["Not_A_Label"]]}));
+    let err = api_err(objs.create(&pp, &bad).await);
+    assert_eq!((err.code, err.reason.as_str()), (422, "Invalid"));
+    assert!(
+        err.message.contains("names are lowercase DNS labels"),
+        "{}",
+        err.message
     );
     env.finish().await;
 }
