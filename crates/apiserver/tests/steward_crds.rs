@@ -87,9 +87,11 @@ async fn postgres_cluster_rules_hold() {
     api.create(&PostParams::default(), &cluster).await.unwrap();
 
     let msg = refusal(api.patch("db", &pp, &merge(json!({"version": "16"}))).await);
+    // The rule is on the whole object (it lets the version change only to the toVersion of
+    // the PostgresUpgrade the stored status says runs); the cause names spec.version.
     assert!(
         msg.contains(
-            "spec: Invalid value: version is the PostgreSQL major version and cannot change"
+            "spec.version: Invalid value: spec.version is the PostgreSQL major version: it changes through a PostgresUpgrade"
         ),
         "{msg}"
     );
