@@ -5,7 +5,10 @@
 # data directory; run it after installing another PostgreSQL major to add its catalogue.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+# `scripts/pg-settings.sh [MAJOR]`: that installed major version, else the newest.
+if [ -n "${1:-}" ]; then bin="/usr/lib/postgresql/$1/bin"; else
+  bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+fi
 major=$(basename "$(dirname "$bin")")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

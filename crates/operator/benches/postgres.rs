@@ -57,8 +57,11 @@ impl Drop for Procs {
     }
 }
 
+/// PostgreSQL 15, the version of the benchmark's cluster (else the newest installed).
 fn pg_bin() -> PathBuf {
-    steward_node::newest_postgres_bin(Path::new("/usr/lib/postgresql"))
+    let root = Path::new("/usr/lib/postgresql");
+    steward_node::postgres_bin(root, "15")
+        .or_else(|| steward_node::newest_postgres_bin(root))
         .expect("a /usr/lib/postgresql/*/bin/postgres")
 }
 

@@ -2,8 +2,9 @@
 //! plane, a node agent running real PostgreSQL and etcd, the operator serving the REST API),
 //! then, with only the `cli.yaml` it wrote: create a PostgreSQL and an etcd cluster and wait
 //! with progress, scale, query the fail-over candidates and fail over to a named replica,
-//! create a database user and log in to PostgreSQL with it (`psql`), rotate its password, show
-//! status as JSON, delete a cluster — and no password in any output or in the plane's log.
+//! create a database user and log in to PostgreSQL with it (`psql`), rotate its password,
+//! upgrade PostgreSQL 15 → 16 (`steward upgrade cluster --wait`), show status as JSON, delete a
+//! cluster — and no password in any output or in the plane's log.
 //! A second plane runs a small CrateDB cluster (stand-in Pods: `cargo build -p
 //! steward-cratedb-standin` first) through the CLI: create with a license, show, scale the
 //! data set 1→2 and restart with `--wait`, fail-over refused, delete. A third runs a
@@ -239,6 +240,66 @@ fn the_cli_creates_waits_scales_fails_over_and_manages_a_user_on_the_dev_plane()
     assert!(
         !psql(&host, "app", password).status.success(),
         "the old password still works"
+    );
+
+    // A major-version upgrade through the CLI (pg_upgrade 15 → 16; no repository, so no
+    // backup is needed): the user and its rotated password survive it.
+    let upgraded = run(
+        &[
+            "upgrade",
+            "cluster",
+            "pg",
+            "--to",
+            "16",
+            "--wait",
+            "--timeout",
+            "300",
+        ],
+        None,
+    );
+    assert!(
+        upgraded.contains("16"),
+        "the cluster after the upgrade: {upgraded}"
+    );
+    let version = kubectl(
+        &kubeconfig,
+        &[
+            "get",
+            "postgrescluster",
+            "pg",
+            "-o",
+            "jsonpath={.spec.version}",
+        ],
+    );
+    assert_eq!(version.trim(), "16");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    while !psql(&host, "app", rotated).status.success() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the user cannot log in after the upgrade"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let server = Command::new("psql")
+        .args([
+            "-h",
+            &host,
+            "-U",
+            "app",
+            "-d",
+            "app",
+            "-tAc",
+            "SHOW server_version_num",
+        ])
+        .env("PGPASSWORD", rotated)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&server.stdout)
+            .trim()
+            .starts_with("16"),
+        "{}",
+        text(&server)
     );
 
     // etcd as JSON; then delete it and wait until it is gone.

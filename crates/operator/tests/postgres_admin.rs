@@ -28,7 +28,9 @@
 //!   all privileges, false for another role (PUBLIC holds `CONNECT` and `TEMPORARY`, not
 //!   `CREATE`), NotFound for a missing role or database, and answered by a standby.
 //!
-//! Where to find PostgreSQL: `STEWARD_PG_BIN`, else the newest `/usr/lib/postgresql/*/bin`.
+//! Where to find PostgreSQL: `STEWARD_PG_BIN`, else `/usr/lib/postgresql/15/bin` — the version
+//! the model follows (16 lets a `REPLICATION` role change its own password) and the clusters'
+//! default — else the newest `/usr/lib/postgresql/*/bin`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -507,12 +509,14 @@ async fn instance_down(h: &dyn Harness) {
 // ---------------------------------------------------------------------------------------------
 // Real PostgreSQL.
 
-/// The newest installed PostgreSQL's `bin` directory.
+/// PostgreSQL 15's `bin` directory (else the newest installed one's).
 fn pg_bin() -> PathBuf {
     if let Some(dir) = std::env::var_os("STEWARD_PG_BIN") {
         return dir.into();
     }
-    steward_node::newest_postgres_bin(Path::new("/usr/lib/postgresql"))
+    let root = Path::new("/usr/lib/postgresql");
+    steward_node::postgres_bin(root, "15")
+        .or_else(|| steward_node::newest_postgres_bin(root))
         .expect("no /usr/lib/postgresql/*/bin/postgres; run scripts/prereqs.sh")
 }
 

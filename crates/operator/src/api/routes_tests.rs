@@ -348,6 +348,37 @@ async fn the_write_routes_create_scale_restart_fail_over_and_manage_users_backup
         Some("2026-11-26T09:00:00Z")
     );
 
+    // A major-version upgrade: a PostgresUpgrade; a bad version is the API's 400, an engine
+    // without upgrade objects says how its version changes.
+    let (status, body) = call(
+        &app,
+        "POST",
+        &format!("{base}/postgres/pg/upgrade"),
+        Some(json!({"toVersion": "16", "withoutBackup": true})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["toVersion"], "16");
+    let upgrades: Api<steward_api::pgupgrade::PostgresUpgrade> =
+        Api::namespaced(plane.client.clone(), "team");
+    let u = upgrades.get(body["name"].as_str().unwrap()).await.unwrap();
+    assert_eq!(
+        (
+            u.spec.cluster.as_str(),
+            u.spec.to_version.as_str(),
+            u.spec.without_backup
+        ),
+        ("pg", "16", true)
+    );
+    let (status, body) = call(
+        &app,
+        "POST",
+        &format!("{base}/postgres/pg/upgrade"),
+        Some(json!({"toVersion": "sixteen"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+
     // Schedules and policies: create, list, delete; the API server validates them.
     let schedules = "/api/v1/namespaces/team/schedules";
     let (status, body) = call(

@@ -85,6 +85,32 @@ fn the_arguments_are_consistent_and_parse_the_pgo_way() {
         .is_err()
     );
     assert!(parse(&["show", "cluster", "-A"]).is_ok());
+    let top = parse(&[
+        "upgrade",
+        "cluster",
+        "pg",
+        "--to",
+        "16",
+        "--without-backup",
+        "--wait",
+    ])
+    .unwrap();
+    let ClientCommand::Upgrade(UpgradeCommand::Cluster(a)) = top.command else {
+        panic!("not upgrade cluster");
+    };
+    assert_eq!(
+        (
+            a.cluster.name.as_str(),
+            a.to.as_str(),
+            a.without_backup,
+            a.wait.wait
+        ),
+        ("pg", "16", true, true)
+    );
+    assert!(
+        parse(&["upgrade", "cluster", "pg"]).is_err(),
+        "--to is needed"
+    );
     assert!(parse(&["backup", "pg", "--type", "incr"]).is_ok());
     // No password flag exists.
     assert!(parse(&["show", "cluster", "--password", "x"]).is_err());

@@ -45,10 +45,13 @@ fn parse(text: &str) -> HashMap<String, Setting> {
 
 static PG15: LazyLock<HashMap<String, Setting>> =
     LazyLock::new(|| parse(include_str!("pg15_settings.tsv")));
+static PG16: LazyLock<HashMap<String, Setting>> =
+    LazyLock::new(|| parse(include_str!("pg16_settings.tsv")));
 
 fn catalogue(major: u32) -> Option<&'static HashMap<String, Setting>> {
     match major {
         15 => Some(&PG15),
+        16 => Some(&PG16),
         _ => None,
     }
 }
@@ -245,10 +248,18 @@ mod tests {
             assert_eq!(check(15, name, value, b), None, "{name} = {value}");
         }
         assert_eq!(
-            check(16, "shared_buffers", "notanumber", b),
+            check(17, "shared_buffers", "notanumber", b),
             None,
             "no catalogue: no check"
         );
+        // 16 has its own catalogue: a setting new in 16 passes there and not in 15.
+        assert_eq!(check(16, "debug_io_direct", "''", b), None);
+        let m = check(15, "debug_io_direct", "''", b).unwrap();
+        assert_eq!(
+            m,
+            "parameters.debug_io_direct is not a PostgreSQL 15 setting"
+        );
+        assert!(check(16, "shared_buffers", "notanumber", b).is_some());
     }
 
     #[test]
