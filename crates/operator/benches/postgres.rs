@@ -18,181 +18,37 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
+#[path = "common/by_hand.rs"]
+mod hand;
 #[path = "common/postgres.rs"]
 mod pg;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use hand::{Procs, clone_standbys, initdb, pg_bin, spawn_server, wait_up, workdir};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
-use pg::{Writer, connect, settled, until};
+use pg::{Writer, settled, until};
 use steward_api::postgres::PostgresCluster;
 use steward_operator::dev::apply_manifests;
 
 const NAMESPACE: &str = "default";
-const PASSWORD: &str = "bench-superuser-password";
-
-/// Child processes killed (SIGQUIT, then SIGKILL) and reaped on drop.
-struct Procs(Vec<Child>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            if let Ok(pid) = i32::try_from(c.id()) {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::Signal::SIGQUIT,
-                );
-            }
-        }
-        std::thread::sleep(Duration::from_millis(300));
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// PostgreSQL 15, the version of the benchmark's cluster (else the newest installed).
-fn pg_bin() -> PathBuf {
-    let root = Path::new("/usr/lib/postgresql");
-    steward_node::postgres_bin(root, "15")
-        .or_else(|| steward_node::newest_postgres_bin(root))
-        .expect("a /usr/lib/postgresql/*/bin/postgres")
-}
-
-/// A PostgreSQL program run as the `postgres` OS user.
-fn pg(bin: &Path, program: &str) -> Command {
-    let mut c = Command::new("setpriv");
-    c.args([
-        "--reuid=postgres",
-        "--regid=postgres",
-        "--init-groups",
-        "--",
-    ])
-    .arg(bin.join(program))
-    .stdin(Stdio::null());
-    c
-}
-
-fn run_ok(mut c: Command, what: &str) {
-    let out = c.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{what}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// `postgres` on `data`, listening on `ip:5432` and on a Unix socket in `<data>.sock` (each
-/// server needs its own socket directory, outside the data directory that `pg_basebackup`
-/// copies: the socket's lock file is per port).
-fn spawn_server(bin: &Path, data: &Path, ip: &str) -> Child {
-    let sockets = data.with_extension("sock");
-    std::fs::create_dir_all(&sockets).unwrap();
-    let postgres = nix::unistd::User::from_name("postgres").unwrap().unwrap();
-    std::os::unix::fs::chown(&sockets, Some(postgres.uid.as_raw()), None).unwrap();
-    let mut c = pg(bin, "postgres");
-    c.arg("-D")
-        .arg(data)
-        .arg("-c")
-        .arg(format!("listen_addresses={ip}"))
-        .arg("-c")
-        .arg(format!("unix_socket_directories={}", sockets.display()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    c.spawn().unwrap()
-}
 
 /// A primary and two streaming replicas by hand: the floor any operator is compared with.
 async fn by_hand(run: usize) -> Duration {
-    let bin = pg_bin();
-    let dir = tempfile::tempdir().unwrap();
-    let postgres = nix::unistd::User::from_name("postgres")
-        .unwrap()
-        .expect("a postgres OS user");
-    std::os::unix::fs::chown(
-        dir.path(),
-        Some(postgres.uid.as_raw()),
-        Some(postgres.gid.as_raw()),
-    )
-    .unwrap();
+    let bin = pg_bin("15");
+    let dir = workdir();
     let ips: Vec<String> = (0..3).map(|i| format!("127.43.{run}.{}", i + 1)).collect();
-    let pwfile = dir.path().join("pwfile");
-    std::fs::write(&pwfile, format!("{PASSWORD}\n")).unwrap();
-    std::os::unix::fs::chown(&pwfile, Some(postgres.uid.as_raw()), None).unwrap();
     let data = |i: usize| dir.path().join(format!("d{i}"));
-
     let started = Instant::now();
-    let mut initdb = pg(&bin, "initdb");
-    initdb
-        .arg("-D")
-        .arg(data(0))
-        .args(["-U", "steward"])
-        .arg(format!("--pwfile={}", pwfile.display()))
-        .args([
-            "--auth-host=scram-sha-256",
-            "--auth-local=trust",
-            "--data-checksums",
-            "-E",
-            "UTF8",
-            "--locale=C",
-        ]);
-    run_ok(initdb, "initdb");
+    initdb(&bin, dir.path(), &data(0));
     let mut procs = Procs(vec![spawn_server(&bin, &data(0), &ips[0])]);
-    while connect(&ips[0], PASSWORD).await.is_none() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the primary never started"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let backups: Vec<Child> = (1..3)
-        .map(|i| {
-            let mut c = pg(&bin, "pg_basebackup");
-            c.arg("-D")
-                .arg(data(i))
-                .arg("-d")
-                .arg(format!("host={} user=steward", ips[0]))
-                .env("PGPASSWORD", PASSWORD)
-                .args(["-R", "-X", "stream", "-c", "fast"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
-            c.spawn().unwrap()
-        })
-        .collect();
-    for mut b in backups {
-        assert!(b.wait().unwrap().success(), "pg_basebackup");
-    }
-    for (i, ip) in ips.iter().enumerate().skip(1) {
-        procs.0.push(spawn_server(&bin, &data(i), ip));
-    }
-    let primary = connect(&ips[0], PASSWORD).await.unwrap();
-    loop {
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "the standbys never streamed"
-        );
-        let streaming: i64 = primary
-            .query_one(
-                "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'",
-                &[],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        if streaming == 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_up(&ips[0], started).await;
+    clone_standbys(&bin, &data, &ips, &mut procs, started).await;
     let took = started.elapsed();
-    drop(primary);
     drop(procs);
     took
 }

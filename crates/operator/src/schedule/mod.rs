@@ -98,6 +98,13 @@ fn not_ready(
     None
 }
 
+/// The runs among `backups` whose `PostgresBackup` says they still run.
+fn status_active_of(schedule: &Schedule, backups: &[PostgresBackup]) -> Vec<String> {
+    let mut status = ScheduleStatus::default();
+    record_runs(schedule, backups, &mut status);
+    status.active
+}
+
 /// Records the runs (this schedule's `PostgresBackup`s) in `status`, newest first; returns
 /// the ones beyond the history limits.
 fn record_runs(
@@ -293,6 +300,12 @@ async fn reconcile(schedule: Arc<Schedule>, ctx: Arc<Context>) -> Result<Action,
         .map(|r| (r.name.clone(), r.phase.clone()))
         .collect();
     let mut verifying = false;
+    // Runs whose Job has ended though their PostgresBackup still says Running: the cluster's
+    // controller records the end on its next pass. Right after an operator restart that pass
+    // may come after this one; such a run must not block a slot (issue 33: under load the
+    // missed slot of a restart was skipped for a run that had ended while the operator was
+    // down).
+    let mut ended = Vec::new();
     match type_ {
         ScheduleType::Pgbackrest | ScheduleType::Pgbasebackup => {
             let mine = backups
@@ -300,6 +313,22 @@ async fn reconcile(schedule: Arc<Schedule>, ctx: Arc<Context>) -> Result<Action,
                 .await
                 .map_err(|s| Error::kube("list PostgresBackups", object.clone(), s))?
                 .items;
+            let jobs: Api<k8s_openapi::api::batch::v1::Job> =
+                Api::namespaced(ctx.client.clone(), &ns);
+            for run in &status_active_of(&schedule, &mine) {
+                let job = crate::postgres::build::pgbackrest::backup_job_name(run);
+                let found = jobs
+                    .get_opt(&job)
+                    .await
+                    .map_err(|s| Error::kube("get Job", format!("{ns}/{job}"), s))?;
+                if found
+                    .as_ref()
+                    .and_then(crate::postgres::steps::provision_repository::job_outcome)
+                    .is_some()
+                {
+                    ended.push(run.clone());
+                }
+            }
             for pruned in record_runs(&schedule, &mine, &mut status) {
                 match backups.delete(&pruned, &DeleteParams::default()).await {
                     Ok(_) | Err(kube::Error::Api(_)) => {}
@@ -380,7 +409,7 @@ async fn reconcile(schedule: Arc<Schedule>, ctx: Arc<Context>) -> Result<Action,
             now,
             deadline: schedule.spec.starting_deadline_seconds,
             suspended: schedule.spec.suspend,
-            blocking_run: status.active.first().map(String::as_str).filter(|_| forbid),
+            blocking_run: plan::blocking(&status.active, &ended).filter(|_| forbid),
         },
     );
     match action {

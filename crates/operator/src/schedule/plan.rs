@@ -66,6 +66,16 @@ pub fn decide(cron: &CronSchedule, inputs: &Inputs<'_>) -> (SlotAction, Option<T
     (action, next)
 }
 
+/// (pure) The run that blocks a slot under `concurrencyPolicy: Forbid`: the first active one
+/// whose Job has not ended (`ended`: runs whose Job finished while their record still says
+/// they run).
+pub fn blocking<'a>(active: &'a [String], ended: &[String]) -> Option<&'a str> {
+    active
+        .iter()
+        .find(|run| !ended.contains(run))
+        .map(String::as_str)
+}
+
 /// The name of a slot's run: `<schedule>-<slot in Unix seconds>` — the same on every
 /// attempt, so that a run is created once whoever creates it and however often.
 pub fn run_name(schedule: &str, slot: Timestamp) -> String {
@@ -76,6 +86,19 @@ pub fn run_name(schedule: &str, slot: Timestamp) -> String {
 mod tests {
     use super::*;
     use crate::schedule::cron::parse;
+
+    #[test]
+    fn a_run_whose_job_ended_does_not_block_while_its_record_catches_up() {
+        let active = vec!["nightly-1".to_owned(), "nightly-2".to_owned()];
+        assert_eq!(blocking(&active, &[]), Some("nightly-1"));
+        assert_eq!(
+            blocking(&active, &["nightly-1".to_owned()]),
+            Some("nightly-2")
+        );
+        let both = ["nightly-1".to_owned(), "nightly-2".to_owned()];
+        assert_eq!(blocking(&active, &both), None);
+        assert_eq!(blocking(&[], &[]), None);
+    }
 
     fn at(s: &str) -> Timestamp {
         s.parse().unwrap()
