@@ -37,7 +37,7 @@ log() { echo "[up $(date -u +%H:%M:%S)] $*"; }
 die() { echo "up.sh: $*" >&2; exit 1; }
 
 for b in etcd kube-apiserver kube-controller-manager kube-scheduler; do
-  [ -x "$BIN/$b" ] || die "$BIN/$b missing: run $REALK8S_HOME/build.sh first (see scripts/real-k8s/README.md)"
+  [ -x "$BIN/$b" ] || die "$BIN/$b missing: run $REALK8S_HOME/build.sh first, or on a new machine build them as scripts/real-k8s/README.md says"
 done
 [ -x "$KUBECTL" ] || KUBECTL=$(command -v kubectl) || die "no kubectl (set KUBECTL)"
 for p in "$RUN"/*.pid; do

@@ -73,16 +73,39 @@ pub fn defs(crd: &Value) -> Result<Vec<ResourceDef>, Vec<Cause>> {
             "must have exactly one version marked as storage version",
         ));
     }
+    // When every version carries the same schema, upstream's conversion to the internal version
+    // moves it to `spec.validation` (and clears the versions'): it is checked once, and its
+    // errors are reported under `spec.validation.openAPIV3Schema`.
+    let shared = versions
+        .first()
+        .and_then(|v| v.get("schema"))
+        .filter(|first| versions.iter().all(|v| v.get("schema") == Some(*first)))
+        .and_then(|sc| sc.get("openAPIV3Schema"))
+        .map(|sc| cel::compile(sc, "spec.validation.openAPIV3Schema"));
+    let shared = match shared {
+        Some(Ok(compiled)) => Some(compiled.map(Arc::new)),
+        Some(Err(c)) => {
+            causes.extend(c);
+            Some(None)
+        }
+        None => None,
+    };
     let mut validations = Vec::with_capacity(versions.len());
     for (i, v) in versions.iter().enumerate() {
         let schema_path = format!("spec.versions[{i}].schema.openAPIV3Schema");
-        match meta::get_path(v, "schema.openAPIV3Schema").map(|sc| cel::compile(sc, &schema_path)) {
-            Some(Ok(compiled)) => validations.push(compiled.map(Arc::new)),
-            Some(Err(c)) => {
-                causes.extend(c);
-                validations.push(None);
+        if let Some(compiled) = &shared {
+            validations.push(compiled.clone());
+        } else {
+            match meta::get_path(v, "schema.openAPIV3Schema")
+                .map(|sc| cel::compile(sc, &schema_path))
+            {
+                Some(Ok(compiled)) => validations.push(compiled.map(Arc::new)),
+                Some(Err(c)) => {
+                    causes.extend(c);
+                    validations.push(None);
+                }
+                None => validations.push(None),
             }
-            None => validations.push(None),
         }
         if s(v, "name").is_none() {
             causes.push(Cause::required(&format!("spec.versions[{i}].name")));

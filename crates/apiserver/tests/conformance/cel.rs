@@ -256,19 +256,50 @@ async fn crd_with_a_rule_that_does_not_compile_is_refused() {
     let api = Api::<CustomResourceDefinition>::all(env.client.clone());
     let err = api_err(api.create(&PostParams::default(), &crd).await);
     assert_eq!((err.code, err.reason.as_str()), (422, "Invalid"));
+    // One schema for every version is checked once, as `spec.validation` (upstream's internal
+    // version holds it there).
     let field = "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule";
-    let versioned =
-        "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule";
-    assert!(
-        err.message.contains(field) || err.message.contains(versioned),
-        "{}",
-        err.message
-    );
+    assert!(err.message.contains(field), "{}", err.message);
+    assert!(!err.message.contains("spec.versions["), "{}", err.message);
     // The rule is shown as Go's JSON of the ValidationRule (1.36), `>` escaped as `\u003e`.
     assert!(
         err.message.contains(
             r#"rule: Invalid value: {"Rule":"self.n \u003e","Message":"","MessageExpression":"","Reason":null,"FieldPath":"","OptionalOldSelf":null}: compilation failed"#
         ),
+        "{}",
+        err.message
+    );
+    assert!(
+        api.get_opt("badrules.conformance.steward.dev")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // Versions with different schemas are checked each on its own, at its own path.
+    let schema = |rule: &str| {
+        json!({"openAPIV3Schema": {"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {"n": {"type": "integer"}},
+                "x-kubernetes-validations": [{"rule": rule}]}}}})
+    };
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "badrules.conformance.steward.dev"},
+        "spec": {"group": "conformance.steward.dev", "scope": "Namespaced",
+            "names": {"plural": "badrules", "kind": "BadRule"},
+            "versions": [
+                {"name": "v1", "served": true, "storage": true, "schema": schema("self.n > 0")},
+                {"name": "v2", "served": true, "storage": false, "schema": schema("self.n >")}]}
+    }))
+    .unwrap();
+    let err = api_err(api.create(&PostParams::default(), &crd).await);
+    assert_eq!((err.code, err.reason.as_str()), (422, "Invalid"));
+    assert_eq!(
+        causes(&err),
+        [(
+            "spec.versions[1].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule"
+                .to_string(),
+            "FieldValueInvalid".to_string()
+        )],
         "{}",
         err.message
     );
@@ -318,8 +349,8 @@ async fn crd_with_a_rule_over_the_cost_budget_is_refused() {
     let api = Api::<CustomResourceDefinition>::all(env.client.clone());
     let err = api_err(api.create(&PostParams::default(), &crd).await);
     assert_eq!((err.code, err.reason.as_str()), (422, "Invalid"));
-    // `spec.validation.` (one schema for every version) or `spec.versions[0].schema.`.
-    let rule = "openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule";
+    // One schema for every version: upstream reports it as `spec.validation`.
+    let rule = "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule";
     assert!(
         err.message.contains(&format!(
             "{rule}: Forbidden: estimated rule cost exceeds budget by factor of more than 100x \
@@ -329,12 +360,26 @@ async fn crd_with_a_rule_over_the_cost_budget_is_refused() {
         "{}",
         err.message
     );
+    // The rule over its own budget, then (the schema's total over its budget too) the rule as
+    // a contributor and the schema as a whole.
+    let forbidden = |f: &str| (f.to_string(), "FieldValueForbidden".to_string());
+    assert_eq!(
+        causes(&err),
+        [
+            forbidden(rule),
+            forbidden(rule),
+            forbidden("spec.validation.openAPIV3Schema")
+        ],
+        "{}",
+        err.message
+    );
     assert!(
-        causes(&err)
-            .iter()
-            .any(|(f, r)| f.ends_with(rule) && r == "FieldValueForbidden"),
-        "{:?}",
-        causes(&err)
+        err.message.contains(
+            "spec.validation.openAPIV3Schema: Forbidden: x-kubernetes-validations estimated rule \
+             cost total for entire OpenAPIv3 schema exceeds budget by factor of more than 100x"
+        ),
+        "{}",
+        err.message
     );
     assert!(
         api.get_opt("costlyrules.conformance.steward.dev")
