@@ -263,6 +263,50 @@ pub(crate) fn instance_pods(pass: &PostgresPass) -> Vec<Arc<CachedPod>> {
         .collect()
 }
 
+/// Creates (once) the claim of generation `epoch` for `instance`; its name.
+pub(crate) async fn claim_of_generation(
+    pass: &PostgresPass,
+    valid: &ValidatedPostgresCluster,
+    instance: &str,
+    epoch: u32,
+) -> Result<String, Error> {
+    let ns = &pass.core.namespace;
+    let ordinal = pass.names.ordinal(instance).unwrap_or(0);
+    let claim = ClusterNames::claim_at(instance, epoch);
+    let cached = kube::runtime::reflector::ObjectRef::new(&claim).within(ns);
+    if pass.stores.claims.get(&cached).is_some() {
+        return Ok(claim);
+    }
+    let Some(desired) = instance::claim_of_epoch(&pass.cluster, valid, ordinal, epoch) else {
+        return Err(Error::Internal {
+            message: "cluster has no UID".into(),
+        });
+    };
+    let claims: Api<PersistentVolumeClaim> = pass.ctx.api(ns);
+    match claims.create(&PostParams::default(), &desired).await {
+        Ok(_) => Ok(claim),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(claim),
+        Err(source) => Err(Error::kube(
+            "create PersistentVolumeClaim",
+            pass.object(),
+            source,
+        )),
+    }
+}
+
+/// The instances other than `primary` that do not stream from it yet.
+pub(crate) fn replicas_not_streaming(
+    pass: &PostgresPass,
+    valid: &ValidatedPostgresCluster,
+    primary: &str,
+) -> Vec<String> {
+    (0..valid.instances.max(1))
+        .map(|o| pass.names.instance(o))
+        .filter(|n| n != primary)
+        .filter(|n| !pass.instance(n).is_some_and(|v| v.streaming))
+        .collect()
+}
+
 /// Deletes the instance Pods (their claims stay; PostgreSQL gets a fast shutdown). `true` once
 /// none is left.
 pub(crate) async fn stop_instances(pass: &PostgresPass) -> Result<bool, Error> {
@@ -547,30 +591,7 @@ async fn advance(
             ))
         }
         "RestoreJob" => {
-            let ordinal = pass.names.ordinal(&progress.primary).unwrap_or(0);
-            let claim = ClusterNames::claim_at(&progress.primary, progress.epoch);
-            let claims: Api<PersistentVolumeClaim> = pass.ctx.api(&ns);
-            let cached = kube::runtime::reflector::ObjectRef::new(&claim).within(&ns);
-            if pass.stores.claims.get(&cached).is_none() {
-                let Some(desired) =
-                    instance::claim_of_epoch(&pass.cluster, valid, ordinal, progress.epoch)
-                else {
-                    return Err(Error::Internal {
-                        message: "cluster has no UID".into(),
-                    });
-                };
-                match claims.create(&PostParams::default(), &desired).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(e)) if e.code == 409 => {}
-                    Err(source) => {
-                        return Err(Error::kube(
-                            "create PersistentVolumeClaim",
-                            pass.object(),
-                            source,
-                        ));
-                    }
-                }
-            }
+            let claim = claim_of_generation(pass, valid, &progress.primary, progress.epoch).await?;
             let Some(r) = restore else {
                 return fail(
                     pass,
@@ -671,12 +692,7 @@ async fn advance(
             Ok(Outcome::requeue(SOON * 2, "the restored primary recovers"))
         }
         "RecloneReplicas" => {
-            let primary = progress.primary.clone();
-            let waiting: Vec<String> = (0..valid.instances.max(1))
-                .map(|o| pass.names.instance(o))
-                .filter(|n| *n != primary)
-                .filter(|n| !pass.instance(n).is_some_and(|v| v.streaming))
-                .collect();
+            let waiting = replicas_not_streaming(pass, valid, &progress.primary);
             if !waiting.is_empty() {
                 return Ok(Outcome::requeue(
                     SOON * 2,

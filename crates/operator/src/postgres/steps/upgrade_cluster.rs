@@ -35,7 +35,6 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use steward_api::common::{Operation, OperationChange, OperationKind, OperationPhase};
@@ -49,11 +48,12 @@ use crate::error::Error;
 use crate::operation::OperationRequest;
 use crate::pipeline::{EventType, Outcome, SubReconciler};
 use crate::postgres::PostgresPass;
-use crate::postgres::build::{instance, pgbackrest, upgrade as build};
+use crate::postgres::build::{pgbackrest, upgrade as build};
 use crate::postgres::names::ClusterNames;
 use crate::postgres::steps::provision_repository::job_outcome;
 use crate::postgres::steps::restore_cluster::{
-    claims_of, not_started, request_full_backup, retire_claims, stop_instances,
+    claim_of_generation, claims_of, not_started, replicas_not_streaming, request_full_backup,
+    retire_claims, stop_instances,
 };
 use crate::postgres::steps::run_backups::last_words;
 use crate::postgres::steps::{SOON, validated};
@@ -482,7 +482,6 @@ async fn advance(
     mut progress: UpgradeProgress,
     upgrade: Option<&PostgresUpgrade>,
 ) -> Result<Outcome, Error> {
-    let ns = pass.core.namespace.clone();
     match progress.step.as_str() {
         "StopInstances" => {
             if stop_instances(pass).await? {
@@ -500,30 +499,7 @@ async fn advance(
                 let why = "the PostgresUpgrade was deleted before its Job ran".to_owned();
                 return roll_back(pass, &progress, None, why).await;
             };
-            let ordinal = pass.names.ordinal(&progress.primary).unwrap_or(0);
-            let claim = ClusterNames::claim_at(&progress.primary, progress.epoch);
-            let cached = kube::runtime::reflector::ObjectRef::new(&claim).within(&ns);
-            if pass.stores.claims.get(&cached).is_none() {
-                let Some(desired) =
-                    instance::claim_of_epoch(&pass.cluster, valid, ordinal, progress.epoch)
-                else {
-                    return Err(Error::Internal {
-                        message: "cluster has no UID".into(),
-                    });
-                };
-                let claims: Api<PersistentVolumeClaim> = pass.ctx.api(&ns);
-                match claims.create(&PostParams::default(), &desired).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(e)) if e.code == 409 => {}
-                    Err(source) => {
-                        return Err(Error::kube(
-                            "create PersistentVolumeClaim",
-                            pass.object(),
-                            source,
-                        ));
-                    }
-                }
-            }
+            let claim = claim_of_generation(pass, valid, &progress.primary, progress.epoch).await?;
             let job_name = build::upgrade_job_name(&progress.name);
             let old_claim = ClusterNames::claim_at(&progress.primary, progress.from_epoch);
             let what = build::UpgradeJob {
@@ -609,12 +585,7 @@ async fn advance(
             Ok(Outcome::requeue(SOON * 2, "the upgraded primary starts"))
         }
         "RecloneReplicas" => {
-            let primary = progress.primary.clone();
-            let waiting: Vec<String> = (0..valid.instances.max(1))
-                .map(|o| pass.names.instance(o))
-                .filter(|n| *n != primary)
-                .filter(|n| !pass.instance(n).is_some_and(|v| v.streaming))
-                .collect();
+            let waiting = replicas_not_streaming(pass, valid, &progress.primary);
             if !waiting.is_empty() {
                 return Ok(Outcome::requeue(
                     SOON * 2,
