@@ -98,13 +98,6 @@ fn not_ready(
     None
 }
 
-/// The runs among `backups` whose `PostgresBackup` says they still run.
-fn status_active_of(schedule: &Schedule, backups: &[PostgresBackup]) -> Vec<String> {
-    let mut status = ScheduleStatus::default();
-    record_runs(schedule, backups, &mut status);
-    status.active
-}
-
 /// Records the runs (this schedule's `PostgresBackup`s) in `status`, newest first; returns
 /// the ones beyond the history limits.
 fn record_runs(
@@ -313,22 +306,6 @@ async fn reconcile(schedule: Arc<Schedule>, ctx: Arc<Context>) -> Result<Action,
                 .await
                 .map_err(|s| Error::kube("list PostgresBackups", object.clone(), s))?
                 .items;
-            let jobs: Api<k8s_openapi::api::batch::v1::Job> =
-                Api::namespaced(ctx.client.clone(), &ns);
-            for run in &status_active_of(&schedule, &mine) {
-                let job = crate::postgres::build::pgbackrest::backup_job_name(run);
-                let found = jobs
-                    .get_opt(&job)
-                    .await
-                    .map_err(|s| Error::kube("get Job", format!("{ns}/{job}"), s))?;
-                if found
-                    .as_ref()
-                    .and_then(crate::postgres::steps::provision_repository::job_outcome)
-                    .is_some()
-                {
-                    ended.push(run.clone());
-                }
-            }
             for pruned in record_runs(&schedule, &mine, &mut status) {
                 match backups.delete(&pruned, &DeleteParams::default()).await {
                     Ok(_) | Err(kube::Error::Api(_)) => {}
@@ -338,6 +315,25 @@ async fn reconcile(schedule: Arc<Schedule>, ctx: Arc<Context>) -> Result<Action,
                             format!("{ns}/{pruned}"),
                             s,
                         ));
+                    }
+                }
+            }
+            // Only a slot under Forbid asks; each still-running record's Job is read once.
+            if schedule.spec.concurrency_policy == ConcurrencyPolicy::Forbid {
+                let jobs: Api<k8s_openapi::api::batch::v1::Job> =
+                    Api::namespaced(ctx.client.clone(), &ns);
+                for run in &status.active {
+                    let job = crate::postgres::build::pgbackrest::backup_job_name(run);
+                    let found = jobs
+                        .get_opt(&job)
+                        .await
+                        .map_err(|s| Error::kube("get Job", format!("{ns}/{job}"), s))?;
+                    if found
+                        .as_ref()
+                        .and_then(crate::postgres::steps::provision_repository::job_outcome)
+                        .is_some()
+                    {
+                        ended.push(run.clone());
                     }
                 }
             }

@@ -15,8 +15,8 @@
 //! - runs `pg_upgrade` in copy mode (the old claim is only read: it is the way back), then
 //!   marks the new claim finished.
 //!
-//! The password reaches `pg_upgrade` through a 0600 passfile on the new claim, never an
-//! argument or the log.
+//! The password reaches `pg_upgrade` through a 0600 passfile on the new claim, removed when the
+//! script ends however it ends, never an argument or the log.
 
 use std::collections::BTreeMap;
 
@@ -254,6 +254,7 @@ mkdir -p "$WORK"
 escaped() { sed -e 's/[\\:]/\\&/g' "$1"; }
 printf '*:*:*:%s:%s\n' "$SUPERUSER" "$(escaped "$SUPERUSER_DIR/password")" > "$WORK/.pgpass"
 chmod 600 "$WORK/.pgpass"
+trap 'rm -f "$WORK/.pgpass"' EXIT
 export PGPASSFILE="$WORK/.pgpass"
 log "initdb of PostgreSQL $TO_VERSION"
 "$PGBINNEW/initdb" -D "$NEW_DATA" -U "$SUPERUSER" --pwfile="$SUPERUSER_DIR/password" \
@@ -275,7 +276,6 @@ if ! "$PGBINNEW/pg_upgrade" "$@" > "$WORK/upgrade.log" 2>&1; then
   tail -n 30 "$WORK/upgrade.log"
   exit 1
 fi
-rm -f "$WORK/.pgpass"
 touch "$DONE"
 log "upgraded to PostgreSQL $TO_VERSION"
 "#;
