@@ -2058,38 +2058,49 @@ async fn schedules_fire_on_their_seconds_once_per_slot_across_an_operator_restar
         .await
         .unwrap();
 
-    // The operator is down across a slot of every10: the newest missed slot runs, once. It goes
-    // down once every10's runs have ended: a run still active at the restart would rightly skip
-    // the missed slot (concurrencyPolicy Forbid; under CI load a run once outlasted its slot).
-    // It also goes down between two slots (2-7 s past one): a slot that fired between this
-    // check and the stop would leave a run the returning operator still sees active.
-    plane
+    // The operator is down across two slots of every10: the newest missed slot runs, once; the
+    // older one does not. It goes down once every10's runs have ended (a run still active at the
+    // restart would rightly skip the missed slots: concurrencyPolicy Forbid) and 2-5 s past a
+    // slot T (a slot that fired between this check and the stop would leave a run the returning
+    // operator still sees active). It comes back 1 s past T+20, so that its first pass has 9 s
+    // before T+30: with a fixed 12 s pause the new operator came back 4-9 s past T+10, and a
+    // first pass that took longer than the 1-6 s left before T+20 (caches filling on a loaded
+    // machine) rightly ran T+20, a slot after the restart, which the test did not count
+    // (issue 33).
+    let slot = plane
         .eventually("every10's runs ended, mid-slot", BOOT, || async {
-            let past_slot = jiff::Timestamp::now().as_second() % 10;
+            let now = jiff::Timestamp::now().as_second();
             let ended = every10().await.ok()?.iter().all(backup_ended);
-            (ended && (2..=7).contains(&past_slot)).then_some(())
+            (ended && (2..=5).contains(&(now % 10))).then_some(now - now % 10)
         })
         .await;
-    let (down, up) = plane.restart_operator_after(Duration::from_secs(12)).await;
+    let back = jiff::Timestamp::from_second(slot + 21).unwrap();
+    let (down, up) = plane.restart_operator_at(back).await;
     let (down, up) = (down.as_second(), up.as_second());
+    assert!(
+        down < slot + 10 && up >= slot + 20,
+        "down at {down}, up at {up}: slots {} and {} must fall in between",
+        slot + 10,
+        slot + 20
+    );
     let slots_in = |items: &[PostgresBackup]| {
         items
             .iter()
             .filter_map(|b| b.name_any().strip_prefix("every10-")?.parse::<i64>().ok())
             .filter(|t| *t > down && *t <= up)
-            .count()
+            .collect::<Vec<_>>()
     };
     plane
         .eventually("the missed slot run", BOOT, || async {
-            (slots_in(&every10().await.ok()?) > 0).then_some(())
+            (!slots_in(&every10().await.ok()?).is_empty()).then_some(())
         })
         .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let items = every10().await.unwrap();
     assert_eq!(
         slots_in(&items),
-        1,
-        "one run for the slots missed while down"
+        vec![slot + 20],
+        "one run for the slots missed while down: the newest"
     );
     // History: at most two succeeded runs are kept.
     let s = plane

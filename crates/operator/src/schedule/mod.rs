@@ -398,15 +398,22 @@ async fn reconcile(schedule: Arc<Schedule>, ctx: Arc<Context>) -> Result<Action,
         .or_else(|| schedule.metadata.creation_timestamp.as_ref().map(|t| t.0))
         .unwrap_or(now);
     let forbid = schedule.spec.concurrency_policy == ConcurrencyPolicy::Forbid;
-    let (action, next) = decide(
-        &cron,
-        &Inputs {
-            cursor,
-            now,
-            deadline: schedule.spec.starting_deadline_seconds,
-            suspended: schedule.spec.suspend,
-            blocking_run: plan::blocking(&status.active, &ended).filter(|_| forbid),
-        },
+    let inputs = Inputs {
+        cursor,
+        now,
+        deadline: schedule.spec.starting_deadline_seconds,
+        suspended: schedule.spec.suspend,
+        blocking_run: plan::blocking(&status.active, &ended).filter(|_| forbid),
+    };
+    let (action, next) = decide(&cron, &inputs);
+    tracing::debug!(
+        object = %object,
+        cursor = %inputs.cursor,
+        now = %inputs.now,
+        blocking = ?inputs.blocking_run,
+        action = ?action,
+        next = ?next,
+        "schedule decision"
     );
     match action {
         SlotAction::Idle => {}

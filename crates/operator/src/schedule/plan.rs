@@ -142,6 +142,30 @@ mod tests {
         assert_eq!(a, SlotAction::Run(at("2026-11-26T07:01:10Z")));
     }
 
+    /// Issue 33, the schedules e2e's lost "missed slot": the operator stopped at 07:00:05 and
+    /// a new one started at 07:00:17, after slot 07:00:10. Its first pass decides on the clock
+    /// of that pass, not of the start: at 07:00:19 it runs 07:00:10; if filling its caches on a
+    /// loaded machine takes it past 07:00:20, it runs 07:00:20 — a slot after the restart — and
+    /// 07:00:10 collapses into it, as a CronJob's missed schedules do. The e2e counted only
+    /// slots up to the start, so it waited for a run that rightly never came.
+    #[test]
+    fn a_first_pass_after_the_next_slot_runs_that_slot_and_the_missed_one_collapses() {
+        let every10 = parse("*/10 * * * * *").unwrap();
+        let cursor = "2026-11-26T07:00:00Z";
+        let (a, next) = decide(&every10, &inputs(cursor, "2026-11-26T07:00:19Z"));
+        assert_eq!(a, SlotAction::Run(at("2026-11-26T07:00:10Z")));
+        assert_eq!(next, Some(at("2026-11-26T07:00:20Z")));
+        let (a, next) = decide(&every10, &inputs(cursor, "2026-11-26T07:00:21Z"));
+        assert_eq!(a, SlotAction::Run(at("2026-11-26T07:00:20Z")));
+        assert_eq!(next, Some(at("2026-11-26T07:00:30Z")));
+        // And the slot it ran is handled: nothing runs 07:00:10 afterwards.
+        let (a, _) = decide(
+            &every10,
+            &inputs("2026-11-26T07:00:20Z", "2026-11-26T07:00:22Z"),
+        );
+        assert_eq!(a, SlotAction::Idle);
+    }
+
     #[test]
     fn deadlines_suspension_and_overlap() {
         let every10 = parse("*/10 * * * * *").unwrap();

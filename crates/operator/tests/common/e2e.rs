@@ -365,6 +365,26 @@ impl Plane {
         &mut self,
         pause: Duration,
     ) -> (jiff::Timestamp, jiff::Timestamp) {
+        self.restart_operator_when(|_| pause).await
+    }
+
+    /// As [`Self::restart_operator_after`], starting the new operator at wall-clock time `at`
+    /// (at once if the old one stopped after it).
+    pub async fn restart_operator_at(
+        &mut self,
+        at: jiff::Timestamp,
+    ) -> (jiff::Timestamp, jiff::Timestamp) {
+        self.restart_operator_when(|stopped| {
+            let wait = at.as_millisecond() - stopped.as_millisecond();
+            Duration::from_millis(u64::try_from(wait).unwrap_or(0))
+        })
+        .await
+    }
+
+    async fn restart_operator_when(
+        &mut self,
+        pause: impl FnOnce(jiff::Timestamp) -> Duration,
+    ) -> (jiff::Timestamp, jiff::Timestamp) {
         let scoped = self.real.is_some().then(|| self.namespace.clone());
         let (slot, client) = match (&mut self.embedded, &mut self.real) {
             (Some(p), _) => (&mut p.operator, p.operator_client.clone()),
@@ -378,7 +398,7 @@ impl Plane {
         };
         slot.stop().await.unwrap();
         let stopped = jiff::Timestamp::now();
-        tokio::time::sleep(pause).await;
+        tokio::time::sleep(pause(stopped)).await;
         let started = jiff::Timestamp::now();
         let fresh = start_operator(&client, scoped.as_deref(), &self.extra_operator_flags).await;
         let old = std::mem::replace(slot, fresh);
@@ -453,8 +473,40 @@ impl Plane {
         }
     }
 
-    /// Prints every Pod of the namespace with its status and the tail of its logs.
+    /// Prints the status of every Steward object that records runs (schedules, backups), then
+    /// every Pod of the namespace with its status and the tail of its logs.
     pub async fn dump(&self) {
+        for kind in [
+            self.api::<steward_api::schedule::Schedule>()
+                .list(&ListParams::default())
+                .await
+                .map(|l| {
+                    l.items
+                        .iter()
+                        .map(|o| (o.metadata.name.clone(), serde_json::to_string(&o.status)))
+                        .collect::<Vec<_>>()
+                }),
+            self.api::<steward_api::pgbackrest::PostgresBackup>()
+                .list(&ListParams::default())
+                .await
+                .map(|l| {
+                    l.items
+                        .iter()
+                        .map(|o| (o.metadata.name.clone(), serde_json::to_string(&o.status)))
+                        .collect::<Vec<_>>()
+                }),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            for (name, status) in kind {
+                eprintln!(
+                    "--- {}: {}",
+                    name.unwrap_or_default(),
+                    status.unwrap_or_default()
+                );
+            }
+        }
         let pods: Api<Pod> = self.api();
         let Ok(list) = pods.list(&ListParams::default()).await else {
             return;
