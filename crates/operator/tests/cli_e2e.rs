@@ -272,6 +272,35 @@ fn the_cli_creates_waits_scales_fails_over_and_manages_a_user_on_the_dev_plane()
         ],
     );
     assert_eq!(version.trim(), "16");
+    // Asked again, the upgrade is refused (not newer): `--wait` ends at once with the reason,
+    // not after its timeout.
+    let asked = std::time::Instant::now();
+    let again = steward(
+        &config,
+        cwd,
+        &[
+            "upgrade",
+            "cluster",
+            "pg",
+            "--to",
+            "16",
+            "--wait",
+            "--timeout",
+            "120",
+        ],
+        None,
+    );
+    let said = text(&again);
+    assert!(!again.status.success(), "{said}");
+    assert!(
+        said.contains("failed") && said.contains("16"),
+        "the refusal's reason: {said}"
+    );
+    assert!(
+        asked.elapsed() < std::time::Duration::from_secs(60),
+        "the refusal took {:?}",
+        asked.elapsed()
+    );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
     while !psql(&host, "app", rotated).status.success() {
         assert!(

@@ -158,6 +158,16 @@ pub trait UpgradeApi: Send + Sync {
         request: &NewUpgrade<'_>,
         stamp: &str,
     ) -> Result<Value, ApiError>;
+
+    /// Upgrade `name` of the cluster, as the API's `UpgradeInfo` (phase, step, message, error);
+    /// `None` when there is no such upgrade of that cluster.
+    async fn show(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        cluster: &str,
+        name: &str,
+    ) -> Result<Option<Value>, ApiError>;
 }
 
 /// What a backup request says.

@@ -579,10 +579,16 @@ pub struct UpgradeInfo {
     pub cluster: String,
     /// The version it moves to.
     pub to_version: String,
-    /// Where it is.
+    /// Where it is: `Pending`, `Running`, `Completed` or `Failed` (a refusal too).
     pub phase: Option<String>,
     /// Its step.
     pub step: Option<String>,
+    /// The last thing that happened.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Why it was refused or failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Upgrades the cluster to a new major version (a `PostgresUpgrade`: `pg_upgrade` into new
@@ -624,6 +630,40 @@ pub async fn upgrade(
         )
         .await?;
     Ok((StatusCode::ACCEPTED, Json(made)))
+}
+
+/// One major-version upgrade of the cluster: where it is, and why it was refused or failed
+/// (what `steward upgrade cluster --wait` follows).
+#[utoipa::path(get, path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/upgrades/{upgrade}",
+    tag = "actions",
+    params(("namespace" = String, Path, description = "The namespace"),
+        ("engine" = String, Path, description = "`postgres` (others: 400)"),
+        ("name" = String, Path, description = "The cluster"),
+        ("upgrade" = String, Path, description = "The upgrade (the `name` a `POST …/upgrade` answered)")),
+    responses((status = 200, body = UpgradeInfo), (status = 400, body = super::server::ErrorBody),
+        (status = 401, body = super::server::ErrorBody), (status = 403, body = super::server::ErrorBody),
+        (status = 404, body = super::server::ErrorBody)))]
+pub async fn show_upgrade(
+    State(state): State<Arc<ApiState>>,
+    Path((namespace, engine, name, upgrade)): Path<(String, String, String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let e = clusters::engine(&engine)?;
+    let upgrades = e.upgrades().ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "{} clusters have no upgrade objects: their version is spec.version",
+            e.name()
+        ))
+    })?;
+    upgrades
+        .show(&state.client, &namespace, &name, &upgrade)
+        .await?
+        .map(Json)
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("cluster {namespace}/{name} has no upgrade {upgrade}"),
+            )
+        })
 }
 
 /// `POST` of a schedule or a policy: its name and its spec (as in its YAML).

@@ -370,6 +370,51 @@ async fn the_write_routes_create_scale_restart_fail_over_and_manage_users_backup
         ),
         ("pg", "16", true)
     );
+    // It can be followed (GET …/upgrades/{name}); its refusal's reason is there once the
+    // operator wrote it.
+    let one = format!(
+        "{base}/postgres/pg/upgrades/{}",
+        body["name"].as_str().unwrap()
+    );
+    let mut refused = u.clone();
+    refused.status = Some(steward_api::pgupgrade::PostgresUpgradeStatus {
+        phase: Some(steward_api::pgupgrade::UpgradePhase::Failed),
+        message: Some("refused; nothing was changed".into()),
+        error: Some("the cluster already runs PostgreSQL 16".into()),
+        ..Default::default()
+    });
+    upgrades
+        .replace_status(
+            u.metadata.name.as_deref().unwrap(),
+            &Default::default(),
+            &refused,
+        )
+        .await
+        .unwrap();
+    let (status, shown) = call(&app, "GET", &one, None).await;
+    assert_eq!(status, StatusCode::OK, "{shown}");
+    assert_eq!(
+        (&shown["phase"], &shown["error"], &shown["toVersion"]),
+        (
+            &json!("Failed"),
+            &json!("the cluster already runs PostgreSQL 16"),
+            &json!("16")
+        )
+    );
+    let (status, _) = call(
+        &app,
+        "GET",
+        &format!("{base}/postgres/pg/upgrades/none"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = call(&app, "GET", &one.replace("/pg/", "/other/"), None).await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "an upgrade of another cluster"
+    );
     let (status, body) = call(
         &app,
         "POST",

@@ -70,6 +70,7 @@ pub const ROUTES: &[Route] = &[
     route("GET", BACKUP, Some(Permission::ShowBackup)),
     route("POST", RESTORE, Some(Permission::Restore)),
     route("POST", UPGRADE, Some(Permission::UpdateCluster)),
+    route("GET", UPGRADE_ONE, Some(Permission::ShowCluster)),
     route("GET", SCHEDULES, Some(Permission::ShowSchedule)),
     route("POST", SCHEDULES, Some(Permission::CreateSchedule)),
     route("DELETE", SCHEDULE, Some(Permission::CreateSchedule)),
@@ -91,6 +92,8 @@ const BACKUPS: &str = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/b
 const BACKUP: &str = "/api/v1/namespaces/{namespace}/backups/{backup}";
 const RESTORE: &str = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/restore";
 const UPGRADE: &str = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/upgrade";
+const UPGRADE_ONE: &str =
+    "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/upgrades/{upgrade}";
 const SCHEDULES: &str = "/api/v1/namespaces/{namespace}/schedules";
 const SCHEDULE: &str = "/api/v1/namespaces/{namespace}/schedules/{schedule}";
 const POLICIES: &str = "/api/v1/namespaces/{namespace}/policies";
@@ -375,6 +378,7 @@ fn handler(r: &Route) -> Option<MethodRouter<Arc<ApiState>>> {
         ("GET", BACKUP) => get(x::show_backup),
         ("POST", RESTORE) => post(x::restore),
         ("POST", UPGRADE) => post(x::upgrade),
+        ("GET", UPGRADE_ONE) => get(x::show_upgrade),
         ("GET", SCHEDULES) => get(x::list_schedules),
         ("POST", SCHEDULES) => post(x::create_schedule),
         ("DELETE", SCHEDULE) => delete(x::delete_schedule),
@@ -490,6 +494,7 @@ pub struct ErrorBody {
         super::resources::rotate_password, super::resources::delete_user,
         super::resources::list_backups, super::resources::create_backup,
         super::resources::show_backup, super::resources::restore, super::resources::upgrade,
+        super::resources::show_upgrade,
         super::resources::list_schedules, super::resources::create_schedule,
         super::resources::delete_schedule, super::resources::list_policies,
         super::resources::create_policy, super::resources::delete_policy),

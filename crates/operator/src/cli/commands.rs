@@ -420,10 +420,11 @@ async fn backup(a: BackupArgs, env: &Env, cwd: &Path) -> Result<String, CliError
         .get("name")
         .and_then(Value::as_str)
         .ok_or_else(|| CliError::Protocol("the backup answer has no name".into()))?;
-    let last = wait::wait_backup(
+    let last = wait::wait_phase(
         &s.client,
         &format!("/api/v1/namespaces/{}/backups/{name}", s.ns()),
         Duration::from_secs(a.timeout),
+        wait::judge_backup,
     )
     .await?;
     s.render(&last, Shape::Backup)
@@ -452,8 +453,10 @@ async fn restore(a: RestoreArgs, env: &Env, cwd: &Path) -> Result<String, CliErr
     .await
 }
 
-/// `steward upgrade cluster X --to V`: `--wait` follows the cluster as for a restore (an
-/// `Upgrade` operation seen running, then none, `Available=True`).
+/// `steward upgrade cluster X --to V`: `--wait` follows the upgrade itself (`GET
+/// …/upgrades/{name}`) until it completes — then shows the cluster once it is `Available` — or
+/// fails; a refusal (not newer, another operation, no recent backup) ends the wait at once with
+/// its reason.
 async fn upgrade(a: UpgradeArgs, env: &Env, cwd: &Path) -> Result<String, CliError> {
     let c = &a.cluster;
     let s = Session::open(&c.opts, c.api_user.username.as_deref(), env, cwd)?;
@@ -469,14 +472,39 @@ async fn upgrade(a: UpgradeArgs, env: &Env, cwd: &Path) -> Result<String, CliErr
         .client
         .call(Method::POST, &format!("{path}/upgrade"), Some(&body))
         .await?;
-    s.finish_action(
-        &path,
-        &answer,
-        Shape::Upgrade,
-        &a.wait,
-        Expectation::default(),
+    if !a.wait.wait {
+        return s.render(&answer, Shape::Upgrade);
+    }
+    let name = answer
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| CliError::Protocol("the upgrade answer has no name".into()))?;
+    let started = std::time::Instant::now();
+    let timeout = Duration::from_secs(a.wait.timeout);
+    wait::wait_phase(
+        &s.client,
+        &format!("{path}/upgrades/{name}"),
+        timeout,
+        wait::judge_upgrade,
     )
-    .await
+    .await?;
+    let generation = s
+        .client
+        .call(Method::GET, &path, None)
+        .await?
+        .get("generation")
+        .and_then(Value::as_i64);
+    let left = timeout.saturating_sub(started.elapsed());
+    let exp = Expectation {
+        generation,
+        ..Expectation::default()
+    };
+    match wait::wait(&s.client, &path, &exp, left).await? {
+        Some(cluster) => s.render(&cluster, Shape::ClusterDetail),
+        None => Err(CliError::Failed(
+            "the cluster is gone (GET answers 404)".into(),
+        )),
+    }
 }
 
 async fn login(a: LoginArgs, env: &Env, cwd: &Path) -> Result<String, CliError> {

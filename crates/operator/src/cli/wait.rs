@@ -439,17 +439,46 @@ pub fn judge_backup(backup: &Value) -> WaitState {
     }
 }
 
-/// Polls a backup (`GET /api/v1/namespaces/{ns}/backups/{name}`) every second until it is
-/// Completed, Failed or `timeout` passed; its last answer.
-pub async fn wait_backup(
+/// Where an upgrade (`GET …/upgrades/{name}`) stands: a refusal is `Failed` with its reason.
+pub fn judge_upgrade(upgrade: &Value) -> WaitState {
+    let text = |key: &str| {
+        upgrade
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|m| !m.is_empty())
+    };
+    match text("phase") {
+        Some("Completed") => WaitState::Done,
+        Some("Failed") => WaitState::Failed(format!(
+            "upgrade {} failed: {}",
+            text("name").unwrap_or("?"),
+            text("error")
+                .or_else(|| text("message"))
+                .unwrap_or("no message")
+        )),
+        phase => WaitState::Running(Progress::waiting(format!(
+            "upgrade {}{}{}",
+            phase.unwrap_or("Pending"),
+            text("step").map(|s| format!(" ({s})")).unwrap_or_default(),
+            text("message")
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default()
+        ))),
+    }
+}
+
+/// Polls an object with a phase (`path`: a backup, an upgrade) every second until `judge`
+/// says it is done or failed, or `timeout` passed; its last answer.
+pub async fn wait_phase(
     client: &ApiClient,
     path: &str,
     timeout: Duration,
+    judge: fn(&Value) -> WaitState,
 ) -> Result<Value, CliError> {
     poll(
         timeout,
         || client.call(reqwest::Method::GET, path, None),
-        judge_backup,
+        judge,
     )
     .await
 }

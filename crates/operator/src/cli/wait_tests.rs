@@ -181,6 +181,22 @@ fn a_backup_is_followed_by_its_phase() {
 }
 
 #[test]
+fn an_upgrade_is_followed_by_its_phase_and_a_refusal_ends_the_wait_with_its_reason() {
+    let u = |phase: &str, error: Option<&str>| json!({"name": "pg-upgrade-16", "cluster": "pg", "toVersion": "16", "phase": phase, "step": "UpgradeJob", "message": "pg_upgrade runs", "error": error});
+    match judge_upgrade(&u("Running", None)) {
+        WaitState::Running(p) => {
+            assert_eq!(p.line, "upgrade Running (UpgradeJob): pg_upgrade runs")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(judge_upgrade(&u("Completed", None)), WaitState::Done);
+    assert_eq!(
+        judge_upgrade(&u("Failed", Some("16 is not newer than 16"))),
+        WaitState::Failed("upgrade pg-upgrade-16 failed: 16 is not newer than 16".into())
+    );
+}
+
+#[test]
 fn a_cratedb_scale_is_done_when_every_node_set_has_its_ready_nodes() {
     let exp = Expectation::from_answer(&accepted("scale", 4, None), None);
     let crate_cluster = |sets: Value, available: &str| {

@@ -116,14 +116,38 @@ impl UpgradeApi for Postgres {
             .create(&PostParams::default(), &object)
             .await
             .map_err(|e| ApiError::kube("create PostgresUpgrade", &e))?;
-        let status = made.status.clone().unwrap_or_default();
-        to_json(&UpgradeInfo {
-            name: made.name_any(),
-            cluster: cluster.to_owned(),
-            to_version: to.to_owned(),
-            phase: status.phase.map(|p| format!("{p:?}")),
-            step: status.step,
-        })
+        to_json(&upgrade_info(&made))
+    }
+
+    async fn show(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        cluster: &str,
+        name: &str,
+    ) -> Result<Option<Value>, ApiError> {
+        let found = Api::<PostgresUpgrade>::namespaced(client.clone(), namespace)
+            .get_opt(name)
+            .await
+            .map_err(|e| ApiError::kube("get PostgresUpgrade", &e))?;
+        found
+            .filter(|u| u.spec.cluster == cluster)
+            .map(|u| to_json(&upgrade_info(&u)))
+            .transpose()
+    }
+}
+
+/// (pure) The API's view of an upgrade.
+fn upgrade_info(upgrade: &PostgresUpgrade) -> UpgradeInfo {
+    let status = upgrade.status.clone().unwrap_or_default();
+    UpgradeInfo {
+        name: upgrade.name_any(),
+        cluster: upgrade.spec.cluster.clone(),
+        to_version: upgrade.spec.to_version.clone(),
+        phase: status.phase.map(|p| format!("{p:?}")),
+        step: status.step,
+        message: status.message,
+        error: status.error,
     }
 }
 
