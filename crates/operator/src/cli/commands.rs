@@ -102,8 +102,18 @@ impl Session {
         if !wait.wait {
             return self.render(answer, shape);
         }
-        let last = wait::wait(&self.client, path, &exp, Duration::from_secs(wait.timeout)).await?;
-        match last {
+        self.show_when_done(path, &exp, Duration::from_secs(wait.timeout))
+            .await
+    }
+
+    /// Waits for the cluster at `path` as `exp` says, then shows it (or that it is deleted).
+    async fn show_when_done(
+        &self,
+        path: &str,
+        exp: &Expectation,
+        timeout: Duration,
+    ) -> Result<String, CliError> {
+        match wait::wait(&self.client, path, exp, timeout).await? {
             Some(cluster) => self.render(&cluster, Shape::ClusterDetail),
             None => self.render(
                 &json!({"message": format!("{} is deleted", path.rsplit('/').next().unwrap_or(path))}),
@@ -494,17 +504,12 @@ async fn upgrade(a: UpgradeArgs, env: &Env, cwd: &Path) -> Result<String, CliErr
         .await?
         .get("generation")
         .and_then(Value::as_i64);
-    let left = timeout.saturating_sub(started.elapsed());
     let exp = Expectation {
         generation,
         ..Expectation::default()
     };
-    match wait::wait(&s.client, &path, &exp, left).await? {
-        Some(cluster) => s.render(&cluster, Shape::ClusterDetail),
-        None => Err(CliError::Failed(
-            "the cluster is gone (GET answers 404)".into(),
-        )),
-    }
+    s.show_when_done(&path, &exp, timeout.saturating_sub(started.elapsed()))
+        .await
 }
 
 async fn login(a: LoginArgs, env: &Env, cwd: &Path) -> Result<String, CliError> {

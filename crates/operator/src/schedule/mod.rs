@@ -299,6 +299,7 @@ async fn reconcile(schedule: Arc<Schedule>, ctx: Arc<Context>) -> Result<Action,
     // missed slot of a restart was skipped for a run that had ended while the operator was
     // down).
     let mut ended = Vec::new();
+    let forbid = schedule.spec.concurrency_policy == ConcurrencyPolicy::Forbid;
     match type_ {
         ScheduleType::Pgbackrest | ScheduleType::Pgbasebackup => {
             let mine = backups
@@ -319,7 +320,7 @@ async fn reconcile(schedule: Arc<Schedule>, ctx: Arc<Context>) -> Result<Action,
                 }
             }
             // Only a slot under Forbid asks; each still-running record's Job is read once.
-            if schedule.spec.concurrency_policy == ConcurrencyPolicy::Forbid {
+            if forbid {
                 let jobs: Api<k8s_openapi::api::batch::v1::Job> =
                     Api::namespaced(ctx.client.clone(), &ns);
                 for run in &status.active {
@@ -397,7 +398,6 @@ async fn reconcile(schedule: Arc<Schedule>, ctx: Arc<Context>) -> Result<Action,
         .and_then(parse_time)
         .or_else(|| schedule.metadata.creation_timestamp.as_ref().map(|t| t.0))
         .unwrap_or(now);
-    let forbid = schedule.spec.concurrency_policy == ConcurrencyPolicy::Forbid;
     let inputs = Inputs {
         cursor,
         now,

@@ -473,40 +473,35 @@ impl Plane {
         }
     }
 
+    /// Prints every `K` of the namespace with its status (for [`Plane::dump`]).
+    async fn print_statuses<K>(&self)
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + Debug
+            + DeserializeOwned
+            + serde::Serialize,
+    {
+        let Ok(list) = self.api::<K>().list(&ListParams::default()).await else {
+            return;
+        };
+        for o in list.items {
+            let status = serde_json::to_value(&o).unwrap_or_default()["status"].clone();
+            eprintln!(
+                "--- {} {}: {status}",
+                K::kind(&()),
+                o.meta().name.clone().unwrap_or_default()
+            );
+        }
+    }
+
     /// Prints the status of every Steward object that records runs (schedules, backups), then
     /// every Pod of the namespace with its status and the tail of its logs.
     pub async fn dump(&self) {
-        for kind in [
-            self.api::<steward_api::schedule::Schedule>()
-                .list(&ListParams::default())
-                .await
-                .map(|l| {
-                    l.items
-                        .iter()
-                        .map(|o| (o.metadata.name.clone(), serde_json::to_string(&o.status)))
-                        .collect::<Vec<_>>()
-                }),
-            self.api::<steward_api::pgbackrest::PostgresBackup>()
-                .list(&ListParams::default())
-                .await
-                .map(|l| {
-                    l.items
-                        .iter()
-                        .map(|o| (o.metadata.name.clone(), serde_json::to_string(&o.status)))
-                        .collect::<Vec<_>>()
-                }),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            for (name, status) in kind {
-                eprintln!(
-                    "--- {}: {}",
-                    name.unwrap_or_default(),
-                    status.unwrap_or_default()
-                );
-            }
-        }
+        self.print_statuses::<steward_api::schedule::Schedule>()
+            .await;
+        self.print_statuses::<steward_api::pgbackrest::PostgresBackup>()
+            .await;
         let pods: Api<Pod> = self.api();
         let Ok(list) = pods.list(&ListParams::default()).await else {
             return;
