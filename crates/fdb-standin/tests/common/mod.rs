@@ -186,8 +186,11 @@ impl Cluster {
         cli_with(&self.cluster_file, cmd, timeout)
     }
 
+    /// Runs `cmd`, which must succeed. Its client timeout is generous: on a loaded 2-core CI
+    /// machine `configure new` once took longer than 5 s ("transaction timed out (1031)");
+    /// a command that succeeds returns as soon as it has, so only a failure waits longer.
     pub fn ok(&self, cmd: &str) -> String {
-        let (code, out, err) = self.cli(cmd, 5);
+        let (code, out, err) = self.cli(cmd, 30);
         assert_eq!(code, 0, "`{cmd}` failed: {out}{err}");
         out
     }
