@@ -285,7 +285,10 @@ pub async fn run(
         .flat_map(|h| h.split_whitespace())
         .map(str::to_owned)
         .collect();
-    let client = match crate::cluster::transport::client(std::time::Duration::from_secs(30)) {
+    let client = match crate::cluster::transport::client(
+        std::time::Duration::from_secs(30),
+        std::time::Duration::from_secs(30),
+    ) {
         Ok(c) => c,
         Err(e) => {
             let _ = writeln!(err, "{e}");

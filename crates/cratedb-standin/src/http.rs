@@ -21,6 +21,7 @@ use axum::{Json, Router};
 use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tracing::Instrument as _;
 
 use crate::cluster::{Coordination, persist, transport};
 use crate::config::NodeConfig;
@@ -282,10 +283,13 @@ pub async fn spawn(config: NodeConfig) -> Result<Running, ServerError> {
     })
     .await?;
     let publish_addr = config.transport_publish_addr(transport_addr);
+    // Several nodes may share one process (the cluster tests): each one's coordination logs
+    // carry its name.
+    let span = tracing::info_span!("node", name = %config.node.name);
     let state = Shared::new(config, publish_addr)?;
-    state.coordinate().await;
-    let rounds = tokio::spawn(crate::cluster::run_rounds(state.clone()));
-    let ticks = tokio::spawn(crate::cluster::run_ticks(state.clone()));
+    state.coordinate().instrument(span.clone()).await;
+    let rounds = tokio::spawn(crate::cluster::run_rounds(state.clone()).instrument(span.clone()));
+    let ticks = tokio::spawn(crate::cluster::run_ticks(state.clone()).instrument(span.clone()));
     let app = router(state.clone());
     let transport_app = transport::router(state.clone());
     tracing::info!(%addr, %psql_addr, %transport_addr, node = %state.config.node.name, "CrateDB stand-in listening (HTTP, PostgreSQL, stand-in transport)");
@@ -305,7 +309,7 @@ pub async fn spawn(config: NodeConfig) -> Result<Running, ServerError> {
         rounds.abort();
         ticks.abort();
         result
-    });
+    }.instrument(span));
     Ok(Running {
         addr,
         psql_addr,

@@ -41,6 +41,16 @@ struct TestCluster {
 impl TestCluster {
     fn new() -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
+        // The nodes' coordination log (elections, membership, step-downs), each line in its
+        // node's span; nextest shows it when a test fails.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(
+                std::env::var("STEWARD_TEST_LOG")
+                    .unwrap_or_else(|_| "steward_cratedb_standin=info".into()),
+            ))
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .try_init();
         let dir = tempfile::tempdir().unwrap();
         let ports: BTreeMap<&str, [u16; 3]> = MASTERS
             .iter()
@@ -114,10 +124,11 @@ impl TestCluster {
             .map(|(n, _)| n.clone())
     }
 
-    /// Waits until all running nodes see `expected` nodes and one master; returns its name.
+    /// Waits until all running nodes see `expected` nodes and one master; returns its name. On
+    /// a timeout the panic shows what every node saw last (the logs above show why).
     async fn formed(&self, expected: usize) -> String {
         let names: Vec<String> = self.running.keys().cloned().collect();
-        wait_for(&format!("{expected} nodes and one master"), || async {
+        let formed = try_wait_for(|| async {
             let mut seen = None;
             for n in &names {
                 let (_, nodes) = sql(self.http(n), None, "SELECT name FROM sys.nodes").await;
@@ -133,11 +144,52 @@ impl TestCluster {
             let master = self.master()?;
             (seen? == node_id(&master)).then_some(master)
         })
-        .await
+        .await;
+        match formed {
+            Some(master) => master,
+            None => panic!(
+                "timed out waiting for {expected} nodes and one master; each node's view:\n{}",
+                self.views().await
+            ),
+        }
+    }
+
+    /// What each running node says: its nodes, its master, its state version, whether it leads.
+    async fn views(&self) -> String {
+        let mut out = String::new();
+        for (n, r) in &self.running {
+            let (_, nodes) = sql(
+                self.http(n),
+                None,
+                "SELECT name FROM sys.nodes ORDER BY name",
+            )
+            .await;
+            let (_, m) = sql(self.http(n), None, "SELECT master_node FROM sys.cluster").await;
+            out.push_str(&format!(
+                "  {n}: nodes {} master {} version {} leads {}\n",
+                nodes.get("rows").unwrap_or(&nodes),
+                m.get("rows").unwrap_or(&m),
+                r.state.version(),
+                r.state.is_master(),
+            ));
+        }
+        out
     }
 }
 
-async fn wait_for<T, F, Fut>(what: &str, mut probe: F) -> T
+async fn wait_for<T, F, Fut>(what: &str, probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    match try_wait_for(probe).await {
+        Some(v) => v,
+        None => panic!("timed out waiting for {what}"),
+    }
+}
+
+/// Probes every 50 ms until the probe answers or `WAIT` has passed.
+async fn try_wait_for<T, F, Fut>(mut probe: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -145,12 +197,11 @@ where
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         if let Some(v) = probe().await {
-            return v;
+            return Some(v);
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -44,6 +44,11 @@ use transport::{Forward, Hello, Publication};
 /// anyway (its table then fails writes with code 5002 until they are).
 pub const CREATE_TABLE_WAIT: Duration = Duration::from_secs(10);
 
+/// How long a statement forwarded to the master may take: the `master_timeout` CrateDB's
+/// requests to the master default to (Elasticsearch's `?master_timeout`, 30 s). A busy master
+/// is waited for; a gone one is noticed by the connection (`liveness_timeout / 2`).
+pub const MASTER_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// A peer as last heard of.
 struct Peer {
     hello: Hello,
@@ -63,6 +68,9 @@ struct Meta {
     compare: Value,
     /// Incarnations of the nodes this master saw join: another one means a restart.
     joined: BTreeMap<String, u64>,
+    /// Whether the served state is this node's blocked election view rather than `published`
+    /// (it saw no live master): a master seen again brings `published` back.
+    viewing: bool,
 }
 
 /// The networking side of a node. See the module docs.
@@ -70,7 +78,11 @@ pub struct Coordination {
     meta: Mutex<Meta>,
     peers: Mutex<BTreeMap<String, Peer>>,
     persisted: Mutex<u64>,
+    /// Pings, publications and state fetches: each takes at most `liveness_timeout / 2`.
     client: reqwest::Client,
+    /// Statements forwarded to the master: connected within `liveness_timeout / 2`, answered
+    /// within [`MASTER_TIMEOUT`].
+    statements: reqwest::Client,
     started: Instant,
     incarnation: u64,
     publish_addr: SocketAddr,
@@ -113,10 +125,12 @@ impl Coordination {
                 published: published.clone(),
                 compare,
                 joined: BTreeMap::new(),
+                viewing: false,
             }),
             peers: Mutex::new(BTreeMap::new()),
             persisted: Mutex::new(version),
-            client: transport::client(timeout)?,
+            client: transport::client(timeout, timeout)?,
+            statements: transport::client(timeout, MASTER_TIMEOUT)?,
             started: Instant::now(),
             incarnation,
             publish_addr,
@@ -238,6 +252,7 @@ impl Shared {
             meta.version = version;
             meta.compare = without_now(&state);
             meta.published = cluster.clone();
+            meta.viewing = false;
             *served = cluster;
         }
         tracing::debug!(from, version, "adopted cluster state");
@@ -297,7 +312,7 @@ impl Shared {
             args: args.to_vec(),
         };
         transport::forward(
-            &self.coord().client,
+            &self.coord().statements,
             master.transport,
             &forward,
             parsed.kind(),
@@ -305,7 +320,19 @@ impl Shared {
         .await
         .unwrap_or_else(|e| {
             tracing::info!(error = %e, "forwarding a statement to the master failed");
-            Err(no_master())
+            if e.is_timeout() {
+                // The master was reached and is still working on it: not "no master".
+                Err(SqlError::new(
+                    crate::sql::ErrorCode::Internal,
+                    format!(
+                        "ProcessClusterEventTimeoutException[failed to process cluster event ({}) within {}s]",
+                        parsed.kind(),
+                        MASTER_TIMEOUT.as_secs()
+                    ),
+                ))
+            } else {
+                Err(no_master())
+            }
         })
     }
 
@@ -490,6 +517,7 @@ impl Shared {
 
     async fn follow(&self, live: &[Hello]) {
         if live.iter().any(|p| p.leader) {
+            self.serve_published();
             return;
         }
         let version = self.version();
@@ -521,6 +549,7 @@ impl Shared {
                 *cluster = view;
                 let mut meta = self.coord().meta();
                 meta.leader = true;
+                meta.viewing = false;
                 meta.version = meta.version.max(newest_seen);
                 meta.joined = live
                     .iter()
@@ -530,7 +559,26 @@ impl Shared {
             tracing::info!(node = me, "elected master");
             self.publish(true).await;
         } else {
-            *self.lock() = view;
+            let mut served = self.lock();
+            *served = view;
+            self.coord().meta().viewing = true;
+        }
+    }
+
+    /// Serves the latest published state again after a blocked view. Without this a node that
+    /// lost sight of the master for a liveness timeout kept serving its view (a node missing,
+    /// no master) until the next publication, which the master sends only when the state
+    /// changes: a settled cluster never healed it (a CI failure: five nodes never "formed").
+    fn serve_published(&self) {
+        let mut served = self.lock();
+        let mut meta = self.coord().meta();
+        if meta.viewing {
+            *served = meta.published.clone();
+            meta.viewing = false;
+            tracing::info!(
+                version = meta.version,
+                "a master is seen again: serving the published state"
+            );
         }
     }
 
@@ -566,5 +614,112 @@ pub(crate) async fn run_ticks(state: Shared) {
             _ = timer.tick() => state.tick().await,
             _ = state.stopped() => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::model::{ClusterConfig, NodeSpec};
+
+    fn config() -> ClusterConfig {
+        ClusterConfig {
+            cluster_name: "heal".into(),
+            initial_master_nodes: vec!["m0".into()],
+            ..ClusterConfig::default()
+        }
+    }
+
+    fn hello(spec: NodeSpec, leader: bool, version: u64) -> Hello {
+        Hello {
+            cluster_name: "heal".into(),
+            spec,
+            incarnation: 1,
+            version,
+            leader,
+            transport: "127.0.0.1:9".parse().unwrap(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_follower_that_lost_sight_of_the_master_serves_the_published_state_once_it_sees_it_again()
+     {
+        let (m0, d0, d1) = (
+            NodeSpec::master_only("m0"),
+            NodeSpec::data_only("d0"),
+            NodeSpec::data_only("d1"),
+        );
+        let mut published = Cluster::new(config());
+        membership::reconcile(
+            &mut published,
+            &m0,
+            &[d0.clone(), d1.clone()],
+            |_| false,
+            &BTreeSet::new(),
+        );
+        assert_eq!(published.master(), Some("m0"));
+        let mut node = crate::NodeConfig {
+            node: d0.clone(),
+            ..crate::NodeConfig::default()
+        };
+        node.cluster = config();
+        let d0_node = Shared::new(node, "127.0.0.1:8".parse().unwrap()).unwrap();
+        assert!(d0_node.adopt(5, "m0", serde_json::to_value(&published).unwrap()));
+
+        // A liveness timeout without hearing anyone: the blocked view, no master.
+        d0_node.follow(&[]).await;
+        assert_eq!(d0_node.lock().master(), None);
+        assert_eq!(d0_node.lock().nodes().count(), 1);
+
+        // The master and d1 are heard again, the state unchanged (version 5): nothing is
+        // published, and d0 serves the published state again.
+        d0_node
+            .follow(&[hello(m0, true, 5), hello(d1, false, 5)])
+            .await;
+        let served = d0_node.lock().clone();
+        assert_eq!(served.master(), Some("m0"));
+        assert_eq!(served.nodes().count(), 3);
+        assert_eq!(d0_node.version(), 5);
+    }
+
+    /// A master that takes longer than a ping may (`liveness_timeout / 2`) to run a forwarded
+    /// statement is waited for, not reported as "no master" (a CI failure under load: code
+    /// 5000 "no master" for a `SET LICENSE` through a data node while the master was busy).
+    #[tokio::test]
+    async fn a_statement_forwarded_to_a_slow_master_waits_for_its_answer() {
+        use axum::routing::post;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let master_addr = listener.local_addr().unwrap();
+        let slow_master = axum::Router::new().route(
+            "/_standin/execute",
+            post(|| async {
+                tokio::time::sleep(Duration::from_millis(600)).await;
+                axum::Json(transport::ForwardAnswer::Ok {
+                    cols: vec![],
+                    types: vec![],
+                    rows: vec![],
+                    rowcount: 1,
+                })
+            }),
+        );
+        tokio::spawn(async move { axum::serve(listener, slow_master).await });
+
+        let mut node = crate::NodeConfig {
+            node: NodeSpec::data_only("d0"),
+            liveness_timeout: Duration::from_millis(400),
+            ..crate::NodeConfig::default()
+        };
+        node.cluster = config();
+        let d0 = Shared::new(node, "127.0.0.1:8".parse().unwrap()).unwrap();
+        let mut master = hello(NodeSpec::master_only("m0"), true, 1);
+        master.transport = master_addr;
+        d0.record(master);
+        let started = Instant::now();
+        let answer = d0
+            .execute(crate::model::SUPERUSER, "CREATE USER slow", &[])
+            .await;
+        assert_eq!(answer.map(|r| r.rowcount).map_err(|e| e.message), Ok(1));
+        assert!(started.elapsed() >= Duration::from_millis(600));
     }
 }

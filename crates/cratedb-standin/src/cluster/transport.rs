@@ -96,6 +96,13 @@ pub enum TransportError {
     Client(reqwest::Error),
 }
 
+impl TransportError {
+    /// Whether the peer was reached but did not answer in time (a slow peer, not a gone one).
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Self::Request { source, .. } if source.is_timeout() && !source.is_connect())
+    }
+}
+
 /// The transport's routes.
 pub fn router(state: Shared) -> Router {
     Router::new()
@@ -157,14 +164,15 @@ async fn execute_endpoint(
 }
 
 /// An HTTP client for the transport: no connection pooling (a node that stops must look gone
-/// at once, not answer on a kept-alive connection), no proxies.
-pub fn client(timeout: Duration) -> Result<reqwest::Client, TransportError> {
+/// at once, not answer on a kept-alive connection), no proxies; a connection takes at most
+/// `connect`, a request (connection included) at most `timeout`.
+pub fn client(connect: Duration, timeout: Duration) -> Result<reqwest::Client, TransportError> {
     // reqwest is built without a default TLS provider in this workspace.
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
         .no_proxy()
         .pool_max_idle_per_host(0)
-        .connect_timeout(timeout)
+        .connect_timeout(connect)
         .timeout(timeout)
         .build()
         .map_err(TransportError::Client)
