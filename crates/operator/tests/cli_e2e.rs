@@ -3,7 +3,8 @@
 //! then, with only the `cli.yaml` it wrote: create a PostgreSQL and an etcd cluster and wait
 //! with progress, scale, query the fail-over candidates and fail over to a named replica,
 //! create a database user and log in to PostgreSQL with it (`psql`), rotate its password,
-//! upgrade PostgreSQL 15 → 16 (`steward upgrade cluster --wait`), show status as JSON, delete a
+//! upgrade PostgreSQL 15 → 16 (`steward upgrade cluster --wait`; a refused upgrade and a refused
+//! restore end their `--wait` at once), show status as JSON, delete a
 //! cluster — and no password in any output or in the plane's log.
 //! A second plane runs a small CrateDB cluster (stand-in Pods: `cargo build -p
 //! steward-cratedb-standin` first) through the CLI: create with a license, show, scale the
@@ -299,6 +300,25 @@ fn the_cli_creates_waits_scales_fails_over_and_manages_a_user_on_the_dev_plane()
     assert!(
         asked.elapsed() < std::time::Duration::from_secs(60),
         "the refusal took {:?}",
+        asked.elapsed()
+    );
+    // So does a refused restore (this cluster has no repository to restore from).
+    let asked = std::time::Instant::now();
+    let restore = steward(
+        &config,
+        cwd,
+        &["restore", "pg", "--wait", "--timeout", "120"],
+        None,
+    );
+    let said = text(&restore);
+    assert!(!restore.status.success(), "{said}");
+    assert!(
+        said.contains("failed") && said.contains("no spec.backups.pgbackrest"),
+        "the restore's refusal: {said}"
+    );
+    assert!(
+        asked.elapsed() < std::time::Duration::from_secs(60),
+        "the restore's refusal took {:?}",
         asked.elapsed()
     );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
@@ -609,6 +629,20 @@ fn the_cli_creates_scales_backs_up_and_deletes_a_foundationdb_cluster() {
     );
     assert!(!out.status.success());
     assert!(text(&out).contains("version"), "{}", text(&out));
+    // A restore of that backup into the (empty) database, followed until it completes, then
+    // the cluster shown.
+    let restored = run(&["restore", "fdb", "--wait", "--timeout", "240"]);
+    assert!(restored.contains("fdb"), "{restored}");
+    let restores = kubectl(
+        &state.join("kubeconfig"),
+        &[
+            "get",
+            "foundationdbrestores",
+            "-o",
+            "jsonpath={.items[*].status.state}",
+        ],
+    );
+    assert_eq!(restores.trim(), "Completed");
     // Users and fail-over do not apply.
     let out = steward(&config, cwd, &["failover", "fdb"], None);
     assert!(!out.status.success());

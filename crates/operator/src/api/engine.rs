@@ -229,6 +229,16 @@ pub trait BackupsApi: Send + Sync {
         request: &NewRestore<'_>,
         stamp: &str,
     ) -> Result<Value, ApiError>;
+
+    /// Restore `name` of the cluster, as the API's `RestoreInfo` (phase, step, message,
+    /// error); `None` when the cluster has no restore of that name.
+    async fn show_restore(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        cluster: &str,
+        name: &str,
+    ) -> Result<Option<Value>, ApiError>;
 }
 
 /// An engine's fail-over (a switchover when the primary is healthy) to a named member.

@@ -515,10 +515,16 @@ pub struct RestoreInfo {
     pub name: String,
     /// The cluster restored.
     pub cluster: String,
-    /// Where it is.
+    /// Where it is: `Pending`, `Running`, `Completed` or `Failed` (a refusal too).
     pub phase: Option<String>,
     /// Its step, when the engine records one.
     pub step: Option<String>,
+    /// The last thing that happened.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Why it was refused or failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Restores the cluster in place (a `PostgresRestore`; the cluster's status shows progress).
@@ -553,6 +559,34 @@ pub async fn restore(
         )
         .await?;
     Ok((StatusCode::ACCEPTED, Json(made)))
+}
+
+/// One restore of the cluster: where it is, and why it was refused or failed (what `steward
+/// restore --wait` follows).
+#[utoipa::path(get, path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/restores/{restore}",
+    tag = "backups",
+    params(("namespace" = String, Path, description = "The namespace"),
+        ("engine" = String, Path, description = "`postgres` or `foundationdb` (others: 400)"),
+        ("name" = String, Path, description = "The cluster"),
+        ("restore" = String, Path, description = "The restore (the `name` a `POST …/restore` answered)")),
+    responses((status = 200, body = RestoreInfo), (status = 400, body = super::server::ErrorBody),
+        (status = 401, body = super::server::ErrorBody), (status = 403, body = super::server::ErrorBody),
+        (status = 404, body = super::server::ErrorBody)))]
+pub async fn show_restore(
+    State(state): State<Arc<ApiState>>,
+    Path((namespace, engine, name, restore)): Path<(String, String, String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let (_, backups) = backups_of(&engine, "restores")?;
+    backups
+        .show_restore(&state.client, &namespace, &name, &restore)
+        .await?
+        .map(Json)
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("cluster {namespace}/{name} has no restore {restore}"),
+            )
+        })
 }
 
 /// `POST …/upgrade`.

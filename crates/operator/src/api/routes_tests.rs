@@ -344,9 +344,54 @@ async fn the_write_routes_create_scale_restart_fail_over_and_manage_users_backup
     let restores: Api<PostgresRestore> = Api::namespaced(plane.client.clone(), "team");
     let r = restores.get(body["name"].as_str().unwrap()).await.unwrap();
     assert_eq!(
-        r.spec.target.unwrap().time.as_deref(),
+        r.spec.target.clone().unwrap().time.as_deref(),
         Some("2026-11-26T09:00:00Z")
     );
+    // It can be followed (GET …/restores/{name}); its refusal's reason is there once the
+    // operator wrote it; another cluster's restore is not this one's.
+    let one = format!(
+        "{base}/postgres/pg/restores/{}",
+        body["name"].as_str().unwrap()
+    );
+    let mut refused = r.clone();
+    refused.status = Some(steward_api::pgbackrest::PostgresRestoreStatus {
+        phase: Some(steward_api::pgbackrest::RestorePhase::Failed),
+        message: Some("refused; nothing was changed".into()),
+        error: Some("the repository pg-repo has no stanza yet".into()),
+        ..Default::default()
+    });
+    restores
+        .replace_status(
+            r.metadata.name.as_deref().unwrap(),
+            &Default::default(),
+            &refused,
+        )
+        .await
+        .unwrap();
+    let (status, shown) = call(&app, "GET", &one, None).await;
+    assert_eq!(status, StatusCode::OK, "{shown}");
+    assert_eq!(
+        (&shown["phase"], &shown["error"], &shown["cluster"]),
+        (
+            &json!("Failed"),
+            &json!("the repository pg-repo has no stanza yet"),
+            &json!("pg")
+        )
+    );
+    let (status, _) = call(&app, "GET", &one.replace("/pg/", "/other/"), None).await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "a restore of another cluster"
+    );
+    let (status, _) = call(
+        &app,
+        "GET",
+        &format!("{base}/postgres/pg/restores/none"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
 
     // A major-version upgrade: a PostgresUpgrade; a bad version is the API's 400, an engine
     // without upgrade objects says how its version changes.

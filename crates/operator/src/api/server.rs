@@ -69,6 +69,7 @@ pub const ROUTES: &[Route] = &[
     route("POST", BACKUPS, Some(Permission::CreateBackup)),
     route("GET", BACKUP, Some(Permission::ShowBackup)),
     route("POST", RESTORE, Some(Permission::Restore)),
+    route("GET", RESTORE_ONE, Some(Permission::ShowBackup)),
     route("POST", UPGRADE, Some(Permission::UpdateCluster)),
     route("GET", UPGRADE_ONE, Some(Permission::ShowCluster)),
     route("GET", SCHEDULES, Some(Permission::ShowSchedule)),
@@ -91,6 +92,8 @@ const USER_PASSWORD: &str =
 const BACKUPS: &str = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/backups";
 const BACKUP: &str = "/api/v1/namespaces/{namespace}/backups/{backup}";
 const RESTORE: &str = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/restore";
+const RESTORE_ONE: &str =
+    "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/restores/{restore}";
 const UPGRADE: &str = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/upgrade";
 const UPGRADE_ONE: &str =
     "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/upgrades/{upgrade}";
@@ -377,6 +380,7 @@ fn handler(r: &Route) -> Option<MethodRouter<Arc<ApiState>>> {
         ("POST", BACKUPS) => post(x::create_backup),
         ("GET", BACKUP) => get(x::show_backup),
         ("POST", RESTORE) => post(x::restore),
+        ("GET", RESTORE_ONE) => get(x::show_restore),
         ("POST", UPGRADE) => post(x::upgrade),
         ("GET", UPGRADE_ONE) => get(x::show_upgrade),
         ("GET", SCHEDULES) => get(x::list_schedules),
@@ -495,6 +499,7 @@ pub struct ErrorBody {
         super::resources::list_backups, super::resources::create_backup,
         super::resources::show_backup, super::resources::restore, super::resources::upgrade,
         super::resources::show_upgrade,
+        super::resources::show_restore,
         super::resources::list_schedules, super::resources::create_schedule,
         super::resources::delete_schedule, super::resources::list_policies,
         super::resources::create_policy, super::resources::delete_policy),

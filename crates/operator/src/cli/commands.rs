@@ -106,6 +106,48 @@ impl Session {
             .await
     }
 
+    /// Prints the answer of an action that made an object (a restore, an upgrade), or follows
+    /// that object (`{path}/{collection}/{name}`, `name` from the answer) until `judge` says it
+    /// is done — then waits for the cluster to settle on its generation and shows it — or
+    /// failed, which ends the wait at once with its reason (a refusal too).
+    async fn follow_then_show(
+        &self,
+        path: &str,
+        answer: &Value,
+        shape: Shape,
+        wait: &WaitOpts,
+        collection: &str,
+        judge: fn(&Value) -> wait::WaitState,
+    ) -> Result<String, CliError> {
+        if !wait.wait {
+            return self.render(answer, shape);
+        }
+        let name = answer.get("name").and_then(Value::as_str).ok_or_else(|| {
+            CliError::Protocol(format!("the answer names no {collection} object"))
+        })?;
+        let started = std::time::Instant::now();
+        let timeout = Duration::from_secs(wait.timeout);
+        wait::wait_phase(
+            &self.client,
+            &format!("{path}/{collection}/{name}"),
+            timeout,
+            judge,
+        )
+        .await?;
+        let generation = self
+            .client
+            .call(Method::GET, path, None)
+            .await?
+            .get("generation")
+            .and_then(Value::as_i64);
+        let exp = Expectation {
+            generation,
+            ..Expectation::default()
+        };
+        self.show_when_done(path, &exp, timeout.saturating_sub(started.elapsed()))
+            .await
+    }
+
     /// Waits for the cluster at `path` as `exp` says, then shows it (or that it is deleted).
     async fn show_when_done(
         &self,
@@ -453,12 +495,13 @@ async fn restore(a: RestoreArgs, env: &Env, cwd: &Path) -> Result<String, CliErr
         .client
         .call(Method::POST, &format!("{path}/restore"), Some(&body))
         .await?;
-    s.finish_action(
+    s.follow_then_show(
         &path,
         &answer,
         Shape::Restore,
         &a.wait,
-        Expectation::default(),
+        "restores",
+        wait::judge_restore,
     )
     .await
 }
@@ -482,34 +525,15 @@ async fn upgrade(a: UpgradeArgs, env: &Env, cwd: &Path) -> Result<String, CliErr
         .client
         .call(Method::POST, &format!("{path}/upgrade"), Some(&body))
         .await?;
-    if !a.wait.wait {
-        return s.render(&answer, Shape::Upgrade);
-    }
-    let name = answer
-        .get("name")
-        .and_then(Value::as_str)
-        .ok_or_else(|| CliError::Protocol("the upgrade answer has no name".into()))?;
-    let started = std::time::Instant::now();
-    let timeout = Duration::from_secs(a.wait.timeout);
-    wait::wait_phase(
-        &s.client,
-        &format!("{path}/upgrades/{name}"),
-        timeout,
+    s.follow_then_show(
+        &path,
+        &answer,
+        Shape::Upgrade,
+        &a.wait,
+        "upgrades",
         wait::judge_upgrade,
     )
-    .await?;
-    let generation = s
-        .client
-        .call(Method::GET, &path, None)
-        .await?
-        .get("generation")
-        .and_then(Value::as_i64);
-    let exp = Expectation {
-        generation,
-        ..Expectation::default()
-    };
-    s.show_when_done(&path, &exp, timeout.saturating_sub(started.elapsed()))
-        .await
+    .await
 }
 
 async fn login(a: LoginArgs, env: &Env, cwd: &Path) -> Result<String, CliError> {

@@ -7,8 +7,10 @@
 //! named); a delete is finished when GET answers 404. It failed when the operation the action
 //! started (its `generation` at least the action's) reaches phase `Failed`.
 //!
-//! A restore's answer names no generation: it is finished once an operation was seen running
-//! since the request and none runs any more, with `Available=True`.
+//! An answer that names no generation is finished once an operation was seen running since the
+//! request and none runs any more, with `Available=True`. A restore and an upgrade are followed
+//! through their own object first (`GET …/restores/{name}`, `…/upgrades/{name}`: a refusal or
+//! a failure ends the wait with its reason), then the cluster as above on its generation.
 //!
 //! Every member the spec asks for must be ready too: `readyInstances` (PostgreSQL),
 //! `readyMembers` (etcd), and for a CrateDB cluster each node set of `spec.nodes` (`master`,
@@ -441,8 +443,19 @@ pub fn judge_backup(backup: &Value) -> WaitState {
 
 /// Where an upgrade (`GET …/upgrades/{name}`) stands: a refusal is `Failed` with its reason.
 pub fn judge_upgrade(upgrade: &Value) -> WaitState {
+    judge_named("upgrade", upgrade)
+}
+
+/// Where a restore (`GET …/restores/{name}`) stands: a refusal is `Failed` with its reason.
+pub fn judge_restore(restore: &Value) -> WaitState {
+    judge_named("restore", restore)
+}
+
+/// An object with a name, a phase (`Completed`, `Failed`, else still going), a step, a message
+/// and an error (why it was refused or failed).
+fn judge_named(what: &str, object: &Value) -> WaitState {
     let text = |key: &str| {
-        upgrade
+        object
             .get(key)
             .and_then(Value::as_str)
             .filter(|m| !m.is_empty())
@@ -450,14 +463,14 @@ pub fn judge_upgrade(upgrade: &Value) -> WaitState {
     match text("phase") {
         Some("Completed") => WaitState::Done,
         Some("Failed") => WaitState::Failed(format!(
-            "upgrade {} failed: {}",
+            "{what} {} failed: {}",
             text("name").unwrap_or("?"),
             text("error")
                 .or_else(|| text("message"))
                 .unwrap_or("no message")
         )),
         phase => WaitState::Running(Progress::waiting(format!(
-            "upgrade {}{}{}",
+            "{what} {}{}{}",
             phase.unwrap_or("Pending"),
             text("step").map(|s| format!(" ({s})")).unwrap_or_default(),
             text("message")
@@ -467,7 +480,7 @@ pub fn judge_upgrade(upgrade: &Value) -> WaitState {
     }
 }
 
-/// Polls an object with a phase (`path`: a backup, an upgrade) every second until `judge`
+/// Polls an object with a phase (`path`: a backup, a restore, an upgrade) every second until `judge`
 /// says it is done or failed, or `timeout` passed; its last answer.
 pub async fn wait_phase(
     client: &ApiClient,

@@ -153,7 +153,7 @@ fn a_delete_is_finished_at_404_and_a_create_from_its_detail() {
 }
 
 #[test]
-fn a_restore_needs_an_operation_seen_running_first() {
+fn an_answer_without_a_generation_needs_an_operation_seen_running_first() {
     let exp = Expectation::default();
     let idle = cluster(5, "True", Value::Null, Value::Null);
     assert!(
@@ -193,6 +193,36 @@ fn an_upgrade_is_followed_by_its_phase_and_a_refusal_ends_the_wait_with_its_reas
     assert_eq!(
         judge_upgrade(&u("Failed", Some("16 is not newer than 16"))),
         WaitState::Failed("upgrade pg-upgrade-16 failed: 16 is not newer than 16".into())
+    );
+}
+
+#[test]
+fn a_restore_is_followed_by_its_phase_and_a_refusal_ends_the_wait_with_its_reason() {
+    let r = |phase: &str, error: Option<&str>| json!({"name": "pg-restore-1", "cluster": "pg", "phase": phase, "step": "RestoreJob", "message": "pgbackrest restore runs", "error": error});
+    match judge_restore(&r("Running", None)) {
+        WaitState::Running(p) => {
+            assert_eq!(
+                p.line,
+                "restore Running (RestoreJob): pgbackrest restore runs"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(judge_restore(&r("Completed", None)), WaitState::Done);
+    assert_eq!(
+        judge_restore(&r(
+            "Failed",
+            Some("cluster pg has no spec.backups.pgbackrest")
+        )),
+        WaitState::Failed(
+            "restore pg-restore-1 failed: cluster pg has no spec.backups.pgbackrest".into()
+        )
+    );
+    // A FoundationDB restore has no step and says why it failed in its message.
+    let fdb = json!({"name": "db-restore-1", "cluster": "db", "phase": "Failed", "message": "the backup is not restorable"});
+    assert_eq!(
+        judge_restore(&fdb),
+        WaitState::Failed("restore db-restore-1 failed: the backup is not restorable".into())
     );
 }
 

@@ -15,7 +15,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams, PostParams};
 use steward_api::foundationdb::{
     BackupState, FoundationDBBackup, FoundationDBBackupSpec, FoundationDBRestore,
-    FoundationDBRestoreSpec,
+    FoundationDBRestoreSpec, RestoreState,
 };
 
 use super::engine::FoundationDb;
@@ -362,12 +362,40 @@ impl BackupsApi for FoundationDb {
             .create(&PostParams::default(), &object)
             .await
             .map_err(|e| ApiError::kube("create FoundationDBRestore", &e))?;
-        to_json(&RestoreInfo {
-            name: made.name_any(),
-            cluster: cluster.to_owned(),
-            phase: Some(format!("{:?}", made.status.unwrap_or_default().state)),
-            step: None,
-        })
+        to_json(&restore_info(&made))
+    }
+
+    async fn show_restore(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        cluster: &str,
+        name: &str,
+    ) -> Result<Option<Value>, ApiError> {
+        let found = Api::<FoundationDBRestore>::namespaced(client.clone(), namespace)
+            .get_opt(name)
+            .await
+            .map_err(|e| ApiError::kube("get FoundationDBRestore", &e))?;
+        found
+            .filter(|r| r.spec.destination_cluster_name == cluster)
+            .map(|r| to_json(&restore_info(&r)))
+            .transpose()
+    }
+}
+
+/// (pure) The API's view of a restore: its state, and its message — why it failed when it did.
+fn restore_info(restore: &FoundationDBRestore) -> RestoreInfo {
+    let status = restore.status.clone().unwrap_or_default();
+    let message = Some(status.message).filter(|m| !m.is_empty());
+    RestoreInfo {
+        name: restore.name_any(),
+        cluster: restore.spec.destination_cluster_name.clone(),
+        phase: Some(format!("{:?}", status.state)),
+        step: None,
+        error: message
+            .clone()
+            .filter(|_| status.state == RestoreState::Failed),
+        message,
     }
 }
 

@@ -384,13 +384,37 @@ impl BackupsApi for Postgres {
             .create(&PostParams::default(), &object)
             .await
             .map_err(|e| ApiError::kube("create PostgresRestore", &e))?;
-        let status = made.status.clone().unwrap_or_default();
-        to_json(&RestoreInfo {
-            name: made.name_any(),
-            cluster: cluster.to_owned(),
-            phase: status.phase.map(|p| format!("{p:?}")),
-            step: status.step,
-        })
+        to_json(&restore_info(&made))
+    }
+
+    async fn show_restore(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        cluster: &str,
+        name: &str,
+    ) -> Result<Option<Value>, ApiError> {
+        let found = Api::<PostgresRestore>::namespaced(client.clone(), namespace)
+            .get_opt(name)
+            .await
+            .map_err(|e| ApiError::kube("get PostgresRestore", &e))?;
+        found
+            .filter(|r| r.spec.cluster == cluster)
+            .map(|r| to_json(&restore_info(&r)))
+            .transpose()
+    }
+}
+
+/// (pure) The API's view of a restore.
+fn restore_info(restore: &PostgresRestore) -> RestoreInfo {
+    let status = restore.status.clone().unwrap_or_default();
+    RestoreInfo {
+        name: restore.name_any(),
+        cluster: restore.spec.cluster.clone(),
+        phase: status.phase.map(|p| format!("{p:?}")),
+        step: status.step,
+        message: status.message,
+        error: status.error,
     }
 }
 
