@@ -210,13 +210,6 @@ pub struct EtcdPeerSpec {
     #[schemars(regex(pattern = r"^[0-9a-f]{1,16}$"))]
     #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "memberId is immutable"}]))]
     pub member_id: Option<String>,
-    /// etcd's `--snapshot-count` for this member (absent: etcd's default). An upgrade from 3.5
-    /// to 3.6 restarts each member once with `1` before its 3.6 start, so the member takes a
-    /// snapshot and 3.6 does not replay the v2 records its WAL holds (etcd's 3.6 upgrade guide);
-    /// the 3.6 start clears it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
-    pub snapshot_count: Option<u64>,
 }
 
 /// Observed state of an `EtcdPeer`.

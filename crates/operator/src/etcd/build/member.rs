@@ -63,7 +63,6 @@ pub fn peer(
         storage: cluster.spec.storage.clone(),
         pod_template: cluster.spec.pod_template.clone(),
         member_id,
-        snapshot_count: None,
     };
     Some(EtcdPeer {
         metadata,
@@ -114,7 +113,6 @@ pub fn etcd_args(
     names: &ClusterNames,
     bootstrap: &Bootstrap,
     member_id: Option<&str>,
-    snapshot_count: Option<u64>,
 ) -> Vec<String> {
     let initial = bootstrap
         .initial_cluster
@@ -126,7 +124,7 @@ pub fn etcd_args(
         InitialClusterState::New => "new",
         InitialClusterState::Existing => "existing",
     };
-    let mut args = vec![
+    vec![
         format!("--name={peer}"),
         format!("--data-dir={}", data_dir(member_id)),
         // Listen on the Pod's own address (from the downward API): no wildcard, so members
@@ -142,11 +140,7 @@ pub fn etcd_args(
             bootstrap.initial_cluster_token
         ),
         "--logger=zap".to_owned(),
-    ];
-    if let Some(n) = snapshot_count {
-        args.push(format!("--snapshot-count={n}"));
-    }
-    args
+    ]
 }
 
 /// The member's Pod, owned by its peer. `None` when the peer was never stored.
@@ -165,7 +159,6 @@ pub fn pod(peer: &EtcdPeer, names: &ClusterNames) -> Option<Pod> {
             names,
             &peer.spec.bootstrap,
             peer.spec.member_id.as_deref(),
-            peer.spec.snapshot_count,
         )),
         env: Some(vec![EnvVar {
             name: "POD_IP".into(),
