@@ -46,12 +46,15 @@ pub fn unsupported_jump(from: &str, to: &str) -> Option<String> {
         ));
     }
     if (a.minor, b.minor) == (5, 6) {
-        // Tried on real binaries (3.5.34 → 3.6.15): the first 3.6 member panics replaying the
-        // v2 WAL records its 3.5 data holds since its last snapshot ("detected disallowed v2
-        // WAL for stage --v2-deprecation=write-only", etcd-io/etcd#20809, #21849). etcd's
-        // 3.6 upgrade guide has a clean-up for that which Steward does not run yet.
+        // Tried on real binaries (3.4.23 → 3.5.34 → 3.6.15; docs/technical_design.md,
+        // RollingUpdate): the first 3.6 member panicked replaying the v2 `QGET` records 3.4's
+        // `GET /health` probes left in the WAL ("detected disallowed v2 WAL", etcd-io/etcd#20809);
+        // with each member snapshotted first (`--snapshot-count=1`, etcd's 3.6 upgrade guide)
+        // the roll passed several times, then once in CI the 3.6 members told the others they
+        // had been "permanently removed from the cluster" (membership 3.6 reads from the v3
+        // backend, which can differ from 3.5's v2 store). Until both are handled, refused.
         return Some(format!(
-            "{from} → {to}: etcd 3.6 cannot replay the v2 WAL records 3.5 members keep until their next snapshot (etcd-io/etcd#20809); Steward does not yet run the clean-up etcd's 3.6 upgrade guide describes, so this upgrade is refused and nothing is changed"
+            "{from} → {to}: not supported yet — etcd 3.6 replays v2 WAL records a cluster that ran 3.4 still holds (etcd-io/etcd#20809), and its membership can differ from 3.5's; this upgrade is refused and nothing is changed"
         ));
     }
     None
@@ -265,7 +268,7 @@ mod tests {
         assert!(
             unsupported_jump("3.5.34", "3.6.15")
                 .unwrap()
-                .contains("etcd 3.6 cannot replay the v2 WAL records")
+                .contains("etcd 3.6 replays v2 WAL records")
         );
         assert!(
             unsupported_jump("3.5.1", "3.4.23")
