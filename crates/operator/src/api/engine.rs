@@ -296,6 +296,31 @@ pub fn to_json<T: Serialize>(value: &T) -> Result<Value, ApiError> {
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 
+/// Object `name` of kind `K` as the API shows it (`info`), when `of_cluster` says it is the
+/// cluster's (`None` when there is no such object, or it is another cluster's): what an engine's
+/// `show` of one of its upgrades or restores answers.
+pub async fn show_of_cluster<K, I: Serialize>(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    of_cluster: impl Fn(&K) -> bool,
+    info: impl Fn(&K) -> I,
+) -> Result<Option<Value>, ApiError>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    kube::Api::<K>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await
+        .map_err(|e| ApiError::kube(&format!("get {}", K::kind(&())), &e))?
+        .filter(|o| of_cluster(o))
+        .map(|o| to_json(&info(&o)))
+        .transpose()
+}
+
 /// (pure) [`ClusterApi::normalize`] for an engine whose spec type is `S`.
 pub fn normalize_as<S: Serialize + DeserializeOwned>(spec: Value) -> Result<Value, ApiError> {
     let typed: S =

@@ -21,7 +21,7 @@ use steward_api::foundationdb::{
 use super::engine::FoundationDb;
 use crate::api::engine::{
     BackupsApi, Capability, ClusterApi, NewBackup, NewCluster, NewRestore, Size, normalize_as,
-    parts_as, to_json,
+    parts_as, show_of_cluster, to_json,
 };
 use crate::api::resources::{BackupInfo, RestoreInfo, stamped};
 use crate::api::server::ApiError;
@@ -372,14 +372,14 @@ impl BackupsApi for FoundationDb {
         cluster: &str,
         name: &str,
     ) -> Result<Option<Value>, ApiError> {
-        let found = Api::<FoundationDBRestore>::namespaced(client.clone(), namespace)
-            .get_opt(name)
-            .await
-            .map_err(|e| ApiError::kube("get FoundationDBRestore", &e))?;
-        found
-            .filter(|r| r.spec.destination_cluster_name == cluster)
-            .map(|r| to_json(&restore_info(&r)))
-            .transpose()
+        show_of_cluster(
+            client,
+            namespace,
+            name,
+            |r: &FoundationDBRestore| r.spec.destination_cluster_name == cluster,
+            restore_info,
+        )
+        .await
     }
 }
 

@@ -20,7 +20,8 @@ use steward_api::pgbackrest::{
 
 use crate::api::engine::{
     BackupsApi, Capability, ClusterApi, FailoverApi, NewBackup, NewCluster, NewRestore, NewUpgrade,
-    NewUser, Size, UpgradeApi, UsersApi, normalize_as, parts_as, to_json, user_ready,
+    NewUser, Size, UpgradeApi, UsersApi, normalize_as, parts_as, show_of_cluster, to_json,
+    user_ready,
 };
 use crate::api::resources::{BackupInfo, RestoreInfo, UpgradeInfo, UserInfo, stamped};
 use crate::api::server::ApiError;
@@ -126,14 +127,14 @@ impl UpgradeApi for Postgres {
         cluster: &str,
         name: &str,
     ) -> Result<Option<Value>, ApiError> {
-        let found = Api::<PostgresUpgrade>::namespaced(client.clone(), namespace)
-            .get_opt(name)
-            .await
-            .map_err(|e| ApiError::kube("get PostgresUpgrade", &e))?;
-        found
-            .filter(|u| u.spec.cluster == cluster)
-            .map(|u| to_json(&upgrade_info(&u)))
-            .transpose()
+        show_of_cluster(
+            client,
+            namespace,
+            name,
+            |u: &PostgresUpgrade| u.spec.cluster == cluster,
+            upgrade_info,
+        )
+        .await
     }
 }
 
@@ -394,14 +395,14 @@ impl BackupsApi for Postgres {
         cluster: &str,
         name: &str,
     ) -> Result<Option<Value>, ApiError> {
-        let found = Api::<PostgresRestore>::namespaced(client.clone(), namespace)
-            .get_opt(name)
-            .await
-            .map_err(|e| ApiError::kube("get PostgresRestore", &e))?;
-        found
-            .filter(|r| r.spec.cluster == cluster)
-            .map(|r| to_json(&restore_info(&r)))
-            .transpose()
+        show_of_cluster(
+            client,
+            namespace,
+            name,
+            |r: &PostgresRestore| r.spec.cluster == cluster,
+            restore_info,
+        )
+        .await
     }
 }
 
