@@ -57,6 +57,21 @@ pub struct EtcdClusterSpec {
     /// Per-cluster overrides of the operator's operation deadlines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeouts: Option<TimeoutOverrides>,
+    /// Bootstrap the new cluster from a snapshot instead of empty: its first member restores
+    /// the `EtcdBackup`'s snapshot (new cluster ID, same keys), the other members then join it.
+    /// Only at creation; it never touches a running cluster. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "dataSource is immutable"}]))]
+    pub data_source: Option<EtcdDataSource>,
+}
+
+/// Where a new etcd cluster's data comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdDataSource {
+    /// A `Completed` `EtcdBackup` in the cluster's namespace.
+    #[schemars(length(min = 1, max = 253))]
+    pub backup: String,
 }
 
 impl EtcdClusterSpec {
@@ -69,6 +84,7 @@ impl EtcdClusterSpec {
             storage: StorageSpec::default(),
             pod_template: PodOverrides::default(),
             timeouts: None,
+            data_source: None,
         }
     }
 }
@@ -210,6 +226,160 @@ pub struct EtcdPeerSpec {
     #[schemars(regex(pattern = r"^[0-9a-f]{1,16}$"))]
     #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "memberId is immutable"}]))]
     pub member_id: Option<String>,
+    /// The snapshot this member's data is restored from on its first start (the first member
+    /// of a cluster with `spec.dataSource`). Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "restore is immutable"}]))]
+    pub restore: Option<SnapshotFile>,
+}
+
+/// A snapshot file on a claim.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotFile {
+    /// The claim holding the snapshot.
+    pub claim: String,
+    /// The file's name in the claim's root.
+    pub file: String,
+}
+
+/// A point-in-time snapshot of an etcd cluster's keyspace, taken once from a healthy member
+/// with etcd's snapshot API and kept on a claim. Restore it with `spec.dataSource` on a new
+/// `EtcdCluster`.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "steward.dev",
+    version = "v1alpha1",
+    kind = "EtcdBackup",
+    plural = "etcdbackups",
+    shortname = "etcdbackup",
+    shortname = "eb",
+    namespaced,
+    status = "EtcdBackupStatus",
+    printcolumn = r#"{"name":"Cluster","type":"string","jsonPath":".spec.cluster"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Revision","type":"integer","jsonPath":".status.revision"}"#,
+    printcolumn = r#"{"name":"Size","type":"integer","jsonPath":".status.sizeBytes"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdBackupSpec {
+    /// The `EtcdCluster` to snapshot, in the same namespace. Immutable.
+    #[schemars(length(min = 1, max = 63))]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "cluster is immutable"}]))]
+    pub cluster: String,
+    /// Where the snapshot is kept.
+    #[serde(default)]
+    pub destination: SnapshotDestination,
+    /// Completed snapshots of this cluster to keep, counting this one. When this backup
+    /// completes, the cluster's older `Completed` `EtcdBackup`s beyond the count are deleted
+    /// and their files removed from the claim. Absent: every snapshot is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub retain: Option<u32>,
+}
+
+/// Where a snapshot is written. Only a claim today (an S3-compatible bucket is not
+/// implemented: `docs/technical_design.md`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotDestination {
+    /// A PersistentVolumeClaim shared by the cluster's snapshots.
+    #[serde(default)]
+    pub claim: SnapshotClaim,
+}
+
+/// The claim snapshots are written to; created when missing, never deleted by Steward.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotClaim {
+    /// The claim's name; `<cluster>-snapshots` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub name: Option<String>,
+    /// Size requested when Steward creates the claim.
+    #[serde(default = "default_snapshot_claim_size")]
+    #[schemars(regex(pattern = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"))]
+    pub size: String,
+    /// StorageClass when Steward creates the claim; the cluster default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+}
+
+fn default_snapshot_claim_size() -> String {
+    "1Gi".to_owned()
+}
+
+impl Default for SnapshotClaim {
+    fn default() -> Self {
+        Self {
+            name: None,
+            size: default_snapshot_claim_size(),
+            storage_class_name: None,
+        }
+    }
+}
+
+/// Where a snapshot is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum SnapshotPhase {
+    /// Waiting: for the cluster, a healthy member, or another snapshot of the cluster
+    /// (`status.message` says which).
+    Pending,
+    /// The snapshot Job runs.
+    Running,
+    /// The snapshot is on the claim and was checked.
+    Completed,
+    /// The snapshot was not taken (`status.error` says why). A new snapshot is a new object.
+    Failed,
+}
+
+/// What happened to a snapshot.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdBackupStatus {
+    /// Conditions and generations.
+    #[serde(flatten)]
+    pub common: CommonStatus,
+    /// Where the snapshot is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<SnapshotPhase>,
+    /// What it waits for, or what it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The claim and file holding the snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<SnapshotFile>,
+    /// The member the snapshot was taken from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
+    /// The keyspace revision the snapshot holds (`etcdctl snapshot status`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+    /// The snapshot's hash (`etcdctl snapshot status`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<i64>,
+    /// Keys in the snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_keys: Option<i64>,
+    /// The snapshot's size in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<i64>,
+    /// When the Job was created (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<String>,
+    /// When the snapshot was taken or failed (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<String>,
+    /// How long it took, e.g. `3s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<String>,
+    /// When a running snapshot is given up (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<String>,
 }
 
 /// Observed state of an `EtcdPeer`.

@@ -30,6 +30,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
     let mut crds = vec![
         etcd::EtcdCluster::crd(),
         etcd::EtcdPeer::crd(),
+        etcd::EtcdBackup::crd(),
         postgres::PostgresCluster::crd(),
         pgbackrest::PostgresBackup::crd(),
         pgbackrest::PostgresRestore::crd(),

@@ -50,6 +50,17 @@ impl Clock for ManualClock {
     }
 }
 
+/// `1h2m5s` from seconds.
+pub fn human_duration(seconds: i64) -> String {
+    let s = seconds.max(0);
+    let (h, m, s) = (s / 3600, (s % 3600) / 60, s % 60);
+    match (h, m) {
+        (0, 0) => format!("{s}s"),
+        (0, _) => format!("{m}m{s}s"),
+        _ => format!("{h}h{m}m{s}s"),
+    }
+}
+
 /// Formats a timestamp the way Kubernetes does (RFC 3339, seconds precision, `Z`).
 pub fn format_time(at: Timestamp) -> String {
     at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()

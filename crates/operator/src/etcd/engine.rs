@@ -90,7 +90,12 @@ impl Engine for Etcd {
                 logged(
                     "etcd-peer",
                     stop.clone(),
-                    crate::etcd::peer::run(ctx, etcd, peers_peer, pods, stop.clone())
+                    crate::etcd::peer::run(ctx.clone(), etcd, peers_peer, pods, stop.clone())
+                ),
+                logged(
+                    "etcd-backup",
+                    stop.clone(),
+                    crate::etcd::backup::controller::run(ctx, stop.clone())
                 ),
             );
         }

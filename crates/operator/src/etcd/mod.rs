@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod api;
+pub mod backup;
 pub mod build;
 pub mod controller;
 pub mod engine;

@@ -3,6 +3,7 @@
 
 pub mod apply;
 pub mod exec;
+pub mod jobs;
 pub mod labels;
 pub mod nodes;
 pub mod packed;

@@ -40,7 +40,7 @@ Plurals of Steward's custom resources: one per CRD in crds/steward.dev.yaml.
 .ci/check-deploy.sh fails when a CRD is missing here or in deploy/rbac.yaml.
 */}}
 {{- define "steward.customResources" -}}
-{{- list "etcdclusters" "etcdpeers" "postgresclusters" "postgresbackups" "postgresrestores" "postgresupgrades" "schedules" "postgrespolicies" "crateclusters" "foundationdbclusters" "foundationdbbackups" "foundationdbrestores" | toJson -}}
+{{- list "etcdclusters" "etcdpeers" "etcdbackups" "postgresclusters" "postgresbackups" "postgresrestores" "postgresupgrades" "schedules" "postgrespolicies" "crateclusters" "foundationdbclusters" "foundationdbbackups" "foundationdbrestores" | toJson -}}
 {{- end -}}
 
 {{/*
@@ -70,10 +70,11 @@ Rules for Steward's resources and the children it manages. Rendered into a Clust
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # Member claims: cached, created when missing, deleted only as the retention policies say
 # (retainOnScaleDown / retainOnDelete: Delete); a PostgreSQL restore creates its new claim and
-# labels the claims it replaced (patch), which it never deletes.
+# labels the claims it replaced (patch), which it never deletes; an etcd snapshot claim is
+# read (get) and created when missing, never deleted.
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
-  verbs: ["list", "watch", "create", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # Member and instance Pods: cached, created, deleted to replace or fence them; patched to move
 # the PostgreSQL primary's role label.
 - apiGroups: [""]
@@ -85,6 +86,10 @@ Rules for Steward's resources and the children it manages. Rendered into a Clust
 - apiGroups: [""]
   resources: ["pods/exec"]
   verbs: ["get", "create"]
+# etcd snapshots: the check container's log of a snapshot Job (`snapshot status` as JSON).
+- apiGroups: [""]
+  resources: ["pods/log"]
+  verbs: ["get"]
 # PostgreSQL: generated credential Secrets (created once), users' password Secrets (read,
 # labelled, watched by label), the applied-passwords record. Never deleted by the operator.
 - apiGroups: [""]
@@ -100,7 +105,8 @@ Rules for Steward's resources and the children it manages. Rendered into a Clust
   resources: ["poddisruptionbudgets"]
   verbs: ["list", "watch", "patch"]
 # PostgreSQL backups: the pgBackRest Jobs (stanza-create, backups, restores, clones), watched
-# until they end, deleted to re-run stanza-create or to stop a backup past its deadline.
+# until they end, deleted to re-run stanza-create or to stop a backup past its deadline; etcd
+# snapshot Jobs, read until they end, deleted past their deadline.
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "list", "watch", "create", "delete"]

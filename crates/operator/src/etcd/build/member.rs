@@ -15,7 +15,9 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::{Resource, ResourceExt};
-use steward_api::etcd::{Bootstrap, EtcdCluster, EtcdPeer, EtcdPeerSpec, InitialClusterState};
+use steward_api::etcd::{
+    Bootstrap, EtcdCluster, EtcdPeer, EtcdPeerSpec, InitialClusterState, SnapshotFile,
+};
 
 use crate::etcd::build::service::{CLIENT_PORT, MEMBER_COMPONENT, PEER_PORT};
 use crate::etcd::names::{ClusterNames, PEER_LABEL, claim_name};
@@ -52,6 +54,7 @@ pub fn peer(
     name: &str,
     bootstrap: Bootstrap,
     member_id: Option<String>,
+    restore: Option<SnapshotFile>,
 ) -> Option<EtcdPeer> {
     let labels = Labels::new("etcd", cluster.name_any(), "peer");
     let metadata = child_meta(cluster, name, &labels, &BTreeMap::new())?;
@@ -63,6 +66,7 @@ pub fn peer(
         storage: cluster.spec.storage.clone(),
         pod_template: cluster.spec.pod_template.clone(),
         member_id,
+        restore,
     };
     Some(EtcdPeer {
         metadata,
@@ -143,7 +147,10 @@ pub fn etcd_args(
     ]
 }
 
-/// The member's Pod, owned by its peer. `None` when the peer was never stored.
+/// The member's Pod, owned by its peer. `None` when the peer was never stored. A peer with
+/// `spec.restore` that has not answered ready on its claim yet gets the restore's init
+/// containers (`snapshot::restore_parts`); they are not part of the spec hash, so the Pod is
+/// not replaced when the member no longer needs them.
 pub fn pod(peer: &EtcdPeer, names: &ClusterNames) -> Option<Pod> {
     let name = peer.name_any();
     let overrides = &peer.spec.pod_template;
@@ -226,6 +233,13 @@ pub fn pod(peer: &EtcdPeer, names: &ClusterNames) -> Option<Pod> {
     let mut annotations = overrides.annotations.clone();
     let hash = spec_hash(&spec, &labels, &annotations);
     annotations.insert(SPEC_HASH.to_owned(), hash);
+    let mut spec = spec;
+    let answered = peer.status.as_ref().is_some_and(|s| s.claim_uid.is_some());
+    if let Some(from) = peer.spec.restore.as_ref().filter(|_| !answered) {
+        let (init, volumes) = crate::etcd::build::snapshot::restore_parts(peer, from, names);
+        spec.init_containers = Some(init);
+        spec.volumes.get_or_insert_with(Vec::new).extend(volumes);
+    }
     Some(Pod {
         metadata: ObjectMeta {
             name: Some(name),
@@ -284,7 +298,7 @@ mod tests {
     }
 
     fn stored_peer() -> EtcdPeer {
-        let mut p = peer(&cluster(), "demo-1", bootstrap(), Some("9".into())).unwrap();
+        let mut p = peer(&cluster(), "demo-1", bootstrap(), Some("9".into()), None).unwrap();
         p.metadata.uid = Some("peer-uid".into());
         p
     }
@@ -331,6 +345,48 @@ mod tests {
             .annotations
             .insert("rollout".into(), "1".into());
         assert_ne!(hash(&a), hash(&pod(&annotated, &names).unwrap()));
+    }
+
+    #[test]
+    fn a_restored_member_restores_only_until_it_answered_and_keeps_its_hash() {
+        let names = ClusterNames::new("demo", "db", "cluster.local");
+        let plain = pod(&stored_peer(), &names).unwrap();
+        let mut restoring = stored_peer();
+        restoring.spec.restore = Some(SnapshotFile {
+            claim: "src-snapshots".into(),
+            file: "nightly.db".into(),
+        });
+        let first = pod(&restoring, &names).unwrap();
+        let spec = first.spec.as_ref().unwrap();
+        let init = spec.init_containers.as_ref().unwrap();
+        assert_eq!(init[0].name, "restore");
+        let args = init[0].command.clone().unwrap();
+        assert_eq!(
+            args[..4],
+            ["etcdctl", "snapshot", "restore", "/snapshot/nightly.db"]
+        );
+        assert!(args.contains(&"--name=demo-1".to_owned()));
+        assert!(args.contains(&"--initial-cluster-token=uid-1".to_owned()));
+        let script = init[1].command.clone().unwrap()[2].clone();
+        assert!(script.contains("if [ -d '/var/lib/etcd/9' ]"), "{script}");
+        assert!(spec.volumes.as_ref().unwrap().iter().any(|v| {
+            v.persistent_volume_claim
+                .as_ref()
+                .is_some_and(|c| c.claim_name == "src-snapshots" && c.read_only == Some(true))
+        }));
+        let hash = |p: &Pod| p.metadata.annotations.as_ref().unwrap()[SPEC_HASH].clone();
+        assert_eq!(
+            hash(&first),
+            hash(&plain),
+            "the restore is not the member's identity"
+        );
+        restoring.status = Some(steward_api::etcd::EtcdPeerStatus {
+            claim_uid: Some("claim-uid".into()),
+            ..Default::default()
+        });
+        let later = pod(&restoring, &names).unwrap();
+        assert!(later.spec.as_ref().unwrap().init_containers.is_none());
+        assert_eq!(later.spec.unwrap().volumes.unwrap().len(), 1);
     }
 
     #[test]

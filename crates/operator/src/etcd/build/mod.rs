@@ -3,3 +3,4 @@
 pub mod member;
 pub mod pdb;
 pub mod service;
+pub mod snapshot;

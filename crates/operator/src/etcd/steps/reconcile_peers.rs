@@ -6,6 +6,13 @@
 //! operation). Every new peer carries the ID of the member it runs (`spec.memberId`), which
 //! names its data directory. Peers are created, never re-applied: a peer's spec changes only
 //! through `RollingUpdate`, one member at a time.
+//!
+//! A new cluster with `spec.dataSource` bootstraps from a snapshot: only its first member is
+//! created, alone in its initial cluster, restoring the `EtcdBackup`'s file
+//! (`EtcdPeer.spec.restore`); once it answers, `ScaleMembers` adds the others as for any
+//! scale-up. A backup that is missing, failed or not completed holds the bootstrap
+//! (`Degraded=SnapshotNotReady`, an Event) and nothing is created. A cluster that has peers
+//! never reads its data source again.
 
 use std::time::Duration;
 
@@ -62,10 +69,31 @@ impl SubReconciler<EtcdPass> for ReconcilePeers {
             .collect();
         let replicas = usize::try_from(pass.cluster.spec.replicas.max(1)).unwrap_or(1);
         let token = pass.cluster.uid().unwrap_or_default();
+        let restore = match &pass.cluster.spec.data_source {
+            Some(source) if views.is_empty() => match snapshot_of(pass, &source.backup).await? {
+                Ok(file) => Some(file),
+                Err(why) => {
+                    let repeated = pass.status.common.conditions.iter().any(|c| {
+                        c.type_ == steward_api::common::condition_types::DEGRADED
+                            && c.message == why
+                    });
+                    if !repeated {
+                        pass.core
+                            .event(EventType::Warning, "SnapshotNotReady", "Bootstrap", &why);
+                    }
+                    pass.core.degrade("SnapshotNotReady", why.clone());
+                    return Ok(Outcome::stop(
+                        Duration::from_secs(10),
+                        format!("the bootstrap waits: {why}"),
+                    ));
+                }
+            },
+            _ => None,
+        };
         let plan = plan_peers(
             pass.observed.as_ref(),
             &views,
-            replicas,
+            if restore.is_some() { 1 } else { replicas },
             &pass.names,
             &token,
         );
@@ -81,10 +109,19 @@ impl SubReconciler<EtcdPass> for ReconcilePeers {
                     new_replicas: group(replicas),
                     ..OperationChange::default()
                 },
-                message: format!(
-                    "bootstrapping a new cluster of {} members",
-                    plan.create.len()
-                ),
+                message: match (&restore, &pass.cluster.spec.data_source) {
+                    (Some(file), Some(source)) => format!(
+                        "bootstrapping a new cluster from snapshot {} (EtcdBackup {}): its \
+                         first member restores it, {} more join it",
+                        file.file,
+                        source.backup,
+                        replicas - 1
+                    ),
+                    _ => format!(
+                        "bootstrapping a new cluster of {} members",
+                        plan.create.len()
+                    ),
+                },
             });
         }
         let api: Api<EtcdPeer> = pass.ctx.api(&pass.core.namespace);
@@ -96,6 +133,7 @@ impl SubReconciler<EtcdPass> for ReconcilePeers {
                 name,
                 new.bootstrap.clone(),
                 Some(new.member_id.clone()),
+                restore.clone(),
             ) else {
                 return Err(Error::Internal {
                     message: "cluster has no UID or namespace".into(),
@@ -147,4 +185,21 @@ impl SubReconciler<EtcdPass> for ReconcilePeers {
             Ok(Outcome::requeue(Duration::from_secs(2), "peers changed"))
         }
     }
+}
+
+/// The snapshot file of `EtcdBackup` `name` in the cluster's namespace, or why it cannot seed
+/// the cluster.
+async fn snapshot_of(
+    pass: &EtcdPass,
+    name: &str,
+) -> Result<Result<steward_api::etcd::SnapshotFile, String>, Error> {
+    let api: Api<steward_api::etcd::EtcdBackup> = pass.ctx.api(&pass.core.namespace);
+    let backup = api.get_opt(name).await.map_err(|source| {
+        Error::kube(
+            "get",
+            format!("EtcdBackup {}/{name}", pass.core.namespace),
+            source,
+        )
+    })?;
+    Ok(build::snapshot::restorable(backup.as_ref(), name))
 }

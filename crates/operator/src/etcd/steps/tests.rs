@@ -351,6 +351,7 @@ fn peers_of(model: &EtcdModel, cluster: &EtcdCluster) -> Vec<EtcdPeer> {
                 &m.name,
                 boot,
                 Some(format!("{:x}", m.id)),
+                None,
             )
             .unwrap();
             peer.metadata.uid = Some(format!("peer-{}", names.ordinal(&m.name).unwrap()));

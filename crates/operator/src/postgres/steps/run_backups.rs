@@ -117,16 +117,7 @@ fn failed_operation(pass: &PostgresPass, name: &str) -> Option<String> {
         .map(|op| op.message.clone())
 }
 
-/// `1h2m5s` from seconds.
-pub fn human_duration(seconds: i64) -> String {
-    let s = seconds.max(0);
-    let (h, m, s) = (s / 3600, (s % 3600) / 60, s % 60);
-    match (h, m) {
-        (0, 0) => format!("{s}s"),
-        (0, _) => format!("{m}m{s}s"),
-        _ => format!("{h}h{m}m{s}s"),
-    }
-}
+pub use crate::clock::human_duration;
 
 fn unix(seconds: i64) -> Option<String> {
     jiff::Timestamp::from_second(seconds).ok().map(format_time)

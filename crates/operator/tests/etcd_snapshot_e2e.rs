@@ -1,0 +1,281 @@
+//! etcd snapshots end to end on real etcd: an `EtcdBackup` taken from a running cluster with a
+//! Job (`etcdctl snapshot save`, `snapshot status`), a new cluster bootstrapped from it
+//! (`spec.dataSource`), retention, and the refusals.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::e2e::{Plane, true_condition};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Event, Service};
+use kube::api::ListParams;
+use steward_api::common::{OperationKind, OperationPhase};
+use steward_api::etcd::{EtcdBackup, EtcdCluster, EtcdPeer, SnapshotPhase};
+
+const VERSION: &str = "3.4.23";
+const BOOT: Duration = Duration::from_secs(90);
+
+fn settled(want: i32) -> impl Fn(&EtcdCluster) -> bool {
+    move |c: &EtcdCluster| {
+        let Some(s) = &c.status else { return false };
+        true_condition(&s.common, "Available").is_some()
+            && s.ready_members == want
+            && s.members.len() == usize::try_from(want).unwrap()
+            && s.members.iter().all(|m| m.healthy && !m.learner)
+            && s.common.operation.is_none()
+    }
+}
+
+fn cluster(name: &str, replicas: i32, source: Option<&str>) -> String {
+    let source = source
+        .map(|b| format!("  dataSource:\n    backup: {b}\n"))
+        .unwrap_or_default();
+    format!(
+        "apiVersion: steward.dev/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: {name}\nspec:\n  replicas: {replicas}\n  version: {VERSION}\n{source}"
+    )
+}
+
+fn backup(name: &str, cluster: &str, retain: u32) -> String {
+    format!(
+        "apiVersion: steward.dev/v1alpha1\nkind: EtcdBackup\nmetadata:\n  name: {name}\nspec:\n  cluster: {cluster}\n  retain: {retain}\n"
+    )
+}
+
+async fn completed(plane: &Plane, name: &str) -> EtcdBackup {
+    plane
+        .wait_for::<EtcdBackup, _>(
+            &format!("snapshot {name} Completed"),
+            name,
+            Duration::from_secs(90),
+            |b| {
+                let phase = b.status.as_ref().and_then(|s| s.phase);
+                assert_ne!(phase, Some(SnapshotPhase::Failed), "{:?}", b.status);
+                phase == Some(SnapshotPhase::Completed)
+            },
+        )
+        .await
+}
+
+async fn client(plane: &Plane, name: &str) -> etcd_client::Client {
+    let svc = plane
+        .api::<Service>()
+        .get(&format!("{name}-client"))
+        .await
+        .unwrap();
+    let ip = svc.spec.unwrap().cluster_ip.unwrap();
+    let options = etcd_client::ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(2))
+        .with_timeout(Duration::from_secs(5));
+    let client = etcd_client::Client::connect([format!("http://{ip}:2379")], Some(options))
+        .await
+        .unwrap();
+    plane
+        .eventually(
+            "the client Service routes to etcd",
+            Duration::from_secs(20),
+            || {
+                let mut c = client.clone();
+                async move { c.status().await.ok().map(|_| ()) }
+            },
+        )
+        .await;
+    client
+}
+
+async fn keys(client: &mut etcd_client::Client, prefix: &str) -> Vec<(String, String)> {
+    let got = client
+        .get(prefix, Some(etcd_client::GetOptions::new().with_prefix()))
+        .await
+        .unwrap();
+    got.kvs()
+        .iter()
+        .map(|kv| {
+            (
+                kv.key_str().unwrap().to_owned(),
+                kv.value_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+async fn events_with(plane: &Plane, reason: &str) -> Vec<String> {
+    plane
+        .api::<Event>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .filter_map(|e| e.message)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_snapshot_seeds_a_new_cluster_with_exactly_the_keys_written_before_it() {
+    let plane = Plane::start().await;
+    // A backup of a cluster that does not exist waits and says so.
+    plane.apply(&backup("orphan", "nope", 1)).await;
+    plane
+        .wait_for::<EtcdBackup, _>(
+            "a backup of a missing cluster waiting",
+            "orphan",
+            Duration::from_secs(30),
+            |b| {
+                b.status.as_ref().is_some_and(|s| {
+                    s.phase == Some(SnapshotPhase::Pending)
+                        && s.message
+                            .as_deref()
+                            .is_some_and(|m| m.contains("EtcdCluster nope does not exist"))
+                })
+            },
+        )
+        .await;
+    // A cluster seeded from a backup that does not exist (yet) creates nothing and says why.
+    plane.apply(&cluster("copy", 3, Some("early"))).await;
+    plane
+        .wait_for::<EtcdCluster, _>(
+            "a cluster waiting for its snapshot",
+            "copy",
+            Duration::from_secs(30),
+            |c| {
+                c.status.as_ref().is_some_and(|s| {
+                    s.common.conditions.iter().any(|k| {
+                        k.type_ == "Degraded"
+                            && k.reason == "SnapshotNotReady"
+                            && k.message.contains("EtcdBackup early does not exist")
+                    })
+                })
+            },
+        )
+        .await;
+    let peers = plane
+        .api::<EtcdPeer>()
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert!(peers.items.is_empty(), "nothing is created for it");
+
+    // The source: three members, 100 keys.
+    plane.apply(&cluster("src", 3, None)).await;
+    plane
+        .wait_for::<EtcdCluster, _>("src with 3 members", "src", BOOT, settled(3))
+        .await;
+    let mut src = client(&plane, "src").await;
+    for i in 0..100 {
+        src.put(format!("before/{i:03}"), format!("v{i}"), None)
+            .await
+            .unwrap();
+    }
+    let before_rev = src
+        .get("before/099", None)
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .revision();
+
+    plane.apply(&backup("early", "src", 1)).await;
+    let early = completed(&plane, "early").await;
+    let s = early.status.clone().unwrap();
+    assert!(s.revision.unwrap() >= before_rev, "{s:?}");
+    assert!(s.total_keys.unwrap() >= 100, "{s:?}");
+    assert!(s.size_bytes.unwrap() > 0, "{s:?}");
+    assert!(s.member.as_deref().unwrap().starts_with("src-"), "{s:?}");
+    let location = s.location.clone().unwrap();
+    assert_eq!(
+        (location.claim.as_str(), location.file.as_str()),
+        ("src-snapshots", "early.db")
+    );
+    let last = s.common.last_operation.clone().unwrap();
+    assert_eq!(
+        (last.kind, last.phase),
+        (OperationKind::Backup, OperationPhase::Succeeded)
+    );
+    assert!(s.start_time.is_some() && s.completion_time.is_some() && s.duration.is_some());
+
+    // Written after the snapshot: not in the copy.
+    for i in 0..10 {
+        src.put(format!("after/{i}"), "late", None).await.unwrap();
+    }
+
+    // The copy, already waiting, now bootstraps from the snapshot: one member restores it,
+    // two join it.
+    let copy = plane
+        .wait_for::<EtcdCluster, _>("copy with 3 members", "copy", BOOT, settled(3))
+        .await;
+    let last = copy.status.unwrap().common.last_operation.unwrap();
+    assert_eq!(
+        (last.kind, last.phase),
+        (OperationKind::Scale, OperationPhase::Succeeded),
+        "the restored member was scaled to 3: {last:?}"
+    );
+    let mut dst = client(&plane, "copy").await;
+    let restored = keys(&mut dst, "before/").await;
+    assert_eq!(restored.len(), 100, "every key written before the snapshot");
+    assert_eq!(restored[42], ("before/042".to_owned(), "v42".to_owned()));
+    assert!(
+        keys(&mut dst, "after/").await.is_empty(),
+        "nothing written after it"
+    );
+    // A new cluster, not a member of the old one.
+    let src_id = src.status().await.unwrap().header().unwrap().cluster_id();
+    let dst_id = dst.status().await.unwrap().header().unwrap().cluster_id();
+    assert_ne!(src_id, dst_id);
+    // It takes writes; the source did not change.
+    dst.put("copy-only", "1", None).await.unwrap();
+    assert!(keys(&mut src, "copy-only").await.is_empty());
+    assert_eq!(keys(&mut src, "after/").await.len(), 10);
+    let restored_from: Vec<String> = plane
+        .api::<EtcdPeer>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| p.spec.cluster_name == "copy" && p.spec.restore.is_some())
+        .map(|p| p.metadata.name.unwrap())
+        .collect();
+    assert_eq!(restored_from, ["copy-0"], "only the first member restores");
+
+    // Retention: a second snapshot with retain 1 drops the first (object and file).
+    plane.apply(&backup("second", "src", 1)).await;
+    let second = completed(&plane, "second").await;
+    assert!(second.status.unwrap().total_keys.unwrap() >= 110);
+    plane
+        .eventually(
+            "the older snapshot deleted by retain",
+            Duration::from_secs(30),
+            || async {
+                plane
+                    .api::<EtcdBackup>()
+                    .get_opt("early")
+                    .await
+                    .unwrap()
+                    .is_none()
+                    .then_some(())
+            },
+        )
+        .await;
+    let job = plane.api::<Job>().get("second-snapshot").await.unwrap();
+    let init = job
+        .spec
+        .unwrap()
+        .template
+        .spec
+        .unwrap()
+        .init_containers
+        .unwrap();
+    assert_eq!(
+        init[1].command.clone().unwrap(),
+        ["rm", "-f", "/snapshots/early.db"],
+        "the second snapshot's Job removed the first one's file"
+    );
+    let pruned = events_with(&plane, "SnapshotsPruned").await;
+    assert!(pruned.iter().any(|m| m.contains("early")), "{pruned:?}");
+    assert!(!events_with(&plane, "SnapshotCompleted").await.is_empty());
+    plane.shutdown().await;
+}
