@@ -55,6 +55,9 @@ pub struct ScheduleSpec {
     /// Options of a `verify` schedule (all optional).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify: Option<VerifySchedule>,
+    /// Options of an `etcd-snapshot` schedule (all optional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_snapshot: Option<EtcdSnapshotSchedule>,
     /// No new runs while true (running ones finish).
     #[serde(default)]
     pub suspend: bool,
@@ -96,6 +99,10 @@ pub enum ScheduleType {
     Policy,
     /// A restore of the newest backup into a scratch instance, checked by a query.
     Verify,
+    /// An etcd snapshot: an `EtcdBackup` of an `EtcdCluster`, keeping
+    /// `successfulRunsHistoryLimit` snapshots (its `retain`).
+    #[serde(rename = "etcd-snapshot")]
+    EtcdSnapshot,
 }
 
 impl ScheduleType {
@@ -106,6 +113,7 @@ impl ScheduleType {
             Self::Pgbasebackup => "pgbasebackup",
             Self::Policy => "policy",
             Self::Verify => "verify",
+            Self::EtcdSnapshot => "etcd-snapshot",
         }
     }
 }
@@ -171,6 +179,15 @@ fn default_verify_timeout() -> u32 {
     1800
 }
 
+/// Options of an `etcd-snapshot` schedule.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdSnapshotSchedule {
+    /// Where the snapshots go (default: the claim `<cluster>-snapshots`).
+    #[serde(default)]
+    pub destination: crate::etcd::SnapshotDestination,
+}
+
 /// A slot while a run is active.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum ConcurrencyPolicy {
@@ -185,7 +202,7 @@ pub enum ConcurrencyPolicy {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ScheduleRun {
-    /// The object the run created (e.g. the `PostgresBackup`).
+    /// The object the run created (e.g. the `PostgresBackup` or the `EtcdBackup`).
     pub name: String,
     /// The slot (RFC 3339).
     pub slot: String,

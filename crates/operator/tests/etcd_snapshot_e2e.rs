@@ -279,3 +279,122 @@ async fn a_snapshot_seeds_a_new_cluster_with_exactly_the_keys_written_before_it(
     assert!(!events_with(&plane, "SnapshotCompleted").await.is_empty());
     plane.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_etcd_snapshot_schedule_keeps_its_newest_snapshots() {
+    let plane = Plane::start().await;
+    // A schedule on a cluster that does not exist says so.
+    plane
+        .apply(
+            "apiVersion: steward.dev/v1alpha1\nkind: Schedule\nmetadata:\n  name: ghost\nspec:\n  cluster: nope\n  schedule: \"*/5 * * * * *\"\n  type: etcd-snapshot\n",
+        )
+        .await;
+    plane
+        .wait_for::<steward_api::schedule::Schedule, _>(
+            "a schedule of a missing cluster not Ready",
+            "ghost",
+            Duration::from_secs(30),
+            |s| {
+                s.status.as_ref().is_some_and(|st| {
+                    st.conditions.iter().any(|c| {
+                        c.type_ == "Ready"
+                            && c.status == "False"
+                            && c.message.contains("EtcdCluster nope does not exist")
+                    })
+                })
+            },
+        )
+        .await;
+    plane.apply(&cluster("sched", 1, None)).await;
+    plane
+        .wait_for::<EtcdCluster, _>("sched with 1 member", "sched", BOOT, settled(1))
+        .await;
+    let mut c = client(&plane, "sched").await;
+    c.put("k", "v", None).await.unwrap();
+    plane
+        .apply(
+            "apiVersion: steward.dev/v1alpha1\nkind: Schedule\nmetadata:\n  name: snaps\nspec:\n  cluster: sched\n  schedule: \"*/5 * * * * *\"\n  type: etcd-snapshot\n  successfulRunsHistoryLimit: 2\n",
+        )
+        .await;
+    // Runs come and go: collect every run seen until four have succeeded.
+    let mut seen = std::collections::BTreeSet::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let runs = plane
+            .api::<EtcdBackup>()
+            .list(&ListParams::default().labels("steward.dev/schedule=snaps"))
+            .await
+            .unwrap()
+            .items;
+        for r in &runs {
+            let s = r.status.clone().unwrap_or_default();
+            assert_ne!(s.phase, Some(SnapshotPhase::Failed), "{s:?}");
+            if s.phase == Some(SnapshotPhase::Completed) {
+                assert_eq!(r.spec.retain, Some(2));
+                seen.insert(r.metadata.name.clone().unwrap());
+            }
+        }
+        let completed = runs
+            .iter()
+            .filter(|r| r.status.as_ref().and_then(|s| s.phase) == Some(SnapshotPhase::Completed))
+            .count();
+        assert!(
+            completed <= 3,
+            "history limit 2 (+1 completing): {completed}"
+        );
+        if seen.len() >= 4 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "four snapshots in 120 s: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    plane
+        .patch_spec::<steward_api::schedule::Schedule>(
+            "snaps",
+            serde_json::json!({"suspend": true}),
+        )
+        .await;
+    let schedule = plane
+        .wait_for::<steward_api::schedule::Schedule, _>(
+            "the schedule recording its runs",
+            "snaps",
+            Duration::from_secs(30),
+            |s| {
+                s.status.as_ref().is_some_and(|st| {
+                    st.active.is_empty()
+                        && st.last_successful_time.is_some()
+                        && st.runs.iter().filter(|r| r.phase == "Succeeded").count() == 2
+                })
+            },
+        )
+        .await;
+    let kept = plane
+        .eventually("two snapshots kept", Duration::from_secs(30), || async {
+            let runs = plane
+                .api::<EtcdBackup>()
+                .list(&ListParams::default().labels("steward.dev/schedule=snaps"))
+                .await
+                .ok()?
+                .items;
+            (runs.len() == 2).then_some(runs)
+        })
+        .await;
+    let recorded: Vec<&str> = schedule
+        .status
+        .as_ref()
+        .unwrap()
+        .runs
+        .iter()
+        .map(|r| r.name.as_str())
+        .collect();
+    for r in &kept {
+        assert!(
+            recorded.contains(&r.metadata.name.as_deref().unwrap()),
+            "{recorded:?}"
+        );
+    }
+    plane.shutdown().await;
+}

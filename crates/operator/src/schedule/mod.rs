@@ -8,10 +8,11 @@
 //! beyond the history limits.
 //!
 //! Types: `pgbackrest` (a `PostgresBackup` of `spec.pgbackrest.type`; the cluster must have
-//! `backups.pgbackrest` — the scheduler reports it, it does not enable it). `pgbasebackup`,
-//! `policy` and `verify` are not implemented yet: such a schedule is `Valid=False` with that
-//! reason, and nothing runs. A cluster being restored skips its slots (the seed asks to remove
-//! schedules before a restore; Steward pauses them).
+//! `backups.pgbackrest` — the scheduler reports it, it does not enable it), `pgbasebackup`,
+//! `policy` and `verify` on a `PostgresCluster`; `etcd-snapshot` (an `EtcdBackup` whose
+//! `retain` is the schedule's `successfulRunsHistoryLimit`, so the snapshot files kept are the
+//! runs kept) on an `EtcdCluster`. A PostgreSQL cluster being restored skips its slots (the
+//! seed asks to remove schedules before a restore; Steward pauses them).
 
 pub mod configmaps;
 pub mod cron;
@@ -28,6 +29,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
+use steward_api::etcd::{EtcdBackup, EtcdBackupSpec, EtcdCluster, SnapshotPhase};
 use steward_api::pgbackrest::{BackupPhase, PostgresBackup, PostgresBackupSpec};
 use steward_api::postgres::PostgresCluster;
 use steward_api::schedule::{
@@ -66,14 +68,45 @@ fn event(effects: &mut Vec<Effect>, type_: EventType, reason: &str, note: String
     });
 }
 
+/// The cluster a schedule's work is for, as read on this pass: a `PostgresCluster` for the
+/// PostgreSQL types, an `EtcdCluster` for `etcd-snapshot`.
+enum Target {
+    Postgres(Box<PostgresCluster>),
+    Etcd,
+}
+
+impl Target {
+    fn postgres(&self) -> Option<&PostgresCluster> {
+        match self {
+            Self::Postgres(c) => Some(c),
+            Self::Etcd => None,
+        }
+    }
+}
+
+/// The kind of cluster a schedule type works on.
+fn cluster_kind(type_: ScheduleType) -> &'static str {
+    match type_ {
+        ScheduleType::EtcdSnapshot => "EtcdCluster",
+        _ => "PostgresCluster",
+    }
+}
+
 /// Why the cluster cannot take a run of this type now, if it cannot.
 fn not_ready(
     type_: ScheduleType,
-    cluster: Option<&PostgresCluster>,
+    target: Option<&Target>,
     name: &str,
 ) -> Option<(&'static str, String)> {
-    let Some(c) = cluster else {
-        return Some(("ClusterNotFound", format!("cluster {name} does not exist")));
+    let Some(target) = target else {
+        return Some((
+            "ClusterNotFound",
+            format!("{} {name} does not exist", cluster_kind(type_)),
+        ));
+    };
+    let Some(c) = target.postgres() else {
+        // An etcd snapshot waits for a healthy member itself (`EtcdBackup`).
+        return None;
     };
     if matches!(type_, ScheduleType::Pgbackrest | ScheduleType::Verify)
         && c.spec
@@ -98,39 +131,59 @@ fn not_ready(
     None
 }
 
-/// Records the runs (this schedule's `PostgresBackup`s) in `status`, newest first; returns
-/// the ones beyond the history limits.
+/// A run's slot, from its label.
+fn slot_of(run: &impl ResourceExt) -> String {
+    run.labels()
+        .get(SLOT_LABEL)
+        .and_then(|t| t.parse::<i64>().ok())
+        .and_then(|t| Timestamp::from_second(t).ok())
+        .map(format_time)
+        .unwrap_or_default()
+}
+
+/// A `PostgresBackup` run as the schedule records it.
+fn postgres_run(b: &PostgresBackup) -> ScheduleRun {
+    let s = b.status.clone().unwrap_or_default();
+    let phase = match s.phase {
+        Some(BackupPhase::Completed) => "Succeeded",
+        Some(BackupPhase::Failed) => "Failed",
+        _ => "Running",
+    };
+    ScheduleRun {
+        name: b.name_any(),
+        slot: slot_of(b),
+        phase: phase.into(),
+        finished_at: s.finished_at.clone(),
+        message: s.error.clone().or(s.label.clone()),
+        ..ScheduleRun::default()
+    }
+}
+
+/// An `EtcdBackup` run as the schedule records it.
+fn etcd_run(b: &EtcdBackup) -> ScheduleRun {
+    let s = b.status.clone().unwrap_or_default();
+    let phase = match s.phase {
+        Some(SnapshotPhase::Completed) => "Succeeded",
+        Some(SnapshotPhase::Failed) => "Failed",
+        _ => "Running",
+    };
+    ScheduleRun {
+        name: b.name_any(),
+        slot: slot_of(b),
+        phase: phase.into(),
+        finished_at: s.completion_time.clone(),
+        message: s.error.clone().or(s.message.clone()),
+        ..ScheduleRun::default()
+    }
+}
+
+/// Records the runs (this schedule's backups) in `status`, newest first; returns the ones
+/// beyond the history limits.
 fn record_runs(
     schedule: &Schedule,
-    backups: &[PostgresBackup],
+    mut runs: Vec<ScheduleRun>,
     status: &mut ScheduleStatus,
 ) -> Vec<String> {
-    let mut runs: Vec<ScheduleRun> = backups
-        .iter()
-        .map(|b| {
-            let s = b.status.clone().unwrap_or_default();
-            let phase = match s.phase {
-                Some(BackupPhase::Completed) => "Succeeded",
-                Some(BackupPhase::Failed) => "Failed",
-                _ => "Running",
-            };
-            let slot = b
-                .labels()
-                .get(SLOT_LABEL)
-                .and_then(|t| t.parse::<i64>().ok())
-                .and_then(|t| Timestamp::from_second(t).ok())
-                .map(format_time)
-                .unwrap_or_default();
-            ScheduleRun {
-                name: b.name_any(),
-                slot,
-                phase: phase.into(),
-                finished_at: s.finished_at.clone(),
-                message: s.error.clone().or(s.label.clone()),
-                ..ScheduleRun::default()
-            }
-        })
-        .collect();
     runs.sort_by(|a, b| b.slot.cmp(&a.slot));
     status.active = runs
         .iter()
@@ -278,14 +331,25 @@ async fn reconcile(schedule: Arc<Schedule>, ctx: Arc<Context>) -> Result<Action,
     );
 
     // The cluster.
-    let clusters: Api<PostgresCluster> = Api::namespaced(ctx.client.clone(), &ns);
-    let cluster = clusters
-        .get_opt(&schedule.spec.cluster)
-        .await
-        .map_err(|s| Error::kube("get PostgresCluster", object.clone(), s))?;
+    let type_ = schedule.spec.type_;
+    let target = if type_ == ScheduleType::EtcdSnapshot {
+        let clusters: Api<EtcdCluster> = Api::namespaced(ctx.client.clone(), &ns);
+        clusters
+            .get_opt(&schedule.spec.cluster)
+            .await
+            .map_err(|s| Error::kube("get EtcdCluster", object.clone(), s))?
+            .map(|_| Target::Etcd)
+    } else {
+        let clusters: Api<PostgresCluster> = Api::namespaced(ctx.client.clone(), &ns);
+        clusters
+            .get_opt(&schedule.spec.cluster)
+            .await
+            .map_err(|s| Error::kube("get PostgresCluster", object.clone(), s))?
+            .map(|c| Target::Postgres(Box::new(c)))
+    };
+    let cluster = target.as_ref().and_then(Target::postgres);
 
     // Runs.
-    let type_ = schedule.spec.type_;
     let backups: Api<PostgresBackup> = Api::namespaced(ctx.client.clone(), &ns);
     let before: Vec<(String, String)> = stored
         .runs
@@ -307,7 +371,8 @@ async fn reconcile(schedule: Arc<Schedule>, ctx: Arc<Context>) -> Result<Action,
                 .await
                 .map_err(|s| Error::kube("list PostgresBackups", object.clone(), s))?
                 .items;
-            for pruned in record_runs(&schedule, &mine, &mut status) {
+            let runs = mine.iter().map(postgres_run).collect();
+            for pruned in record_runs(&schedule, runs, &mut status) {
                 match backups.delete(&pruned, &DeleteParams::default()).await {
                     Ok(_) | Err(kube::Error::Api(_)) => {}
                     Err(s) => {
@@ -339,14 +404,35 @@ async fn reconcile(schedule: Arc<Schedule>, ctx: Arc<Context>) -> Result<Action,
                 }
             }
         }
+        ScheduleType::EtcdSnapshot => {
+            // A snapshot's phase is its own (no Job to look past): `ended` stays empty.
+            let snapshots: Api<EtcdBackup> = Api::namespaced(ctx.client.clone(), &ns);
+            let mine = snapshots
+                .list(&ListParams::default().labels(&format!("{SCHEDULE_LABEL}={name}")))
+                .await
+                .map_err(|s| Error::kube("list EtcdBackups", object.clone(), s))?
+                .items;
+            let runs = mine.iter().map(etcd_run).collect();
+            for pruned in record_runs(&schedule, runs, &mut status) {
+                match snapshots.delete(&pruned, &DeleteParams::default()).await {
+                    Ok(_) | Err(kube::Error::Api(_)) => {}
+                    Err(s) => {
+                        return Err(Error::kube(
+                            "delete EtcdBackup",
+                            format!("{ns}/{pruned}"),
+                            s,
+                        ));
+                    }
+                }
+            }
+        }
         ScheduleType::Policy => {
             policy::interrupted(&mut status, now);
             trim_runs(&schedule, &mut status);
         }
         ScheduleType::Verify => {
             verifying =
-                verify::observe(&ctx, &schedule, cluster.as_ref(), &mut status, &mut effects)
-                    .await?;
+                verify::observe(&ctx, &schedule, cluster, &mut status, &mut effects).await?;
             trim_runs(&schedule, &mut status);
         }
     }
@@ -375,7 +461,7 @@ async fn reconcile(schedule: Arc<Schedule>, ctx: Arc<Context>) -> Result<Action,
         }
     }
 
-    let blocked = not_ready(type_, cluster.as_ref(), &schedule.spec.cluster);
+    let blocked = not_ready(type_, target.as_ref(), &schedule.spec.cluster);
     match &blocked {
         Some((reason, why)) => {
             set(&mut status, READY, Status::False, reason, why.clone());
@@ -440,14 +526,14 @@ async fn reconcile(schedule: Arc<Schedule>, ctx: Arc<Context>) -> Result<Action,
                 let why = format!("slot {slot} skipped: {why}");
                 event(&mut effects, EventType::Warning, "SlotSkipped", why.clone());
                 status.last_error = Some(why);
-            } else if let Some(cluster) = cluster.as_ref() {
+            } else if let Some(target) = target.as_ref() {
                 status.last_schedule_time = Some(format_time(slot));
                 verifying |= start_run(
                     &ctx,
                     &schedule,
                     &stored,
                     &mut status,
-                    cluster,
+                    target,
                     run_name(&name, slot),
                     slot,
                     &mut effects,
@@ -463,20 +549,20 @@ async fn reconcile(schedule: Arc<Schedule>, ctx: Arc<Context>) -> Result<Action,
     let asked = schedule.annotations().get(RUN_NOW_ANNOTATION).cloned();
     if let Some(token) = asked.filter(|t| status.last_run_now.as_ref() != Some(t)) {
         status.last_run_now = Some(token.clone());
-        match (&blocked, cluster.as_ref()) {
+        match (&blocked, target.as_ref()) {
             (Some((_, why)), _) => {
                 let why = format!("run-now {token:?} not run: {why}");
                 event(&mut effects, EventType::Warning, "SlotSkipped", why.clone());
                 status.last_error = Some(why);
             }
-            (None, Some(cluster)) => {
+            (None, Some(target)) => {
                 let slot = Timestamp::from_second(now.as_second()).unwrap_or(now);
                 verifying |= start_run(
                     &ctx,
                     &schedule,
                     &stored,
                     &mut status,
-                    cluster,
+                    target,
                     // The name of a slot's run: a slot of the same second is the same run.
                     run_name(&name, slot),
                     slot,
@@ -513,14 +599,19 @@ async fn start_run(
     schedule: &Schedule,
     stored: &ScheduleStatus,
     status: &mut ScheduleStatus,
-    cluster: &PostgresCluster,
+    target: &Target,
     run: String,
     slot: Timestamp,
     effects: &mut Vec<Effect>,
 ) -> Result<bool, Error> {
-    match schedule.spec.type_ {
-        ScheduleType::Pgbackrest | ScheduleType::Pgbasebackup => {
-            start_backup(ctx, schedule, &run, slot, effects).await?;
+    let type_ = schedule.spec.type_;
+    match (type_, target.postgres()) {
+        (ScheduleType::Pgbackrest | ScheduleType::Pgbasebackup | ScheduleType::EtcdSnapshot, _) => {
+            if type_ == ScheduleType::EtcdSnapshot {
+                start_snapshot(ctx, schedule, &run, slot, effects).await?;
+            } else {
+                start_backup(ctx, schedule, &run, slot, effects).await?;
+            }
             if !status.active.contains(&run) {
                 status.active.push(run.clone());
             }
@@ -537,11 +628,13 @@ async fn start_run(
             }
             Ok(false)
         }
-        ScheduleType::Policy => {
+        // A policy or a verification always has a PostgresCluster here.
+        (ScheduleType::Policy | ScheduleType::Verify, None) => Ok(false),
+        (ScheduleType::Policy, Some(cluster)) => {
             run_policy(ctx, schedule, stored, status, cluster, &run, slot, effects).await?;
             Ok(false)
         }
-        ScheduleType::Verify => {
+        (ScheduleType::Verify, Some(cluster)) => {
             let entry = verify::start(ctx, schedule, cluster, &run, slot).await?;
             event(
                 effects,
@@ -590,15 +683,7 @@ async fn start_backup(
             },
         },
     );
-    backup.metadata.namespace = Some(ns.clone());
-    backup.metadata.labels = Some(
-        [
-            (SCHEDULE_LABEL.to_owned(), schedule.name_any()),
-            (SLOT_LABEL.to_owned(), slot.as_second().to_string()),
-        ]
-        .into(),
-    );
-    backup.metadata.owner_references = schedule.controller_owner_ref(&()).map(|o| vec![o]);
+    backup.metadata = run_meta(schedule, run, slot);
     match backups.create(&PostParams::default(), &backup).await {
         Ok(_) => {
             event(
@@ -615,6 +700,63 @@ async fn start_backup(
             format!("{ns}/{run}"),
             s,
         )),
+    }
+}
+
+/// The labels and owner of slot `slot`'s run object.
+fn run_meta(schedule: &Schedule, run: &str, slot: Timestamp) -> kube::api::ObjectMeta {
+    kube::api::ObjectMeta {
+        name: Some(run.to_owned()),
+        namespace: schedule.namespace(),
+        labels: Some(
+            [
+                (SCHEDULE_LABEL.to_owned(), schedule.name_any()),
+                (SLOT_LABEL.to_owned(), slot.as_second().to_string()),
+            ]
+            .into(),
+        ),
+        owner_references: schedule.controller_owner_ref(&()).map(|o| vec![o]),
+        ..kube::api::ObjectMeta::default()
+    }
+}
+
+/// Creates slot `slot`'s `EtcdBackup` (a `409` means an earlier attempt did). It keeps
+/// `successfulRunsHistoryLimit` snapshots (at least one) on its claim.
+async fn start_snapshot(
+    ctx: &Context,
+    schedule: &Schedule,
+    run: &str,
+    slot: Timestamp,
+    effects: &mut Vec<Effect>,
+) -> Result<(), Error> {
+    let ns = schedule.namespace().unwrap_or_default();
+    let api: Api<EtcdBackup> = Api::namespaced(ctx.client.clone(), &ns);
+    let backup = EtcdBackup {
+        metadata: run_meta(schedule, run, slot),
+        spec: EtcdBackupSpec {
+            cluster: schedule.spec.cluster.clone(),
+            destination: schedule
+                .spec
+                .etcd_snapshot
+                .clone()
+                .unwrap_or_default()
+                .destination,
+            retain: Some(schedule.spec.successful_runs_history_limit.max(1)),
+        },
+        status: None,
+    };
+    match api.create(&PostParams::default(), &backup).await {
+        Ok(_) => {
+            event(
+                effects,
+                EventType::Normal,
+                "RunStarted",
+                format!("slot {slot}: EtcdBackup {run}"),
+            );
+            Ok(())
+        }
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(s) => Err(Error::kube("create EtcdBackup", format!("{ns}/{run}"), s)),
     }
 }
 
@@ -734,6 +876,7 @@ async fn write(
 pub async fn run(ctx: Arc<Context>, stop: CancellationToken) {
     let schedules: Api<Schedule> = ctx.watched_api();
     let backups: Api<PostgresBackup> = ctx.watched_api();
+    let snapshots: Api<EtcdBackup> = ctx.watched_api();
     let jobs: Api<k8s_openapi::api::batch::v1::Job> = ctx.watched_api();
     let pods: Api<k8s_openapi::api::core::v1::Pod> = ctx.watched_api();
     let verify_runs = format!(
@@ -743,6 +886,7 @@ pub async fn run(ctx: Arc<Context>, stop: CancellationToken) {
     );
     Controller::new(schedules, watcher::Config::default())
         .owns(backups, watcher::Config::default().labels(SCHEDULE_LABEL))
+        .owns(snapshots, watcher::Config::default().labels(SCHEDULE_LABEL))
         .owns(jobs, watcher::Config::default().labels(&verify_runs))
         .owns(pods, watcher::Config::default().labels(&verify_runs))
         .graceful_shutdown_on(async move { stop.cancelled().await })
