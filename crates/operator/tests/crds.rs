@@ -131,6 +131,28 @@ fn the_example_manifest_parses_as_an_etcd_cluster() {
 }
 
 #[test]
+fn the_etcd_backup_and_restore_examples_snapshot_and_seed_from_the_example_cluster() {
+    let docs =
+        steward_operator::dev::parse_manifests(&repo_file("examples/etcd-backup.yaml")).unwrap();
+    let backup: steward_api::etcd::EtcdBackup = serde_json::from_value(docs[0].clone()).unwrap();
+    assert_eq!(backup.spec.cluster, "example");
+    let schedule: steward_api::schedule::Schedule =
+        serde_json::from_value(docs[1].clone()).unwrap();
+    assert_eq!(
+        schedule.spec.type_,
+        steward_api::schedule::ScheduleType::EtcdSnapshot
+    );
+    assert_eq!(schedule.spec.cluster, "example");
+    steward_operator::schedule::cron::parse(&schedule.spec.schedule).unwrap();
+    let restored: steward_api::etcd::EtcdCluster =
+        serde_saphyr::from_str(&repo_file("examples/etcd-restore.yaml")).unwrap();
+    assert_eq!(
+        restored.spec.data_source.map(|d| d.backup),
+        Some(backup.metadata.name.unwrap())
+    );
+}
+
+#[test]
 fn the_example_manifest_holds_a_valid_cratedb_cluster() {
     let docs = steward_operator::dev::parse_manifests(&repo_file("examples/cratedb-cluster.yaml"))
         .unwrap();

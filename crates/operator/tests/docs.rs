@@ -39,6 +39,12 @@ fn technical_design_lists_the_etcd_pipeline_in_order() {
 }
 
 #[test]
+fn technical_design_lists_the_etcd_backup_pipeline_in_order() {
+    let names = steward_operator::etcd::backup::pipeline().step_names();
+    assert_pipeline_documented("## etcd backup reconciliation", &names);
+}
+
+#[test]
 fn technical_design_lists_the_postgres_pipeline_in_order() {
     let names = steward_operator::postgres::pipeline().step_names();
     assert_pipeline_documented("## PostgreSQL cluster reconciliation", &names);

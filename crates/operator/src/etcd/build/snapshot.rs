@@ -248,8 +248,9 @@ pub struct FileStatus {
 }
 
 /// (pure) The status line in the check container's log: the last line that is a JSON object
-/// with `hash`, `revision`, `totalKey` and `totalSize`. A snapshot of an empty keyspace has
-/// revision 1 and keys 0; a revision below 1 or a size of 0 is not a snapshot.
+/// with `hash`, `revision`, `totalKey` and `totalSize`. A snapshot of a cluster nobody wrote
+/// to yet has revision 0 (its key bucket is empty; `totalKey` counts etcd's own keys too); a
+/// negative revision or a size of 0 is not a snapshot.
 pub fn parse_status(log: &str) -> Result<FileStatus, String> {
     let line = log
         .lines()
@@ -270,7 +271,7 @@ pub fn parse_status(log: &str) -> Result<FileStatus, String> {
         total_keys: field("totalKey")?,
         total_size: field("totalSize")?,
     };
-    if status.revision < 1 || status.total_size <= 0 {
+    if status.revision < 0 || status.total_size <= 0 {
         return Err(format!("the file is not a snapshot: {line:?}"));
     }
     Ok(status)
@@ -470,10 +471,13 @@ mod tests {
                 .contains("revision")
         );
         assert!(
-            parse_status("{\"hash\":1,\"revision\":0,\"totalKey\":0,\"totalSize\":0}")
+            parse_status("{\"hash\":1,\"revision\":3,\"totalKey\":0,\"totalSize\":0}")
                 .unwrap_err()
                 .contains("not a snapshot")
         );
+        // A cluster nobody wrote to (seen on etcd 3.4.23 right after its bootstrap).
+        let empty = "{\"hash\":3158100383,\"revision\":0,\"totalKey\":5,\"totalSize\":20480}";
+        assert_eq!(parse_status(empty).unwrap().revision, 0);
     }
 
     #[test]

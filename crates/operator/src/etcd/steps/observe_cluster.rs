@@ -97,7 +97,14 @@ impl SubReconciler<EtcdPass> for ObserveCluster {
         if endpoints.is_empty() {
             pass.observe_error = Some(match &pass.unschedulable {
                 Some(why) => format!("no member Pod can be scheduled: {why}"),
-                None => "no member Pod has an address yet".into(),
+                None => match &pass.cluster.spec.data_source {
+                    Some(source) => format!(
+                        "no member Pod has an address yet (the cluster starts from the snapshot of \
+                         EtcdBackup {})",
+                        source.backup
+                    ),
+                    None => "no member Pod has an address yet".into(),
+                },
             });
             return Ok(unreachable(pass));
         }
