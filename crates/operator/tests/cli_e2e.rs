@@ -11,7 +11,9 @@
 //! data set 1→2 and restart with `--wait`, fail-over refused, delete. A third runs a
 //! FoundationDB cluster (stand-in Pods: `cargo build -p steward-fdb-standin`): create, scale a
 //! process class, a continuous backup waited for until restorable, a second backup and a restore
-//! to a time refused, fail-over refused, delete.
+//! to a time refused, fail-over refused, delete. A fourth backs up a 3-member etcd cluster
+//! (`steward backup --wait`: one snapshot) and restores it (`steward restore --wait`): a new
+//! cluster holding exactly the keys written before the snapshot, the source unchanged.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -650,4 +652,155 @@ fn the_cli_creates_scales_backs_up_and_deletes_a_foundationdb_cluster() {
     run(&["delete", "cluster", "fdb", "--wait"]);
     let list = run(&["show", "cluster"]);
     assert!(!list.contains("fdb"), "{list}");
+}
+
+/// The etcd client of cluster `name` on the dev plane (its `-client` Service), once it answers.
+async fn etcd_client(kubeconfig: &Path, name: &str) -> etcd_client::Client {
+    let ip = kubectl(
+        kubeconfig,
+        &[
+            "get",
+            "service",
+            &format!("{name}-client"),
+            "-o",
+            "jsonpath={.spec.clusterIP}",
+        ],
+    );
+    let options = etcd_client::ConnectOptions::new()
+        .with_connect_timeout(std::time::Duration::from_secs(2))
+        .with_timeout(std::time::Duration::from_secs(5));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Ok(mut c) = etcd_client::Client::connect(
+            [format!("http://{}:2379", ip.trim())],
+            Some(options.clone()),
+        )
+        .await
+            && c.status().await.is_ok()
+        {
+            return c;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name} never answered"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
+async fn etcd_keys(client: &mut etcd_client::Client, prefix: &str) -> Vec<String> {
+    let got = client
+        .get(prefix, Some(etcd_client::GetOptions::new().with_prefix()))
+        .await
+        .unwrap();
+    got.kvs()
+        .iter()
+        .map(|kv| kv.key_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_cli_backs_up_an_etcd_cluster_and_restores_the_snapshot_into_a_new_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_down, state) = dev_up(dir.path());
+    let config = state.join("cli.yaml");
+    let kubeconfig = state.join("kubeconfig");
+    let cwd = dir.path();
+    let run = |args: &[&str]| -> String {
+        let out = steward(&config, cwd, args, None);
+        assert!(
+            out.status.success(),
+            "steward {args:?} failed:\n{}",
+            text(&out)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let refused = |args: &[&str]| -> String {
+        let out = steward(&config, cwd, args, None);
+        assert!(!out.status.success(), "steward {args:?} succeeded");
+        text(&out)
+    };
+    let json =
+        |s: String| -> Value { serde_json::from_str(&s).unwrap_or_else(|e| panic!("{e}: {s}")) };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+
+    run(&[
+        "create",
+        "cluster",
+        "kv",
+        "--engine",
+        "etcd",
+        "--instances",
+        "3",
+        "--wait",
+    ]);
+    let mut src = rt.block_on(etcd_client(&kubeconfig, "kv"));
+    rt.block_on(async {
+        for i in 0..20 {
+            src.put(format!("before/{i:02}"), "v", None).await.unwrap();
+        }
+    });
+    // Nothing to restore yet; a snapshot is a full one.
+    let said = refused(&["restore", "kv"]);
+    assert!(said.contains("no Completed backup"), "{said}");
+    let said = refused(&["backup", "kv", "--type", "diff"]);
+    assert!(said.contains("an etcd backup is a snapshot"), "{said}");
+
+    // One snapshot, waited for until Completed.
+    let backup = json(run(&["backup", "kv", "--wait", "-o", "json"]));
+    assert_eq!(
+        (&backup["phase"], &backup["method"]),
+        (&Value::from("Completed"), &Value::from("snapshot")),
+        "{backup}"
+    );
+    let snapshot = backup["name"].as_str().unwrap().to_owned();
+    let list = run(&["show", "backup", "kv"]);
+    assert!(
+        list.contains(&snapshot) && list.contains("revision"),
+        "{list}"
+    );
+    rt.block_on(async {
+        src.put("after/0", "late", None).await.unwrap();
+    });
+
+    // A snapshot is restored as it was taken; then into a new cluster, followed until all
+    // three members are healthy, and shown.
+    let said = refused(&["restore", "kv", "--target-time", "2026-01-01T00:00:00Z"]);
+    assert!(said.contains("as it was taken"), "{said}");
+    let restored = json(run(&[
+        "restore",
+        "kv",
+        "--wait",
+        "--timeout",
+        "300",
+        "-o",
+        "json",
+    ]));
+    let name = restored["name"].as_str().unwrap().to_owned();
+    assert!(name.starts_with("kv-restore-"), "{restored}");
+    assert_eq!(
+        (
+            restored["engine"].as_str(),
+            restored["spec"]["dataSource"]["backup"].as_str(),
+            restored["status"]["readyMembers"].as_i64()
+        ),
+        (Some("etcd"), Some(snapshot.as_str()), Some(3)),
+        "{restored}"
+    );
+    let mut dst = rt.block_on(etcd_client(&kubeconfig, &name));
+    let (before, after) = rt.block_on(async {
+        (
+            etcd_keys(&mut dst, "before/").await,
+            etcd_keys(&mut dst, "after/").await,
+        )
+    });
+    assert_eq!(before.len(), 20, "every key written before the snapshot");
+    assert!(after.is_empty(), "nothing written after it: {after:?}");
+    let kept = rt.block_on(etcd_keys(&mut src, "after/"));
+    assert_eq!(kept, ["after/0"], "the source is not changed");
+    let list = run(&["show", "cluster"]);
+    assert!(list.contains(&name) && list.contains("kv"), "{list}");
+
+    run(&["delete", "cluster", &name, "--wait"]);
+    run(&["delete", "cluster", "kv", "--wait"]);
 }

@@ -749,6 +749,10 @@ mod tests {
         assert!(postgres.users().is_some() && postgres.failover().is_some());
         assert!(cratedb.users().is_some() && cratedb.failover().is_none());
         assert!(etcd.users().is_none() && etcd.failover().is_none());
+        assert!(etcd.backups().is_some());
+        for what in ["backups", "restores", "schedules"] {
+            assert_eq!(etcd.refuses(Capability::Backups, what), None, "{what}");
+        }
         assert_eq!(
             etcd.refuses(Capability::Failover, "fail-over").as_deref(),
             Some("fail-over is for PostgreSQL clusters: etcd elects its leader itself")
@@ -756,7 +760,7 @@ mod tests {
         assert_eq!(
             cratedb.refuses(Capability::Backups, "backups").as_deref(),
             Some(
-                "backups are not supported for cratedb clusters: Steward has them for PostgreSQL clusters only"
+                "backups are not supported for cratedb clusters: Steward does not take CrateDB snapshots yet"
             )
         );
         assert_eq!(cratedb.refuses(Capability::Users, "users"), None);

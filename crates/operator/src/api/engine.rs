@@ -296,6 +296,27 @@ pub fn to_json<T: Serialize>(value: &T) -> Result<Value, ApiError> {
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 
+/// Object `name` of kind `K`, when `of_cluster` says it is the cluster's (`None` when there is
+/// no such object, or it is another cluster's).
+pub async fn get_of_cluster<K>(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    of_cluster: impl Fn(&K) -> bool,
+) -> Result<Option<K>, ApiError>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    Ok(kube::Api::<K>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await
+        .map_err(|e| ApiError::kube(&format!("get {}", K::kind(&())), &e))?
+        .filter(|o| of_cluster(o)))
+}
+
 /// Object `name` of kind `K` as the API shows it (`info`), when `of_cluster` says it is the
 /// cluster's (`None` when there is no such object, or it is another cluster's): what an engine's
 /// `show` of one of its upgrades or restores answers.
@@ -312,11 +333,8 @@ where
         + DeserializeOwned
         + std::fmt::Debug,
 {
-    kube::Api::<K>::namespaced(client.clone(), namespace)
-        .get_opt(name)
-        .await
-        .map_err(|e| ApiError::kube(&format!("get {}", K::kind(&())), &e))?
-        .filter(|o| of_cluster(o))
+    get_of_cluster(client, namespace, name, of_cluster)
+        .await?
         .map(|o| to_json(&info(&o)))
         .transpose()
 }

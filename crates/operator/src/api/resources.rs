@@ -5,7 +5,8 @@
 //! Passwords go into Secrets and never into an answer. An engine without users, backups,
 //! restores, schedules or policies answers `400` saying so (`ClusterApi::refuses`). Backups and
 //! restores go through the engine's `BackupsApi` (PostgreSQL's `PostgresBackup`/`PostgresRestore`,
-//! FoundationDB's `FoundationDBBackup`/`FoundationDBRestore`); schedules and policies are
+//! FoundationDB's `FoundationDBBackup`/`FoundationDBRestore`, etcd's `EtcdBackup` and a new
+//! `EtcdCluster` seeded from it); schedules and policies are
 //! PostgreSQL's objects: the routes name them, and take the engine's word on whether a cluster
 //! has them.
 
@@ -360,24 +361,39 @@ pub struct Message {
 }
 
 /// A backup.
-#[derive(Serialize, utoipa::ToSchema)]
+#[derive(Default, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct BackupInfo {
     /// Its resource's name.
     pub name: String,
     /// The cluster.
     pub cluster: String,
-    /// `full`, `diff` or `incr` (PostgreSQL); `continuous` (FoundationDB).
+    /// `full`, `diff` or `incr` (PostgreSQL); `continuous` (FoundationDB); `full` (etcd).
     #[serde(rename = "type")]
     pub type_: String,
-    /// `pgbackrest` or `pgbasebackup` (PostgreSQL); `backup_agent` (FoundationDB).
+    /// `pgbackrest` or `pgbasebackup` (PostgreSQL); `backup_agent` (FoundationDB); `snapshot`
+    /// (etcd).
     pub method: String,
     /// `Pending`, `Running`, `Completed` or `Failed` (FoundationDB: `Completed` once the
     /// continuous backup is restorable; it keeps running).
     pub phase: Option<String>,
-    /// pgBackRest's label of the backup set; FoundationDB's latest restorable version.
+    /// pgBackRest's label of the backup set; FoundationDB's latest restorable version; the
+    /// keyspace revision an etcd snapshot holds.
     pub label: Option<String>,
     /// What the engine says of it.
     pub message: Option<String>,
+    /// Why it failed (PostgreSQL, etcd).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// When it started (RFC 3339; PostgreSQL, etcd).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<String>,
+    /// When it finished (RFC 3339; PostgreSQL, etcd).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<String>,
+    /// The snapshot file's size in bytes (etcd).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<i64>,
 }
 
 /// `GET …/backups`.
@@ -386,11 +402,12 @@ pub struct BackupList {
     backups: Vec<BackupInfo>,
 }
 
-/// The cluster's backups (its `PostgresBackup` objects), oldest first.
+/// The cluster's backups (its `PostgresBackup`s, `FoundationDBBackup`s or `EtcdBackup`s),
+/// oldest first.
 #[utoipa::path(get, path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/backups",
     tag = "backups",
     params(("namespace" = String, Path, description = "The namespace"),
-        ("engine" = String, Path, description = "`postgres` (`etcd` and `cratedb`: 400)"),
+        ("engine" = String, Path, description = "`postgres`, `foundationdb` or `etcd` (`cratedb`: 400)"),
         ("name" = String, Path, description = "The cluster")),
     responses((status = 200, body = BackupList), (status = 400, body = super::server::ErrorBody),
         (status = 401, body = super::server::ErrorBody), (status = 403, body = super::server::ErrorBody)))]
@@ -422,25 +439,40 @@ fn backups_of(
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateBackup {
-    /// `full` (default), `diff` or `incr`.
+    /// `full` (default), `diff` or `incr` (PostgreSQL; FoundationDB and etcd: `full` only).
     #[serde(rename = "type", default)]
     type_: Option<String>,
-    /// `pgbackrest` (default) or `pgbasebackup`.
+    /// `pgbackrest` (default) or `pgbasebackup` (PostgreSQL); `backup_agent` (FoundationDB);
+    /// `snapshot` (etcd).
     #[serde(default)]
     method: Option<String>,
 }
 
-/// (pure) A name for an object made now for a cluster: `<cluster>-<what>-<yyyymmddhhmmss>`.
-pub fn stamped(cluster: &str, what: &str, now: &str) -> String {
-    let digits: String = now.chars().filter(char::is_ascii_digit).take(14).collect();
-    format!("{cluster}-{what}-{digits}")
+/// (pure) The digits of an RFC 3339 time that name objects made then: `yyyymmddhhmmss`.
+pub fn stamp_digits(now: &str) -> String {
+    now.chars().filter(char::is_ascii_digit).take(14).collect()
 }
 
-/// Starts a backup (a `PostgresBackup`); `GET` it for its phase.
+/// (pure) A name for an object made now for a cluster: `<cluster>-<what>-<yyyymmddhhmmss>`.
+pub fn stamped(cluster: &str, what: &str, now: &str) -> String {
+    format!("{cluster}-{what}-{}", stamp_digits(now))
+}
+
+/// (pure) `<cluster><suffix>` in at most `max` characters: the cluster's name is cut (and a
+/// `-` it then ends with dropped) to make room for the suffix, which is always whole. For
+/// names that must stay DNS labels once the engine adds its own suffixes.
+pub fn name_within(cluster: &str, suffix: &str, max: usize) -> String {
+    let room = max.saturating_sub(suffix.len());
+    let cut = cluster.get(..room.min(cluster.len())).unwrap_or(cluster);
+    format!("{}{suffix}", cut.trim_end_matches('-'))
+}
+
+/// Starts a backup (a `PostgresBackup`, the cluster's `FoundationDBBackup`, or an `EtcdBackup`:
+/// one snapshot); `GET` it for its phase.
 #[utoipa::path(post, path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/backups",
     tag = "backups",
     params(("namespace" = String, Path, description = "The namespace"),
-        ("engine" = String, Path, description = "`postgres` (`etcd` and `cratedb`: 400)"),
+        ("engine" = String, Path, description = "`postgres`, `foundationdb` or `etcd` (`cratedb`: 400)"),
         ("name" = String, Path, description = "The cluster")),
     request_body = CreateBackup,
     responses((status = 202, body = BackupInfo), (status = 400, body = super::server::ErrorBody),
@@ -472,7 +504,7 @@ pub async fn create_backup(
 /// One backup.
 #[utoipa::path(get, path = "/api/v1/namespaces/{namespace}/backups/{backup}", tag = "backups",
     params(("namespace" = String, Path, description = "The namespace"),
-        ("backup" = String, Path, description = "The PostgresBackup")),
+        ("backup" = String, Path, description = "The PostgresBackup, FoundationDBBackup or EtcdBackup")),
     responses((status = 200, body = BackupInfo), (status = 401, body = super::server::ErrorBody),
         (status = 403, body = super::server::ErrorBody), (status = 404, body = super::server::ErrorBody)))]
 pub async fn show_backup(
@@ -496,11 +528,12 @@ pub async fn show_backup(
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RestoreRequest {
-    /// Recover to this time (RFC 3339); the end of the archive when absent.
+    /// Recover to this time (RFC 3339); the end of the archive when absent (PostgreSQL only).
     #[serde(default)]
     target_time: Option<String>,
     /// Restore this backup set (PostgreSQL: its pgBackRest label; FoundationDB: the
-    /// `FoundationDBBackup`, else the cluster's only one).
+    /// `FoundationDBBackup`, else the cluster's only one; etcd: the `EtcdBackup`, else the
+    /// cluster's newest `Completed` one).
     #[serde(default)]
     backup: Option<String>,
     /// Restore to this version (FoundationDB; its backup's latest restorable one when absent).
@@ -513,7 +546,7 @@ pub struct RestoreRequest {
 pub struct RestoreInfo {
     /// Its resource's name.
     pub name: String,
-    /// The cluster restored.
+    /// The cluster restored (etcd: the new cluster the snapshot seeds).
     pub cluster: String,
     /// Where it is: `Pending`, `Running`, `Completed` or `Failed` (a refusal too).
     pub phase: Option<String>,
@@ -527,11 +560,14 @@ pub struct RestoreInfo {
     pub error: Option<String>,
 }
 
-/// Restores the cluster in place (a `PostgresRestore`; the cluster's status shows progress).
+/// Restores the cluster in place (a `PostgresRestore` or a `FoundationDBRestore`; the cluster's
+/// status shows progress) — or, for etcd, into a new cluster seeded from a snapshot (an
+/// `EtcdCluster` `<cluster>-restore-<stamp>` with `spec.dataSource`; the cluster asked for is
+/// not changed).
 #[utoipa::path(post, path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/restore",
     tag = "backups",
     params(("namespace" = String, Path, description = "The namespace"),
-        ("engine" = String, Path, description = "`postgres` (`etcd` and `cratedb`: 400)"),
+        ("engine" = String, Path, description = "`postgres`, `foundationdb` or `etcd` (`cratedb`: 400)"),
         ("name" = String, Path, description = "The cluster")),
     request_body = RestoreRequest,
     responses((status = 202, body = RestoreInfo), (status = 400, body = super::server::ErrorBody),
@@ -566,7 +602,7 @@ pub async fn restore(
 #[utoipa::path(get, path = "/api/v1/namespaces/{namespace}/clusters/{engine}/{name}/restores/{restore}",
     tag = "backups",
     params(("namespace" = String, Path, description = "The namespace"),
-        ("engine" = String, Path, description = "`postgres` or `foundationdb` (others: 400)"),
+        ("engine" = String, Path, description = "`postgres`, `foundationdb` or `etcd` (`cratedb`: 400)"),
         ("name" = String, Path, description = "The cluster"),
         ("restore" = String, Path, description = "The restore (the `name` a `POST …/restore` answered)")),
     responses((status = 200, body = RestoreInfo), (status = 400, body = super::server::ErrorBody),
@@ -923,5 +959,20 @@ mod tests {
             stamped("demo", "full", "2026-11-26T10:11:12.345Z"),
             "demo-full-20261126101112"
         );
+    }
+
+    #[test]
+    fn a_name_within_a_limit_cuts_the_cluster_never_the_suffix() {
+        assert_eq!(
+            name_within("demo", "-20261126101112", 54),
+            "demo-20261126101112"
+        );
+        let long = "a".repeat(50);
+        let cut = name_within(&long, "-restore-20261126101112", 60);
+        assert_eq!(cut.len(), 60);
+        assert!(cut.ends_with("-restore-20261126101112"), "{cut}");
+        // A cut that ends on a `-` drops it: the name stays a DNS label.
+        assert_eq!(name_within("ab-cd", "-x", 5), "ab-x");
+        assert_eq!(stamp_digits("2026-11-26T10:11:12Z"), "20261126101112");
     }
 }

@@ -875,3 +875,289 @@ async fn cratedb_clusters_are_created_scaled_by_node_set_restarted_and_refuse_wh
     let (status, _) = call(&app, "DELETE", &format!("{base}/cratedb/cc"), None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn etcd_backups_are_snapshots_and_a_restore_seeds_a_new_cluster_from_one() {
+    use steward_api::common::Condition;
+    use steward_api::etcd::{
+        EtcdBackup, EtcdBackupStatus, EtcdCluster, EtcdClusterStatus, SnapshotPhase,
+    };
+
+    let plane = crate::embedded::Embedded::start(&["team"]).await.unwrap();
+    let state = Arc::new(ApiState {
+        client: plane.client.clone(),
+        access: RwLock::new(AccessTable::new(vec![user("ann", "admin")], Vec::new())),
+        limiter: Mutex::new(LoginLimiter::default()),
+        tokens: TokenKey::new(&[3; 32]).unwrap(),
+        clock: Arc::new(ManualClock::new("2026-11-26T10:00:00Z".parse().unwrap())),
+    });
+    let app = router(state);
+    let base = "/api/v1/namespaces/team/clusters";
+    let message = |body: &Value| body["message"].as_str().unwrap_or_default().to_owned();
+    let backups: Api<EtcdBackup> = Api::namespaced(plane.client.clone(), "team");
+    let clusters: Api<EtcdCluster> = Api::namespaced(plane.client.clone(), "team");
+    let (status, body) = call(
+        &app,
+        "POST",
+        base,
+        Some(json!({"engine": "etcd", "name": "kv", "instances": 3, "storage": "2Gi"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+
+    // A backup is one snapshot: an EtcdBackup of the cluster, named by the time.
+    let (status, body) = call(
+        &app,
+        "POST",
+        &format!("{base}/etcd/kv/backups"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(
+        (&body["name"], &body["type"], &body["method"]),
+        (
+            &json!("kv-20261126100000"),
+            &json!("full"),
+            &json!("snapshot")
+        )
+    );
+    let made = backups.get("kv-20261126100000").await.unwrap();
+    assert_eq!((made.spec.cluster.as_str(), made.spec.retain), ("kv", None));
+    for bad in [json!({"type": "diff"}), json!({"method": "pgbackrest"})] {
+        let (status, body) = call(
+            &app,
+            "POST",
+            &format!("{base}/etcd/kv/backups"),
+            Some(bad.clone()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+        assert!(
+            message(&body).contains("an etcd backup is a snapshot"),
+            "{body}"
+        );
+    }
+    // Nothing to restore before a snapshot completed; the named one is not.
+    let (status, body) = call(
+        &app,
+        "POST",
+        &format!("{base}/etcd/kv/restore"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        message(&body).contains("kv has no Completed backup"),
+        "{body}"
+    );
+    let (status, body) = call(
+        &app,
+        "POST",
+        &format!("{base}/etcd/kv/restore"),
+        Some(json!({"backup": "kv-20261126100000"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        message(&body).contains("backup kv-20261126100000 is Pending, not Completed"),
+        "{body}"
+    );
+
+    // The controller's word, as it writes it: Completed, with the snapshot's facts; an older
+    // failed one and another cluster's snapshot beside it.
+    let mut done = made.clone();
+    done.status = Some(EtcdBackupStatus {
+        phase: Some(SnapshotPhase::Completed),
+        revision: Some(112),
+        size_bytes: Some(20480),
+        start_time: Some("2026-11-26T10:00:01Z".into()),
+        completion_time: Some("2026-11-26T10:00:03Z".into()),
+        ..Default::default()
+    });
+    backups
+        .replace_status("kv-20261126100000", &Default::default(), &done)
+        .await
+        .unwrap();
+    let mut other = made.clone();
+    other.metadata = kube::api::ObjectMeta {
+        name: Some("elsewhere".into()),
+        namespace: Some("team".into()),
+        ..Default::default()
+    };
+    other.spec.cluster = "other".into();
+    backups.create(&Default::default(), &other).await.unwrap();
+    let (status, body) = call(&app, "GET", &format!("{base}/etcd/kv/backups"), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let listed = body["backups"].as_array().unwrap();
+    assert_eq!(listed.len(), 1, "only kv's snapshots: {body}");
+    assert_eq!(
+        (
+            &listed[0]["phase"],
+            &listed[0]["label"],
+            &listed[0]["sizeBytes"],
+            &listed[0]["completionTime"]
+        ),
+        (
+            &json!("Completed"),
+            &json!("revision 112"),
+            &json!(20480),
+            &json!("2026-11-26T10:00:03Z")
+        )
+    );
+    let (status, body) = call(
+        &app,
+        "GET",
+        "/api/v1/namespaces/team/backups/kv-20261126100000",
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, body["method"].clone()),
+        (StatusCode::OK, json!("snapshot"))
+    );
+    let (status, body) = call(
+        &app,
+        "POST",
+        &format!("{base}/etcd/kv/restore"),
+        Some(json!({"backup": "elsewhere"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "another cluster's: {body}");
+
+    // A snapshot is restored as it was taken.
+    for bad in [
+        json!({"targetTime": "2026-11-26T09:00:00Z"}),
+        json!({"version": 7}),
+    ] {
+        let (status, body) = call(
+            &app,
+            "POST",
+            &format!("{base}/etcd/kv/restore"),
+            Some(bad.clone()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+        assert!(message(&body).contains("as it was taken"), "{body}");
+    }
+
+    // The restore: a new cluster of kv's shape seeded from the newest Completed snapshot; kv
+    // itself is not changed.
+    let before = clusters.get("kv").await.unwrap();
+    let (status, body) = call(
+        &app,
+        "POST",
+        &format!("{base}/etcd/kv/restore"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let name = "kv-restore-20261126100000";
+    assert_eq!(
+        (&body["name"], &body["cluster"], &body["phase"]),
+        (&json!(name), &json!(name), &json!("Pending"))
+    );
+    assert!(
+        message(&body).contains(name) && message(&body).contains("revision 112"),
+        "{body}"
+    );
+    let new = clusters.get(name).await.unwrap();
+    assert_eq!(
+        new.spec.data_source.as_ref().map(|d| d.backup.as_str()),
+        Some("kv-20261126100000")
+    );
+    assert_eq!(
+        (new.spec.replicas, &new.spec.version, &new.spec.storage.size),
+        (3, &before.spec.version, &"2Gi".to_owned())
+    );
+    assert_eq!(
+        new.metadata.labels.as_ref().unwrap()["steward.dev/restored-from"],
+        "kv"
+    );
+    let after = clusters.get("kv").await.unwrap();
+    assert_eq!(
+        (after.spec, after.metadata.generation),
+        (before.spec, before.metadata.generation)
+    );
+    // It shows in the cluster list as any cluster does.
+    let (_, body) = call(&app, "GET", base, None).await;
+    assert!(
+        body["clusters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == name),
+        "{body}"
+    );
+
+    // Followed from the new cluster's status: waiting for its operator, then failed for good
+    // when its snapshot is lost; only as a restore of kv.
+    let one = format!("{base}/etcd/kv/restores/{name}");
+    let (status, shown) = call(&app, "GET", &one, None).await;
+    assert_eq!(
+        (status, shown["phase"].clone()),
+        (StatusCode::OK, json!("Pending"))
+    );
+    let (status, _) = call(&app, "GET", &one.replace("/kv/", "/other/"), None).await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "a restore of another cluster"
+    );
+    let (status, _) = call(&app, "GET", &format!("{base}/etcd/kv/restores/kv"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "kv is no restore");
+    let why = "EtcdBackup kv-20261126100000 does not exist";
+    let mut waiting = new.clone();
+    let mut status_of = EtcdClusterStatus::default();
+    status_of.common.conditions = vec![Condition {
+        type_: "Degraded".into(),
+        status: "True".into(),
+        reason: "SnapshotNotReady".into(),
+        message: why.into(),
+        last_transition_time: "2026-11-26T10:00:05Z".into(),
+        observed_generation: Some(1),
+    }];
+    waiting.status = Some(status_of);
+    clusters
+        .replace_status(name, &Default::default(), &waiting)
+        .await
+        .unwrap();
+    let (_, shown) = call(&app, "GET", &one, None).await;
+    assert_eq!(
+        shown["phase"], "Pending",
+        "the snapshot is still there: {shown}"
+    );
+    backups
+        .delete("kv-20261126100000", &Default::default())
+        .await
+        .unwrap();
+    let (status, shown) = call(&app, "GET", &one, None).await;
+    assert_eq!(status, StatusCode::OK, "{shown}");
+    assert_eq!(
+        (&shown["phase"], &shown["error"]),
+        (&json!("Failed"), &json!(why))
+    );
+
+    // Without a Completed snapshot left, a second restore is refused.
+    let (status, body) = call(
+        &app,
+        "POST",
+        &format!("{base}/etcd/kv/restore"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+
+    // A schedule of an etcd cluster's snapshots is no longer refused.
+    let (status, body) = call(
+        &app,
+        "POST",
+        "/api/v1/namespaces/team/schedules",
+        Some(
+            json!({"name": "kv-nightly", "spec": {"cluster": "kv", "schedule": "0 0 1 * * *",
+            "type": "etcd-snapshot", "successfulRunsHistoryLimit": 3}}),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+}

@@ -108,9 +108,11 @@ pub enum ClientCommand {
     Restart(RestartArgs),
     /// List fail-over candidates (--query), or fail over (to --target, else the best replica).
     Failover(FailoverArgs),
-    /// Take a backup of a PostgreSQL cluster.
+    /// Take a backup of a cluster (PostgreSQL: pgBackRest; FoundationDB: its continuous backup;
+    /// etcd: one snapshot).
     Backup(BackupArgs),
-    /// Restore a PostgreSQL cluster (to a point in time, a backup, or the end of the archive).
+    /// Restore a cluster: PostgreSQL to a point in time, a backup, or the end of the archive;
+    /// FoundationDB its backup; etcd a snapshot into a new cluster `<cluster>-restore-<stamp>`.
     Restore(RestoreArgs),
     /// Upgrade a PostgreSQL cluster to a new major version (pg_upgrade; the old claims are kept).
     #[command(subcommand)]
@@ -313,7 +315,7 @@ pub enum BackupType {
 pub struct BackupArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    /// Backup type.
+    /// Backup type (diff and incr: PostgreSQL only).
     #[arg(long = "type", value_enum, default_value = "full")]
     pub backup_type: BackupType,
     /// Wait until the backup is Completed or Failed.
@@ -354,10 +356,12 @@ pub struct UpgradeArgs {
 pub struct RestoreArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    /// Point in time to recover to (RFC 3339, e.g. 2026-11-26T10:00:00Z).
+    /// Point in time to recover to (RFC 3339, e.g. 2026-11-26T10:00:00Z; PostgreSQL only).
     #[arg(long, conflicts_with = "backup")]
     pub target_time: Option<String>,
-    /// Backup label to restore (default, without --target-time: the end of the archive).
+    /// The backup to restore: PostgreSQL's backup label (default, without --target-time: the
+    /// end of the archive); FoundationDB's backup (default: the only one); etcd's snapshot, an
+    /// `EtcdBackup` (default: the newest Completed one).
     #[arg(long)]
     pub backup: Option<String>,
     #[command(flatten)]

@@ -108,8 +108,9 @@ impl Session {
 
     /// Prints the answer of an action that made an object (a restore, an upgrade), or follows
     /// that object (`{path}/{collection}/{name}`, `name` from the answer) until `judge` says it
-    /// is done — then waits for the cluster to settle on its generation and shows it — or
-    /// failed, which ends the wait at once with its reason (a refusal too).
+    /// is done — then waits for the cluster it names to settle on its generation and shows it
+    /// (the cluster at `path`, or a new one: an etcd restore makes one) — or failed, which ends
+    /// the wait at once with its reason (a refusal too).
     async fn follow_then_show(
         &self,
         path: &str,
@@ -127,13 +128,14 @@ impl Session {
         })?;
         let started = std::time::Instant::now();
         let timeout = Duration::from_secs(wait.timeout);
-        wait::wait_phase(
+        let done = wait::wait_phase(
             &self.client,
             &format!("{path}/{collection}/{name}"),
             timeout,
             judge,
         )
         .await?;
+        let path = &result_path(path, &done);
         let generation = self
             .client
             .call(Method::GET, path, None)
@@ -162,6 +164,22 @@ impl Session {
                 Shape::Message,
             ),
         }
+    }
+}
+
+/// (pure) The path of the cluster an action's object (`object`, the API's answer) left its
+/// result in: the cluster at `path`, or its sibling when the object names another cluster in
+/// `cluster` (an etcd restore seeds a new cluster).
+pub fn result_path(path: &str, object: &Value) -> String {
+    let named = object
+        .get("cluster")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty());
+    match (path.rsplit_once('/'), named) {
+        (Some((parent, current)), Some(cluster)) if cluster != current => {
+            format!("{parent}/{cluster}")
+        }
+        _ => path.to_owned(),
     }
 }
 

@@ -186,3 +186,24 @@ fn cratedb_commands_name_the_node_set_and_take_extra_spec_fields() {
     );
     assert!(parse(&["show", "cluster", "cc", "--engine", "cratedb"]).is_ok());
 }
+
+#[test]
+fn a_restore_into_a_new_cluster_is_followed_to_that_cluster() {
+    let path = "/api/v1/namespaces/team/clusters/etcd/kv";
+    // An etcd restore names the new cluster it seeds.
+    assert_eq!(
+        result_path(
+            path,
+            &json!({"name": "kv-restore-20261126101112", "cluster": "kv-restore-20261126101112", "phase": "Completed"})
+        ),
+        "/api/v1/namespaces/team/clusters/etcd/kv-restore-20261126101112"
+    );
+    // A restore in place, an upgrade, or an answer naming no cluster: the cluster asked for.
+    for same in [
+        json!({"name": "kv-restore-1", "cluster": "kv"}),
+        json!({"name": "kv-restore-1"}),
+        json!({"name": "kv-restore-1", "cluster": ""}),
+    ] {
+        assert_eq!(result_path(path, &same), path, "{same}");
+    }
+}

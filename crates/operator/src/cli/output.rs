@@ -111,6 +111,7 @@ fn table(value: &Value, shape: Shape) -> String {
             ("Cluster", text(value, "/cluster")),
             ("Phase", text(value, "/phase")),
             ("Step", text(value, "/step")),
+            ("Message", text(value, "/message")),
         ]),
         Shape::Upgrade => key_values(&[
             ("Upgrade", text(value, "/name")),

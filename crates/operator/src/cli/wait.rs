@@ -420,18 +420,22 @@ pub async fn wait(
     .await
 }
 
-/// Judges a BackupInfo: Completed is done, Failed failed, anything else still running.
+/// Judges a BackupInfo: Completed is done, Failed failed (with its `error`, else its
+/// message), anything else still running.
 pub fn judge_backup(backup: &Value) -> WaitState {
-    let phase = backup.get("phase").and_then(Value::as_str);
-    let message = backup
-        .get("message")
-        .and_then(Value::as_str)
-        .filter(|m| !m.is_empty());
+    let text = |key: &str| {
+        backup
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|m| !m.is_empty())
+    };
+    let phase = text("phase");
+    let message = text("message");
     match phase {
         Some("Completed") => WaitState::Done,
         Some("Failed") => WaitState::Failed(format!(
             "backup failed: {}",
-            message.unwrap_or("no message")
+            text("error").or(message).unwrap_or("no message")
         )),
         other => WaitState::Running(Progress::waiting(format!(
             "backup {}{}",

@@ -178,6 +178,12 @@ fn a_backup_is_followed_by_its_phase() {
         judge_backup(&b("Failed")),
         WaitState::Failed("backup failed: m".into())
     );
+    // Why it failed, when the engine says it apart from its message (etcd, PostgreSQL).
+    let failed = json!({"name": "kv-20261126100000", "cluster": "kv", "type": "full", "method": "snapshot", "phase": "Failed", "message": "the snapshot Job failed", "error": "no healthy member to take it from"});
+    assert_eq!(
+        judge_backup(&failed),
+        WaitState::Failed("backup failed: no healthy member to take it from".into())
+    );
 }
 
 #[test]

@@ -293,7 +293,7 @@ impl ClusterApi for CrateDb {
                 "{what} is for PostgreSQL clusters: CrateDB has no primary (every node takes reads and writes, and the masters elect the cluster's master themselves)"
             )),
             Capability::Backups => Some(format!(
-                "{what} are not supported for cratedb clusters: Steward has them for PostgreSQL clusters only"
+                "{what} are not supported for cratedb clusters: Steward does not take CrateDB snapshots yet"
             )),
             Capability::Users => None,
         }

@@ -1,12 +1,13 @@
 //! The etcd engine as the REST API sees it ([`ClusterApi`]): `EtcdCluster`, sized by
-//! `spec.replicas`; no users, no fail-over (etcd elects its leader), no backups yet.
+//! `spec.replicas`; no users, no fail-over (etcd elects its leader); backups are snapshots
+//! (`EtcdBackup`) and a restore seeds a new cluster from one (`backups_api.rs`).
 
 use kube::api::ApiResource;
 use serde_json::{Value, json};
 use steward_api::etcd::{EtcdCluster, EtcdClusterSpec};
 
 use crate::api::engine::{
-    Capability, ClusterApi, NewCluster, Size, normalize_as, parts_as, to_json,
+    BackupsApi, Capability, ClusterApi, NewCluster, Size, normalize_as, parts_as, to_json,
 };
 use crate::api::server::ApiError;
 use crate::etcd::engine::Etcd;
@@ -48,17 +49,19 @@ impl ClusterApi for Etcd {
     }
 
     fn refuses(&self, capability: Capability, what: &str) -> Option<String> {
-        Some(match capability {
-            Capability::Failover => {
-                format!("{what} is for PostgreSQL clusters: etcd elects its leader itself")
-            }
-            Capability::Backups => {
-                format!("{what} are for PostgreSQL clusters: Steward's etcd clusters have none")
-            }
-            Capability::Users => {
+        match capability {
+            Capability::Failover => Some(format!(
+                "{what} is for PostgreSQL clusters: etcd elects its leader itself"
+            )),
+            Capability::Backups => None,
+            Capability::Users => Some(
                 "users are for PostgreSQL and CrateDB clusters: Steward's etcd clusters have none"
-                    .to_owned()
-            }
-        })
+                    .to_owned(),
+            ),
+        }
+    }
+
+    fn backups(&self) -> Option<&dyn BackupsApi> {
+        Some(self)
     }
 }

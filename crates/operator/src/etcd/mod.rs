@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod api;
 pub mod backup;
+pub mod backups_api;
 pub mod build;
 pub mod controller;
 pub mod engine;

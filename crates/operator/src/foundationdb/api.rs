@@ -201,6 +201,7 @@ pub fn backup_info(b: &FoundationDBBackup) -> BackupInfo {
             .and_then(|d| d.latest_restorable_version)
             .map(|v| v.to_string()),
         message: available.map(|c| c.message.clone()),
+        ..BackupInfo::default()
     }
 }
 

@@ -278,6 +278,10 @@ fn backup_info(b: &PostgresBackup) -> BackupInfo {
         phase: status.phase.map(|p| format!("{p:?}")),
         label: status.label,
         message: status.message,
+        error: status.error,
+        start_time: status.start_time,
+        completion_time: status.stop_time,
+        size_bytes: None,
     }
 }
 
