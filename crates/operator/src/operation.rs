@@ -161,6 +161,19 @@ pub fn expire(status: &mut CommonStatus, now: Timestamp) -> Option<Operation> {
 /// A failed backup blocks nothing: it changed nothing, and is reported on its own object. A
 /// failed restore holds the cluster by its own record (`status.restore`), which a re-run or
 /// the restore's deletion clears, not by the spec generation. A failed operation that was
+/// Why the last `Backup` operation, run for backup `name`, failed — if it did.
+pub fn failed_backup(status: &CommonStatus, name: &str) -> Option<String> {
+    status
+        .last_operation
+        .as_ref()
+        .filter(|op| {
+            op.kind == OperationKind::Backup
+                && op.phase == OperationPhase::Failed
+                && op.change.backup.as_deref() == Some(name)
+        })
+        .map(|op| op.message.clone())
+}
+
 /// rolled back (`change.rolledBack`: the cluster runs as before it) blocks nothing either.
 pub fn blocked_by_failure(status: &CommonStatus, generation: i64) -> Option<String> {
     let op = status.last_operation.as_ref()?;

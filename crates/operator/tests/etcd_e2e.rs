@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::e2e::{Plane, true_condition};
-use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod, Service};
+use common::e2e::{Plane, etcd_client, true_condition};
+use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams};
 use steward_api::common::{OperationKind, OperationPhase};
@@ -58,35 +58,6 @@ async fn scale(plane: &Plane, name: &str, replicas: i32) {
     plane
         .patch_spec::<EtcdCluster>(name, serde_json::json!({"replicas": replicas}))
         .await;
-}
-
-/// An etcd client through the cluster's `-client` Service (the node agent's ClusterIP proxy),
-/// once the Service routes: its endpoints follow Pod readiness a moment later, as kube-proxy's
-/// rules do on a real cluster.
-async fn etcd_client(plane: &Plane, name: &str) -> etcd_client::Client {
-    let svc = plane
-        .api::<Service>()
-        .get(&format!("{name}-client"))
-        .await
-        .unwrap();
-    let ip = svc.spec.unwrap().cluster_ip.unwrap();
-    let options = etcd_client::ConnectOptions::new()
-        .with_connect_timeout(Duration::from_secs(2))
-        .with_timeout(Duration::from_secs(5));
-    let client = etcd_client::Client::connect([format!("http://{ip}:2379")], Some(options))
-        .await
-        .unwrap();
-    plane
-        .eventually(
-            "the client Service routes to etcd",
-            Duration::from_secs(20),
-            || {
-                let mut c = client.clone();
-                async move { c.status().await.ok().map(|_| ()) }
-            },
-        )
-        .await;
-    client
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -8,9 +8,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::e2e::{Plane, true_condition};
+use common::e2e::{Plane, etcd_client, true_condition};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Event, Service};
+use k8s_openapi::api::core::v1::Event;
 use kube::api::ListParams;
 use steward_api::common::{OperationKind, OperationPhase};
 use steward_api::etcd::{EtcdBackup, EtcdCluster, EtcdPeer, SnapshotPhase};
@@ -57,32 +57,6 @@ async fn completed(plane: &Plane, name: &str) -> EtcdBackup {
             },
         )
         .await
-}
-
-async fn client(plane: &Plane, name: &str) -> etcd_client::Client {
-    let svc = plane
-        .api::<Service>()
-        .get(&format!("{name}-client"))
-        .await
-        .unwrap();
-    let ip = svc.spec.unwrap().cluster_ip.unwrap();
-    let options = etcd_client::ConnectOptions::new()
-        .with_connect_timeout(Duration::from_secs(2))
-        .with_timeout(Duration::from_secs(5));
-    let client = etcd_client::Client::connect([format!("http://{ip}:2379")], Some(options))
-        .await
-        .unwrap();
-    plane
-        .eventually(
-            "the client Service routes to etcd",
-            Duration::from_secs(20),
-            || {
-                let mut c = client.clone();
-                async move { c.status().await.ok().map(|_| ()) }
-            },
-        )
-        .await;
-    client
 }
 
 async fn keys(client: &mut etcd_client::Client, prefix: &str) -> Vec<(String, String)> {
@@ -164,7 +138,7 @@ async fn a_snapshot_seeds_a_new_cluster_with_exactly_the_keys_written_before_it(
     plane
         .wait_for::<EtcdCluster, _>("src with 3 members", "src", BOOT, settled(3))
         .await;
-    let mut src = client(&plane, "src").await;
+    let mut src = etcd_client(&plane, "src").await;
     for i in 0..100 {
         src.put(format!("before/{i:03}"), format!("v{i}"), None)
             .await
@@ -213,7 +187,7 @@ async fn a_snapshot_seeds_a_new_cluster_with_exactly_the_keys_written_before_it(
         (OperationKind::Scale, OperationPhase::Succeeded),
         "the restored member was scaled to 3: {last:?}"
     );
-    let mut dst = client(&plane, "copy").await;
+    let mut dst = etcd_client(&plane, "copy").await;
     let restored = keys(&mut dst, "before/").await;
     assert_eq!(restored.len(), 100, "every key written before the snapshot");
     assert_eq!(restored[42], ("before/042".to_owned(), "v42".to_owned()));
@@ -309,7 +283,7 @@ async fn an_etcd_snapshot_schedule_keeps_its_newest_snapshots() {
     plane
         .wait_for::<EtcdCluster, _>("sched with 1 member", "sched", BOOT, settled(1))
         .await;
-    let mut c = client(&plane, "sched").await;
+    let mut c = etcd_client(&plane, "sched").await;
     c.put("k", "v", None).await.unwrap();
     plane
         .apply(

@@ -317,6 +317,50 @@ where
         .filter(|o| of_cluster(o)))
 }
 
+/// The objects of kind `K` in `namespace` that `of_cluster` says are the cluster's, oldest
+/// first (creation time, then name): an engine's backups as its `list` reads them.
+pub async fn list_of_cluster<K>(
+    client: &kube::Client,
+    namespace: &str,
+    of_cluster: impl Fn(&K) -> bool,
+) -> Result<Vec<K>, ApiError>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let mut all = kube::Api::<K>::namespaced(client.clone(), namespace)
+        .list(&kube::api::ListParams::default())
+        .await
+        .map_err(|e| ApiError::kube(&format!("list {}s", K::kind(&())), &e))?
+        .items;
+    all.retain(|o| of_cluster(o));
+    all.sort_by_key(|o| (o.meta().creation_timestamp.clone(), o.meta().name.clone()));
+    Ok(all)
+}
+
+/// Creates `object` and answers it as the API shows it (`info`): an engine's new backup.
+pub async fn create_as<K, I: Serialize>(
+    client: &kube::Client,
+    namespace: &str,
+    object: &K,
+    info: impl Fn(&K) -> I,
+) -> Result<Value, ApiError>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + Serialize
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let made = kube::Api::<K>::namespaced(client.clone(), namespace)
+        .create(&kube::api::PostParams::default(), object)
+        .await
+        .map_err(|e| ApiError::kube(&format!("create {}", K::kind(&())), &e))?;
+    to_json(&info(&made))
+}
+
 /// Object `name` of kind `K` as the API shows it (`info`), when `of_cluster` says it is the
 /// cluster's (`None` when there is no such object, or it is another cluster's): what an engine's
 /// `show` of one of its upgrades or restores answers.

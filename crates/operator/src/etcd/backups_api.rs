@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::Value;
 use steward_api::common::condition_types::{AVAILABLE, DEGRADED};
 use steward_api::common::{Condition, OperationPhase};
@@ -22,7 +22,10 @@ use steward_api::etcd::{
     SnapshotPhase,
 };
 
-use crate::api::engine::{BackupsApi, NewBackup, NewRestore, get_of_cluster, to_json};
+use crate::api::engine::{
+    BackupsApi, NewBackup, NewRestore, create_as, get_of_cluster, list_of_cluster, show_of_cluster,
+    to_json,
+};
 use crate::api::resources::{BackupInfo, RestoreInfo, name_within, stamp_digits};
 use crate::api::server::ApiError;
 use crate::etcd::build::snapshot::job_name;
@@ -286,14 +289,10 @@ async fn backups_of(
     namespace: &str,
     cluster: &str,
 ) -> Result<Vec<EtcdBackup>, ApiError> {
-    let mut all = Api::<EtcdBackup>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| ApiError::kube("list EtcdBackups", &e))?
-        .items;
-    all.retain(|b| b.spec.cluster == cluster);
-    all.sort_by_key(|b| (b.metadata.creation_timestamp.clone(), b.name_any()));
-    Ok(all)
+    list_of_cluster(client, namespace, |b: &EtcdBackup| {
+        b.spec.cluster == cluster
+    })
+    .await
 }
 
 /// An etcd backup is an `EtcdBackup` (one snapshot); a restore is a new `EtcdCluster` seeded
@@ -331,11 +330,7 @@ impl BackupsApi for Etcd {
             },
         );
         backup.metadata.namespace = Some(namespace.to_owned());
-        let made = Api::<EtcdBackup>::namespaced(client.clone(), namespace)
-            .create(&PostParams::default(), &backup)
-            .await
-            .map_err(|e| ApiError::kube("create EtcdBackup", &e))?;
-        to_json(&backup_info(&made))
+        create_as(client, namespace, &backup, backup_info).await
     }
 
     async fn show(
@@ -344,12 +339,7 @@ impl BackupsApi for Etcd {
         namespace: &str,
         name: &str,
     ) -> Result<Option<Value>, ApiError> {
-        Api::<EtcdBackup>::namespaced(client.clone(), namespace)
-            .get_opt(name)
-            .await
-            .map_err(|e| ApiError::kube("get EtcdBackup", &e))?
-            .map(|b| to_json(&backup_info(&b)))
-            .transpose()
+        show_of_cluster(client, namespace, name, |_: &EtcdBackup| true, backup_info).await
     }
 
     async fn restore(

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use steward_api::foundationdb::{FoundationDBCluster, FoundationDBClusterSpec, ProcessClass};
 
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, PostParams};
 use steward_api::foundationdb::{
     BackupState, FoundationDBBackup, FoundationDBBackupSpec, FoundationDBRestore,
     FoundationDBRestoreSpec, RestoreState,
@@ -20,8 +20,8 @@ use steward_api::foundationdb::{
 
 use super::engine::FoundationDb;
 use crate::api::engine::{
-    BackupsApi, Capability, ClusterApi, NewBackup, NewCluster, NewRestore, Size, normalize_as,
-    parts_as, show_of_cluster, to_json,
+    BackupsApi, Capability, ClusterApi, NewBackup, NewCluster, NewRestore, Size, list_of_cluster,
+    normalize_as, parts_as, show_of_cluster, to_json,
 };
 use crate::api::resources::{BackupInfo, RestoreInfo, stamped};
 use crate::api::server::ApiError;
@@ -215,14 +215,10 @@ async fn backups_of(
     namespace: &str,
     cluster: &str,
 ) -> Result<Vec<FoundationDBBackup>, ApiError> {
-    let mut all = Api::<FoundationDBBackup>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| ApiError::kube("list FoundationDBBackups", &e))?
-        .items;
-    all.retain(|b| b.spec.cluster_name == cluster);
-    all.sort_by_key(|b| (b.metadata.creation_timestamp.clone(), b.name_any()));
-    Ok(all)
+    list_of_cluster(client, namespace, |b: &FoundationDBBackup| {
+        b.spec.cluster_name == cluster
+    })
+    .await
 }
 
 /// A FoundationDB backup is continuous: a create starts the cluster's `FoundationDBBackup`
@@ -309,12 +305,14 @@ impl BackupsApi for FoundationDb {
         namespace: &str,
         name: &str,
     ) -> Result<Option<Value>, ApiError> {
-        Api::<FoundationDBBackup>::namespaced(client.clone(), namespace)
-            .get_opt(name)
-            .await
-            .map_err(|e| ApiError::kube("get FoundationDBBackup", &e))?
-            .map(|b| to_json(&backup_info(&b)))
-            .transpose()
+        show_of_cluster(
+            client,
+            namespace,
+            name,
+            |_: &FoundationDBBackup| true,
+            backup_info,
+        )
+        .await
     }
 
     async fn restore(

@@ -12,7 +12,7 @@ use steward_api::postgres::{
 
 use crate::api::clusters::{Candidate, Candidates, merge};
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, PostParams};
 use steward_api::pgbackrest::{
     BackupMethod, BackupType, PostgresBackup, PostgresBackupSpec, PostgresRestore,
     PostgresRestoreSpec, RestoreTarget,
@@ -20,8 +20,8 @@ use steward_api::pgbackrest::{
 
 use crate::api::engine::{
     BackupsApi, Capability, ClusterApi, FailoverApi, NewBackup, NewCluster, NewRestore, NewUpgrade,
-    NewUser, Size, UpgradeApi, UsersApi, normalize_as, parts_as, show_of_cluster, to_json,
-    user_ready,
+    NewUser, Size, UpgradeApi, UsersApi, create_as, list_of_cluster, normalize_as, parts_as,
+    show_of_cluster, to_json, user_ready,
 };
 use crate::api::resources::{BackupInfo, RestoreInfo, UpgradeInfo, UserInfo, stamped};
 use crate::api::server::ApiError;
@@ -296,14 +296,13 @@ impl BackupsApi for Postgres {
         namespace: &str,
         cluster: &str,
     ) -> Result<Vec<Value>, ApiError> {
-        let mut all = Api::<PostgresBackup>::namespaced(client.clone(), namespace)
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| ApiError::kube("list PostgresBackups", &e))?
-            .items;
-        all.retain(|b| b.spec.cluster == cluster);
-        all.sort_by_key(|b| (b.metadata.creation_timestamp.clone(), b.name_any()));
-        all.iter().map(|b| to_json(&backup_info(b))).collect()
+        list_of_cluster(client, namespace, |b: &PostgresBackup| {
+            b.spec.cluster == cluster
+        })
+        .await?
+        .iter()
+        .map(|b| to_json(&backup_info(b)))
+        .collect()
     }
 
     async fn create(
@@ -337,11 +336,7 @@ impl BackupsApi for Postgres {
             },
         );
         backup.metadata.namespace = Some(namespace.to_owned());
-        let made = Api::<PostgresBackup>::namespaced(client.clone(), namespace)
-            .create(&PostParams::default(), &backup)
-            .await
-            .map_err(|e| ApiError::kube("create PostgresBackup", &e))?;
-        to_json(&backup_info(&made))
+        create_as(client, namespace, &backup, backup_info).await
     }
 
     async fn show(
@@ -350,12 +345,14 @@ impl BackupsApi for Postgres {
         namespace: &str,
         name: &str,
     ) -> Result<Option<Value>, ApiError> {
-        Api::<PostgresBackup>::namespaced(client.clone(), namespace)
-            .get_opt(name)
-            .await
-            .map_err(|e| ApiError::kube("get PostgresBackup", &e))?
-            .map(|b| to_json(&backup_info(&b)))
-            .transpose()
+        show_of_cluster(
+            client,
+            namespace,
+            name,
+            |_: &PostgresBackup| true,
+            backup_info,
+        )
+        .await
     }
 
     async fn restore(

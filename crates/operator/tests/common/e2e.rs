@@ -700,3 +700,32 @@ pub async fn with_webhooks(url: &str) -> Plane {
     )
     .await
 }
+
+/// An etcd client through the cluster's `-client` Service (the node agent's ClusterIP proxy),
+/// once the Service routes: its endpoints follow Pod readiness a moment later, as kube-proxy's
+/// rules do on a real cluster.
+pub async fn etcd_client(plane: &Plane, name: &str) -> etcd_client::Client {
+    let svc = plane
+        .api::<k8s_openapi::api::core::v1::Service>()
+        .get(&format!("{name}-client"))
+        .await
+        .unwrap();
+    let ip = svc.spec.unwrap().cluster_ip.unwrap();
+    let options = etcd_client::ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(2))
+        .with_timeout(Duration::from_secs(5));
+    let client = etcd_client::Client::connect([format!("http://{ip}:2379")], Some(options))
+        .await
+        .unwrap();
+    plane
+        .eventually(
+            "the client Service routes to etcd",
+            Duration::from_secs(20),
+            || {
+                let mut c = client.clone();
+                async move { c.status().await.ok().map(|_| ()) }
+            },
+        )
+        .await;
+    client
+}

@@ -1,6 +1,7 @@
 //! Wires the snapshot pipeline into a kube-runtime `Controller`. An `EtcdBackup` owns its Job,
-//! which it does not cache: a running backup looks again every few seconds (the steps
-//! requeue), a finished one every [`RESYNC`].
+//! whose changes wake it (a watch of the Jobs labelled with a backup's name, nothing cached
+//! beyond what the controller needs to map them); a running backup also looks again every few
+//! seconds (the steps requeue), a finished one every [`RESYNC`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,9 +90,15 @@ pub async fn run(ctx: Arc<Context>, stop: CancellationToken) {
         ctx: ctx.clone(),
         pipeline: pipeline(),
     });
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = ctx.watched_api();
     let (cache, trigger) = crate::runtime::stores::primary(backups, stop.clone());
     Controller::for_shared_stream(trigger, cache)
         .with_config(ctx.controller_config())
+        .owns(
+            jobs,
+            kube::runtime::watcher::Config::default()
+                .labels(crate::etcd::build::snapshot::BACKUP_LABEL),
+        )
         .graceful_shutdown_on(async move { stop.cancelled().await })
         .run(
             reconcile::<State>,

@@ -105,16 +105,7 @@ fn running(pass: &PostgresPass) -> Option<String> {
 
 /// Why the last `Backup` operation for `name` failed, if it did.
 fn failed_operation(pass: &PostgresPass, name: &str) -> Option<String> {
-    pass.core
-        .status
-        .last_operation
-        .as_ref()
-        .filter(|op| {
-            op.kind == OperationKind::Backup
-                && op.phase == OperationPhase::Failed
-                && op.change.backup.as_deref() == Some(name)
-        })
-        .map(|op| op.message.clone())
+    crate::operation::failed_backup(&pass.core.status, name)
 }
 
 pub use crate::clock::human_duration;

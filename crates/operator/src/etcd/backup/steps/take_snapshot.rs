@@ -279,16 +279,7 @@ fn expired(pass: &SnapshotPass, name: &str) -> Option<String> {
     if pass.status.phase != Some(SnapshotPhase::Running) || pass.core.status.operation.is_some() {
         return None;
     }
-    pass.core
-        .status
-        .last_operation
-        .as_ref()
-        .filter(|op| {
-            op.kind == OperationKind::Backup
-                && op.phase == OperationPhase::Failed
-                && op.change.backup.as_deref() == Some(name)
-        })
-        .map(|op| op.message.clone())
+    crate::operation::failed_backup(&pass.core.status, name)
 }
 
 /// Marks the backup failed; `end` finishes the operation too (the deadline already did).
