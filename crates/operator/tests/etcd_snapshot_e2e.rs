@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::e2e::{Plane, etcd_client, true_condition};
+use common::e2e::{Plane, etcd_client, true_condition, with_webhooks};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::ListParams;
@@ -255,8 +255,9 @@ async fn a_snapshot_seeds_a_new_cluster_with_exactly_the_keys_written_before_it(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_etcd_snapshot_schedule_keeps_its_newest_snapshots() {
-    let plane = Plane::start().await;
+async fn an_etcd_snapshot_schedule_keeps_its_newest_snapshots_and_reports_each() {
+    let (hook_url, hooks) = common::hooks::receiver(axum::http::StatusCode::OK).await;
+    let plane = with_webhooks(&hook_url).await;
     // A schedule on a cluster that does not exist says so.
     plane
         .apply(
@@ -356,6 +357,26 @@ async fn an_etcd_snapshot_schedule_keeps_its_newest_snapshots() {
             (runs.len() == 2).then_some(runs)
         })
         .await;
+    // Each snapshot ended with the seed's backup webhook, naming the cluster (not the
+    // EtcdBackup), its file as the label.
+    let one = seen.iter().next().unwrap().clone();
+    let body: serde_json::Value = plane
+        .eventually("the backup webhook", Duration::from_secs(30), || {
+            let hooks = hooks.clone();
+            let one = one.clone();
+            async move {
+                hooks.all().into_iter().find_map(|(_, body)| {
+                    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+                    (v["backup_data"]["backup"] == one.as_str()).then_some(v)
+                })
+            }
+        })
+        .await;
+    assert_eq!(body["event"], "backup", "{body}");
+    assert_eq!(body["cluster"], "sched", "{body}");
+    assert_eq!(body["status"], "success", "{body}");
+    assert_eq!(body["backup_data"]["type"], "snapshot", "{body}");
+    assert_eq!(body["backup_data"]["label"], format!("{one}.db"), "{body}");
     let recorded: Vec<&str> = schedule
         .status
         .as_ref()
@@ -370,5 +391,51 @@ async fn an_etcd_snapshot_schedule_keeps_its_newest_snapshots() {
             "{recorded:?}"
         );
     }
+    plane.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_snapshot_running_when_the_operator_stops_completes_once_after_it_restarts() {
+    let mut plane = Plane::start().await;
+    plane.apply(&cluster("busy", 1, None)).await;
+    plane
+        .wait_for::<EtcdCluster, _>("busy with 1 member", "busy", BOOT, settled(1))
+        .await;
+    // 96 MiB: the save takes long enough to stop the operator while it runs.
+    let mut c = etcd_client(&plane, "busy").await;
+    let value = vec![b'x'; 1024 * 1024];
+    for i in 0..96 {
+        c.put(format!("blob/{i:03}"), value.clone(), None)
+            .await
+            .unwrap();
+    }
+    plane.apply(&backup("mid", "busy", 1)).await;
+    let running = plane
+        .wait_for::<EtcdBackup, _>(
+            "the snapshot running",
+            "mid",
+            Duration::from_secs(60),
+            |b| b.status.as_ref().and_then(|s| s.phase) == Some(SnapshotPhase::Running),
+        )
+        .await;
+    let started = running.status.unwrap().start_time.unwrap();
+    // Down for 10 s: the Job ends while nobody watches it.
+    plane.restart_operator_after(Duration::from_secs(10)).await;
+    let done = completed(&plane, "mid").await;
+    let s = done.status.unwrap();
+    assert_eq!(s.start_time.as_deref(), Some(started.as_str()), "one start");
+    assert!(s.total_keys.unwrap() >= 96, "{s:?}");
+    let last = s.common.last_operation.unwrap();
+    assert_eq!(
+        (last.kind, last.phase),
+        (OperationKind::Backup, OperationPhase::Succeeded)
+    );
+    let jobs = plane
+        .api::<Job>()
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(jobs.items.len(), 1, "the Job was adopted, not made again");
+    assert_eq!(events_with(&plane, "SnapshotStarted").await.len(), 1);
     plane.shutdown().await;
 }
