@@ -152,8 +152,33 @@ async fn a_snapshot_seeds_a_new_cluster_with_exactly_the_keys_written_before_it(
         .unwrap()
         .revision();
 
+    // A writer runs through the snapshot, recording every acknowledged put with its revision.
+    let writing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let writer = {
+        let mut c = src.clone();
+        let writing = writing.clone();
+        tokio::spawn(async move {
+            let (mut acked, mut unknown): (Vec<(String, i64)>, Vec<String>) = Default::default();
+            let mut i = 0u32;
+            while writing.load(std::sync::atomic::Ordering::Relaxed) {
+                let key = format!("during/{i:05}");
+                match c.put(key.clone(), "w", None).await {
+                    Ok(r) => acked.push((key, r.header().unwrap().revision())),
+                    // Not acknowledged: it may or may not have been applied.
+                    Err(_) => unknown.push(key),
+                }
+                i += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            (acked, unknown)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
     plane.apply(&backup("early", "src", 1)).await;
     let early = completed(&plane, "early").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    writing.store(false, std::sync::atomic::Ordering::Relaxed);
+    let (acked, unknown) = writer.await.unwrap();
     let s = early.status.clone().unwrap();
     assert!(s.revision.unwrap() >= before_rev, "{s:?}");
     assert!(s.total_keys.unwrap() >= 100, "{s:?}");
@@ -188,6 +213,39 @@ async fn a_snapshot_seeds_a_new_cluster_with_exactly_the_keys_written_before_it(
         "the restored member was scaled to 3: {last:?}"
     );
     let mut dst = etcd_client(&plane, "copy").await;
+    // Exactly the writer's puts at or below the snapshot's revision, none above it.
+    let at = s.revision.unwrap();
+    let want: Vec<String> = acked
+        .iter()
+        .filter(|(_, rev)| *rev <= at)
+        .map(|(k, _)| k.clone())
+        .collect();
+    let got: Vec<String> = keys(&mut dst, "during/")
+        .await
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    for k in &want {
+        assert!(
+            got.contains(k),
+            "{k} acknowledged at or below revision {at} is missing"
+        );
+    }
+    for (k, rev) in acked.iter().filter(|(_, rev)| *rev > at) {
+        assert!(
+            !got.contains(k),
+            "{k} acknowledged at revision {rev} > {at} is there"
+        );
+    }
+    for k in got.iter().filter(|k| !want.contains(k)) {
+        assert!(unknown.contains(k), "{k} was never written");
+    }
+    assert!(
+        !want.is_empty() && want.len() < acked.len(),
+        "puts on both sides of the snapshot: {} of {}",
+        want.len(),
+        acked.len()
+    );
     let restored = keys(&mut dst, "before/").await;
     assert_eq!(restored.len(), 100, "every key written before the snapshot");
     assert_eq!(restored[42], ("before/042".to_owned(), "v42".to_owned()));
