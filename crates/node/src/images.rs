@@ -330,6 +330,7 @@ impl ImageMap {
         let program = target
             .and_then(|t| mapped_program(t, &cmd0))
             .or_else(|| search(&cmd0, path))
+            .or_else(|| etcdutl_stand_in(image, &cmd0, path))
             .ok_or_else(|| {
                 ResolveError(format!(
                     "image {image:?}: command {cmd0:?} is not covered by the image map and not \
@@ -478,6 +479,19 @@ fn mapped_program(target: &Path, cmd0: &str) -> Option<PathBuf> {
         return is_executable(&candidate).then_some(candidate);
     }
     (target.file_name() == Some(base) || Path::new(cmd0) == target).then(|| target.to_path_buf())
+}
+
+/// etcd's images from 3.5 carry `etcdutl` (the snapshot `status` and `restore` commands moved
+/// there from `etcdctl`); the release binaries installed here (`ETCD_ROOT`) have only `etcd`.
+/// For an etcd image without one, `etcdutl` runs the host's `etcdctl` 3.4 (Debian), whose
+/// `snapshot status` and `snapshot restore` take the same arguments; `argv[0]` stays `etcdutl`.
+fn etcdutl_stand_in(image: &str, cmd0: &str, path: &str) -> Option<PathBuf> {
+    let is_etcd = candidates(image)
+        .iter()
+        .any(|c| ETCD_IMAGES.contains(&c.as_str()));
+    (is_etcd && Path::new(cmd0).file_name() == Some(std::ffi::OsStr::new("etcdutl")))
+        .then(|| search("etcdctl", path))
+        .flatten()
 }
 
 /// Finds `cmd` like a shell would: as given when it contains a slash, else on `path`.
@@ -631,6 +645,43 @@ mod tests {
             )
             .unwrap();
         assert!(r.program.ends_with("sh"));
+    }
+
+    #[test]
+    fn an_etcd_image_without_etcdutl_runs_the_hosts_etcdctl_for_it() {
+        let dir = tempfile::tempdir().unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let exe = dir.path().join("etcd");
+        for p in [&exe, &bin.join("etcdctl")] {
+            std::fs::write(p, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let path = bin.display().to_string();
+        let map = ImageMap::empty().with("quay.io/coreos/etcd", &exe);
+        let args = s(&["snapshot", "status", "/snapshots/a.db"]);
+        let r = map
+            .resolve(
+                "quay.io/coreos/etcd:v3.5.34",
+                &s(&["etcdutl"]),
+                &args,
+                &path,
+            )
+            .unwrap();
+        assert_eq!(r.program, bin.join("etcdctl"));
+        assert_eq!(r.argv[0], "etcdutl");
+        // Only for etcd's images, and only for etcdutl.
+        let other = ImageMap::empty().with("busybox", &exe);
+        assert!(
+            other
+                .resolve("busybox", &s(&["etcdutl"]), &[], &path)
+                .is_err()
+        );
+        assert!(
+            map.resolve("quay.io/coreos/etcd", &s(&["etcdctl2"]), &[], &path)
+                .is_err()
+        );
     }
 
     #[test]

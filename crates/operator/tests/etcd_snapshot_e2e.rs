@@ -30,11 +30,15 @@ fn settled(want: i32) -> impl Fn(&EtcdCluster) -> bool {
 }
 
 fn cluster(name: &str, replicas: i32, source: Option<&str>) -> String {
+    cluster_of(VERSION, name, replicas, source)
+}
+
+fn cluster_of(version: &str, name: &str, replicas: i32, source: Option<&str>) -> String {
     let source = source
         .map(|b| format!("  dataSource:\n    backup: {b}\n"))
         .unwrap_or_default();
     format!(
-        "apiVersion: steward.dev/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: {name}\nspec:\n  replicas: {replicas}\n  version: {VERSION}\n{source}"
+        "apiVersion: steward.dev/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: {name}\nspec:\n  replicas: {replicas}\n  version: {version}\n{source}"
     )
 }
 
@@ -495,5 +499,36 @@ async fn a_snapshot_running_when_the_operator_stops_completes_once_after_it_rest
         .unwrap();
     assert_eq!(jobs.items.len(), 1, "the Job was adopted, not made again");
     assert_eq!(events_with(&plane, "SnapshotStarted").await.len(), 1);
+    plane.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_3_5_snapshot_is_checked_and_restored_with_etcdutl() {
+    let plane = Plane::start().await;
+    plane.apply(&cluster_of("3.5.34", "five", 1, None)).await;
+    plane
+        .wait_for::<EtcdCluster, _>("five with 1 member", "five", BOOT, settled(1))
+        .await;
+    let mut c = etcd_client(&plane, "five").await;
+    for i in 0..20 {
+        c.put(format!("k/{i:02}"), "v", None).await.unwrap();
+    }
+    plane.apply(&backup("five-snap", "five", 1)).await;
+    let done = completed(&plane, "five-snap").await;
+    assert!(done.status.unwrap().total_keys.unwrap() >= 20);
+    let job = plane.api::<Job>().get("five-snap-snapshot").await.unwrap();
+    let check = job.spec.unwrap().template.spec.unwrap().containers[0]
+        .command
+        .clone()
+        .unwrap();
+    assert_eq!(check[0], "etcdutl", "3.5 checks with etcdutl");
+    plane
+        .apply(&cluster_of("3.5.34", "five-copy", 1, Some("five-snap")))
+        .await;
+    plane
+        .wait_for::<EtcdCluster, _>("five-copy with 1 member", "five-copy", BOOT, settled(1))
+        .await;
+    let mut copy = etcd_client(&plane, "five-copy").await;
+    assert_eq!(keys(&mut copy, "k/").await.len(), 20);
     plane.shutdown().await;
 }

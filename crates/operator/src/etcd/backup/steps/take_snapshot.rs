@@ -96,12 +96,16 @@ impl SubReconciler<SnapshotPass> for TakeSnapshot {
         }
         match job_outcome(&live) {
             None => {
-                pass.core.advance_operation(
-                    OperationKind::Backup,
-                    "SnapshotJob",
-                    0,
-                    format!("the snapshot Job {} runs", job_name(&name)),
-                );
+                let message = match stuck(pass, &job_name(&name)).await? {
+                    Some(why) => format!(
+                        "the snapshot Job {} cannot start a container: {why}",
+                        job_name(&name)
+                    ),
+                    None => format!("the snapshot Job {} runs", job_name(&name)),
+                };
+                pass.status.message = Some(message.clone());
+                pass.core
+                    .advance_operation(OperationKind::Backup, "SnapshotJob", 0, message);
                 Ok(Outcome::requeue(SOON, "the snapshot Job runs"))
             }
             Some(Err(why)) => {
@@ -367,6 +371,38 @@ async fn check_log(pass: &SnapshotPass, job: &str) -> Result<Option<String>, Err
             )
         })?;
     Ok(Some(log))
+}
+
+/// Why a container of the Job's Pod cannot start, when the kubelet says so (an image it cannot
+/// pull or run, a configuration it cannot build), as `container: Reason: message`. The Job
+/// keeps its deadline: a kubelet may still recover; the backup says what it waits for.
+async fn stuck(pass: &SnapshotPass, job: &str) -> Result<Option<String>, Error> {
+    const STUCK: [&str; 6] = [
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "ErrImageNeverPull",
+        "InvalidImageName",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+    ];
+    let Some(pod) = job_pod(pass, job).await? else {
+        return Ok(None);
+    };
+    let status = pod.status.unwrap_or_default();
+    Ok(status
+        .init_container_statuses
+        .unwrap_or_default()
+        .into_iter()
+        .chain(status.container_statuses.unwrap_or_default())
+        .find_map(|c| {
+            let waiting = c.state?.waiting?;
+            let reason = waiting.reason.filter(|r| STUCK.contains(&r.as_str()))?;
+            Some(format!(
+                "{}: {reason}: {}",
+                c.name,
+                waiting.message.unwrap_or_default()
+            ))
+        }))
 }
 
 /// What the failed container of the Job's Pod said (its termination message: the log's
